@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Shared by scripts/test and scripts/run-demo: install what is missing (Debian bookworm, as root),
+# configure and build into build/ with 2 jobs.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${M3IDX_BUILD_DIR:-$ROOT/build}
+
+PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev libmlir-22-dev mlir-22-tools lld-22 clang-22
+          nlohmann-json3-dev libfmt-dev googletest libgtest-dev libcli11-dev)
+
+install_missing() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "m3idx setup: installing ${missing[*]}"
+    if [[ $(id -u) -ne 0 ]]; then
+      echo "m3idx setup: missing packages and not root; install them: apt-get install ${missing[*]}" >&2
+      exit 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+build() {
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD" -j "${M3IDX_JOBS:-2}"
+}
+
+install_missing
+build

@@ -13,6 +13,7 @@ using Runner = std::function<int()>;
 void addGenCommand(CLI::App &app, Runner &run);
 void addRunCommand(CLI::App &app, Runner &run);
 void addCheckCommand(CLI::App &app, Runner &run);
+void addInspectCommand(CLI::App &app, Runner &run);
 
 // Prints "m3idx: error: MESSAGE" on stderr and returns the exit code for failures.
 int fail(const std::string &message);

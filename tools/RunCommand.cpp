@@ -4,6 +4,7 @@
 
 #include "casefile/CaseFile.h"
 #include "reference/ReferenceIndexer.h"
+#include "runtime/Backend.h"
 #include "tools/Commands.h"
 #include "tools/OutputFiles.h"
 
@@ -18,8 +19,13 @@ struct RunArgs {
 };
 
 int runRun(const RunArgs &a) {
-  if (a.backend != "ref")
-    return fail(fmt::format("--backend: expected ref, got '{}'", a.backend));
+  StatusOr<std::unique_ptr<runtime::Backend>> backend = runtime::makeBackend(a.backend);
+  if (!backend.ok())
+    return fail(backend.status().message());
+  if (a.cp && a.backend != "ref")
+    return fail(fmt::format("--cp: expected --backend ref (the 4-rank reference simulation), got "
+                            "'{}'",
+                            a.backend));
   if (a.cp != 0 && a.cp != 4)
     return fail(fmt::format("--cp: expected 4 (WORLD), got {}", a.cp));
   StatusOr<Case> c = loadCase(a.caseDir);
@@ -33,7 +39,7 @@ int runRun(const RunArgs &a) {
   auto start = std::chrono::steady_clock::now();
   std::string fallback;
   StatusOr<IndexerOutput> out = a.cp ? reference::runReferenceDecodeCp(v, a.cp, &fallback)
-                                     : reference::runReference(v, a.scores);
+                                     : (*backend)->run(v, runtime::RunOptions{a.scores});
   if (!out.ok())
     return fail(out.status().message());
   if (!fallback.empty())
@@ -56,7 +62,7 @@ void addRunCommand(CLI::App &app, Runner &run) {
   CLI::App *cmd = app.add_subcommand("run", "Run a case folder, write topk.npy (and score.npy)");
   cmd->add_option("CASE", args->caseDir, "Case folder")->required();
   cmd->add_option("--out", args->out, "Output folder")->required();
-  cmd->add_option("--backend", args->backend, "ref")->capture_default_str();
+  cmd->add_option("--backend", args->backend, "ref (scalar reference) or host (JIT)")->capture_default_str();
   cmd->add_flag("--scores", args->scores, "Also write score.npy [H, T, W]");
   cmd->add_option("--cp", args->cp, "Decode context parallelism over 4 simulated ranks");
   cmd->callback([&run, args] { run = [args] { return runRun(*args); }; });

@@ -1,0 +1,406 @@
+#include "dsl/Builder.h"
+
+#include <fmt/format.h>
+
+namespace m3idx::dsl {
+
+Type Value::type() const { return b_->typeOf(id_); }
+
+KernelBuilder::KernelBuilder(std::string name) {
+  k_.name = std::move(name);
+  cursor_.push_back({-1, 0});
+}
+
+Region &KernelBuilder::current() {
+  Cursor c = cursor_.back();
+  return c.op < 0 ? k_.body : k_.ops[c.op].regions[c.region];
+}
+
+ValueId KernelBuilder::newValue(Type t) {
+  k_.valueTypes.push_back(t);
+  return ValueId{static_cast<int32_t>(k_.valueTypes.size() - 1)};
+}
+
+bool KernelBuilder::check(bool ok, const std::string &what) {
+  if (!ok && !error_)
+    error_ = fmt::format("kernel @{}: {}", k_.name, what);
+  return ok;
+}
+
+bool KernelBuilder::live(std::initializer_list<Value> vs) {
+  for (const Value &v : vs)
+    if (!check(v.builder() == this && v.id().valid(),
+               "an operand is not a value of this kernel (default-constructed or from another "
+               "builder)"))
+      return false;
+  return true;
+}
+
+Value KernelBuilder::poison(Type t) { return Value(this, newValue(t)); }
+
+Values KernelBuilder::emit(OpKind kind, const Values &operands, const std::vector<Type> &results,
+                           int64_t intAttr, double floatAttr, std::vector<int32_t> lanes) {
+  argsClosed_ = true;
+  Op op;
+  op.kind = kind;
+  for (const Value &v : operands)
+    op.operands.push_back(v.id());
+  Values out;
+  for (const Type &t : results) {
+    ValueId id = newValue(t);
+    op.results.push_back(id);
+    out.emplace_back(this, id);
+  }
+  op.intAttr = intAttr;
+  op.floatAttr = floatAttr;
+  op.lanesAttr = std::move(lanes);
+  k_.ops.push_back(std::move(op));
+  current().ops.push_back(static_cast<int32_t>(k_.ops.size() - 1));
+  return out;
+}
+
+Value KernelBuilder::emit1(OpKind kind, const Values &operands, Type result, int64_t intAttr,
+                           double floatAttr, std::vector<int32_t> lanes) {
+  return emit(kind, operands, {result}, intAttr, floatAttr, std::move(lanes))[0];
+}
+
+Buffer KernelBuilder::buffer(const std::string &name, Elem elem, Access access) {
+  check(!argsClosed_ && k_.scalars.empty(),
+        fmt::format("buffer '{}' declared after scalar arguments or ops", name));
+  k_.buffers.push_back({name, elem, access});
+  return Buffer{static_cast<int>(k_.buffers.size() - 1), elem, access};
+}
+
+Value KernelBuilder::scalarArg(const std::string &name, Elem elem) {
+  check(!argsClosed_, fmt::format("scalar argument '{}' declared after ops", name));
+  check(elem == Elem::I64 || elem == Elem::F32,
+        fmt::format("scalar argument '{}' must be i64 or f32, got {}", name, elemName(elem)));
+  k_.scalars.push_back({name, elem});
+  Value v = emit1(OpKind::ScalarArg, {}, scalar(elem), static_cast<int64_t>(k_.scalars.size() - 1));
+  argsClosed_ = false; // reading arguments does not close the signature
+  return v;
+}
+
+Value KernelBuilder::programId() { return emit1(OpKind::ProgramId, {}, scalar(Elem::I64)); }
+
+Value KernelBuilder::constInt(int64_t v, Elem e) {
+  check(isInt(e), fmt::format("constInt of type {}", elemName(e)));
+  return emit1(OpKind::ConstInt, {}, scalar(e), v);
+}
+
+Value KernelBuilder::constF32(double v) { return emit1(OpKind::ConstFloat, {}, scalar(Elem::F32), 0, v); }
+
+Value KernelBuilder::constLike(Value like, double v) {
+  if (!live({like}))
+    return poison(scalar(Elem::I64));
+  Type t = like.type();
+  Value s = isFloat(t.elem) ? constF32(v) : constInt(static_cast<int64_t>(v), t.elem);
+  check(t.elem == Elem::F32 || isInt(t.elem),
+        fmt::format("constant like a value of type {}", t.str()));
+  return t.isTile() ? splat(s, t.lanes) : s;
+}
+
+Value KernelBuilder::iota(int lanes) {
+  check(lanes > 0, "iota needs lanes > 0");
+  return emit1(OpKind::Iota, {}, tile(Elem::I64, lanes));
+}
+
+Value KernelBuilder::binary(OpKind k, Value a, Value b) {
+  if (!live({a, b}))
+    return poison(scalar(Elem::I64));
+  Type t = a.type();
+  check(t == b.type(), fmt::format("{}: operand types differ ({} vs {})", opName(k), t.str(),
+                                   b.type().str()));
+  switch (k) {
+  case OpKind::Add: case OpKind::Sub: case OpKind::Mul:
+    check(isInt(t.elem) || t.elem == Elem::F32,
+          fmt::format("{}: needs integer or f32 operands, got {}", opName(k), t.str()));
+    break;
+  case OpKind::MaxNumF:
+    check(t.elem == Elem::F32, fmt::format("maxnumf: needs f32 operands, got {}", t.str()));
+    break;
+  default:
+    check(isInt(t.elem), fmt::format("{}: needs integer operands, got {}", opName(k), t.str()));
+  }
+  return emit1(k, {a, b}, t);
+}
+
+Value KernelBuilder::cmp(OpKind k, Value a, Value b) {
+  if (!live({a, b}))
+    return poison(scalar(Elem::I1));
+  Type t = a.type();
+  check(t == b.type(), fmt::format("{}: operand types differ ({} vs {})", opName(k), t.str(),
+                                   b.type().str()));
+  bool floatPred = k == OpKind::CmpUnordF || k == OpKind::CmpEqF;
+  check(floatPred ? t.elem == Elem::F32 : isInt(t.elem),
+        fmt::format("{}: wrong operand type {}", opName(k), t.str()));
+  return emit1(k, {a, b}, t.withElem(Elem::I1));
+}
+
+Value KernelBuilder::select(Value c, Value a, Value b) {
+  if (!live({c, a, b}))
+    return poison(scalar(Elem::I64));
+  check(a.type() == b.type(), fmt::format("select: branch types differ ({} vs {})",
+                                          a.type().str(), b.type().str()));
+  check(c.type().elem == Elem::I1 && (!c.type().isTile() || c.type().lanes == a.type().lanes),
+        fmt::format("select: condition must be i1 with the branches' lanes, got {}",
+                    c.type().str()));
+  return emit1(OpKind::Select, {c, a, b}, a.type());
+}
+
+Value KernelBuilder::convert(OpKind k, Value v, Elem to) {
+  if (!live({v}))
+    return poison(scalar(to));
+  Type from = v.type();
+  int fb = elemBits(from.elem), tb = elemBits(to);
+  bool ok = false;
+  switch (k) {
+  case OpKind::ExtS: case OpKind::ExtU: ok = isInt(from.elem) && isInt(to) && tb > fb; break;
+  case OpKind::Trunc: ok = isInt(from.elem) && isInt(to) && tb < fb; break;
+  case OpKind::SIToFP: ok = isInt(from.elem) && to == Elem::F32; break;
+  case OpKind::ExtF:
+    ok = (from.elem == Elem::F8E4M3FN || from.elem == Elem::F4E2M1FN) && to == Elem::F32;
+    break;
+  case OpKind::TruncF: ok = from.elem == Elem::F32 && to == Elem::F8E4M3FN; break;
+  case OpKind::Bitcast: ok = fb == tb && from.elem != to; break;
+  default: break;
+  }
+  check(ok, fmt::format("{}: cannot convert {} to {}", opName(k), from.str(), elemName(to)));
+  return emit1(k, {v}, from.withElem(to));
+}
+
+Value KernelBuilder::clampF(Value v, double bound) {
+  if (!live({v}))
+    return poison(scalar(Elem::F32));
+  check(v.type().elem == Elem::F32 && bound > 0,
+        fmt::format("clampf: needs f32 and a positive bound, got {}", v.type().str()));
+  return emit1(OpKind::ClampF, {v}, v.type(), 0, bound);
+}
+
+Value KernelBuilder::splat(Value s, int lanes) {
+  if (!live({s}))
+    return poison(tile(Elem::I64, lanes));
+  check(!s.type().isTile() && lanes > 0,
+        fmt::format("splat: needs a scalar and lanes > 0, got {}", s.type().str()));
+  return emit1(OpKind::Splat, {s}, tile(s.type().elem, lanes));
+}
+
+Value KernelBuilder::extract(Value t, int lane) {
+  if (!live({t}))
+    return poison(scalar(Elem::I64));
+  check(t.type().isTile() && lane >= 0 && lane < t.type().lanes,
+        fmt::format("extract: lane {} of {}", lane, t.type().str()));
+  return emit1(OpKind::Extract, {t}, scalar(t.type().elem), lane);
+}
+
+Value KernelBuilder::shuffle(Value a, Value b, std::vector<int32_t> mask) {
+  if (!live({a, b}))
+    return poison(tile(Elem::I64, static_cast<int>(mask.size())));
+  Type t = a.type();
+  check(t.isTile() && t == b.type(), fmt::format("shuffle: needs two tiles of one type, got {} "
+                                                 "and {}",
+                                                 t.str(), b.type().str()));
+  for (int32_t m : mask)
+    check(m >= 0 && m < 2 * t.lanes, fmt::format("shuffle: lane {} out of [0, {})", m, 2 * t.lanes));
+  check(!mask.empty(), "shuffle: empty mask");
+  const int lanes = static_cast<int>(mask.size());
+  return emit1(OpKind::Shuffle, {a, b}, tile(t.elem, lanes), 0, 0, std::move(mask));
+}
+
+Value KernelBuilder::reduceAdd(Value t) {
+  if (!live({t}))
+    return poison(scalar(Elem::F32));
+  check(t.type().isTile() && (t.type().elem == Elem::F32 || isInt(t.type().elem)),
+        fmt::format("reduce.add: needs an f32 or integer tile, got {}", t.type().str()));
+  return emit1(OpKind::ReduceAdd, {t}, scalar(t.type().elem));
+}
+
+Value KernelBuilder::reduceMax(Value t) {
+  if (!live({t}))
+    return poison(scalar(Elem::F32));
+  check(t.type().isTile() && (t.type().elem == Elem::F32 || isInt(t.type().elem)),
+        fmt::format("reduce.max: needs an f32 or integer tile, got {}", t.type().str()));
+  return emit1(OpKind::ReduceMax, {t}, scalar(t.type().elem));
+}
+
+Value KernelBuilder::load(Buffer buf, Value offset) {
+  if (!live({offset}))
+    return poison(scalar(buf.elem));
+  check(buf.index >= 0 && buf.index < static_cast<int>(k_.buffers.size()), "load: unknown buffer");
+  check(offset.type() == scalar(Elem::I64),
+        fmt::format("load: offset must be i64, got {}", offset.type().str()));
+  check(buf.access == Access::Read, "load: buffer is write-only");
+  return emit1(OpKind::Load, {offset}, scalar(buf.elem), buf.index);
+}
+
+Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes) {
+  if (!live({offset}))
+    return poison(tile(buf.elem, lanes));
+  check(buf.index >= 0 && buf.index < static_cast<int>(k_.buffers.size()),
+        "load.tile: unknown buffer");
+  check(offset.type() == scalar(Elem::I64),
+        fmt::format("load.tile: offset must be i64, got {}", offset.type().str()));
+  check(lanes > 0, "load.tile: lanes must be > 0");
+  check(buf.access == Access::Read, "load.tile: buffer is write-only");
+  return emit1(OpKind::LoadTile, {offset}, tile(buf.elem, lanes), buf.index);
+}
+
+void KernelBuilder::store(Buffer buf, Value offset, Value v) {
+  if (!live({offset, v}))
+    return;
+  check(offset.type() == scalar(Elem::I64),
+        fmt::format("store: offset must be i64, got {}", offset.type().str()));
+  check(v.type() == scalar(buf.elem), fmt::format("store: value {} into a buffer of {}",
+                                                  v.type().str(), elemName(buf.elem)));
+  check(buf.access == Access::Write, "store: buffer is read-only");
+  emit(OpKind::Store, {offset, v}, {}, buf.index);
+}
+
+void KernelBuilder::storeTile(Buffer buf, Value offset, Value v) {
+  if (!live({offset, v}))
+    return;
+  check(offset.type() == scalar(Elem::I64),
+        fmt::format("store.tile: offset must be i64, got {}", offset.type().str()));
+  check(v.type().isTile() && v.type().elem == buf.elem,
+        fmt::format("store.tile: value {} into a buffer of {}", v.type().str(), elemName(buf.elem)));
+  check(buf.access == Access::Write, "store.tile: buffer is read-only");
+  emit(OpKind::StoreTile, {offset, v}, {}, buf.index);
+}
+
+Value KernelBuilder::decodeNvfp4(Value packed, Value scales) {
+  if (!live({packed, scales}))
+    return poison(tile(Elem::F8E4M3FN, 2));
+  Type p = packed.type(), s = scales.type();
+  check(p.isTile() && p.elem == Elem::I8 && s.isTile() && s.elem == Elem::I8 &&
+            p.lanes == 8 * s.lanes,
+        fmt::format("nvfp4.decode: needs packed tile<8k x i8> and scales tile<k x i8>, got {} "
+                    "and {}",
+                    p.str(), s.str()));
+  return emit1(OpKind::DecodeNvfp4, {packed, scales}, tile(Elem::F8E4M3FN, 2 * p.lanes));
+}
+
+Value KernelBuilder::dot(Value a, Value b) {
+  if (!live({a, b}))
+    return poison(scalar(Elem::F32));
+  check(a.type().isTile() && a.type().elem == Elem::F32 && a.type() == b.type(),
+        fmt::format("dot: needs two f32 tiles of one length, got {} and {}", a.type().str(),
+                    b.type().str()));
+  return emit1(OpKind::Dot, {a, b}, scalar(Elem::F32));
+}
+
+Value KernelBuilder::packScoreKey(Value score, Value block) {
+  if (!live({score, block}))
+    return poison(scalar(Elem::I64));
+  check(score.type() == scalar(Elem::F32) && block.type() == scalar(Elem::I64),
+        fmt::format("topk.pack_key: needs f32 score and i64 block, got {} and {}",
+                    score.type().str(), block.type().str()));
+  return emit1(OpKind::PackScoreKey, {score, block}, scalar(Elem::I64));
+}
+
+Values KernelBuilder::runRegion(int32_t op, int region, const std::function<Values()> &fn) {
+  cursor_.push_back({op, region});
+  Values yielded = fn();
+  Values checked;
+  for (const Value &v : yielded)
+    if (live({v}))
+      checked.push_back(v);
+  emit(OpKind::Yield, checked, {});
+  cursor_.pop_back();
+  return checked;
+}
+
+Values KernelBuilder::forLoop(Value lo, Value hi, Value step, const Values &inits,
+                              const std::function<Values(Value, const Values &)> &body) {
+  std::vector<Type> types;
+  for (const Value &v : inits)
+    types.push_back(live({v}) ? v.type() : scalar(Elem::I64));
+  if (!live({lo, hi, step}))
+    return {};
+  for (Value v : {lo, hi, step})
+    check(v.type() == scalar(Elem::I64),
+          fmt::format("for: bounds and step must be i64, got {}", v.type().str()));
+  Values operands = {lo, hi, step};
+  operands.insert(operands.end(), inits.begin(), inits.end());
+  Values results = emit(OpKind::For, operands, types);
+  const int32_t op = static_cast<int32_t>(k_.ops.size() - 1);
+  k_.ops[op].regions.resize(1);
+  Value iv(this, newValue(scalar(Elem::I64)));
+  k_.ops[op].regions[0].args.push_back(iv.id());
+  Values iters;
+  for (const Type &t : types) {
+    Value a(this, newValue(t));
+    k_.ops[op].regions[0].args.push_back(a.id());
+    iters.push_back(a);
+  }
+  Values yielded = runRegion(op, 0, [&] { return body(iv, iters); });
+  check(yielded.size() == types.size(),
+        fmt::format("for: body yields {} values for {} iter args", yielded.size(), types.size()));
+  for (size_t i = 0; i < std::min(yielded.size(), types.size()); ++i)
+    check(yielded[i].type() == types[i],
+          fmt::format("for: iter arg {} is {} but the body yields {}", i, types[i].str(),
+                      yielded[i].type().str()));
+  return results;
+}
+
+Values KernelBuilder::ifElse(Value cond, const std::function<Values()> &thenFn,
+                             const std::function<Values()> &elseFn) {
+  if (!live({cond}))
+    return {};
+  check(cond.type() == scalar(Elem::I1),
+        fmt::format("if: condition must be a scalar i1, got {}", cond.type().str()));
+  // Result types come from the then-branch; build it first into a detached op.
+  Values results = emit(OpKind::If, {cond}, {});
+  const int32_t op = static_cast<int32_t>(k_.ops.size() - 1);
+  k_.ops[op].regions.resize(2);
+  Values thenVals = runRegion(op, 0, thenFn);
+  Values elseVals = runRegion(op, 1, elseFn);
+  check(thenVals.size() == elseVals.size(),
+        fmt::format("if: branches yield {} and {} values", thenVals.size(), elseVals.size()));
+  Values out;
+  for (size_t i = 0; i < std::min(thenVals.size(), elseVals.size()); ++i) {
+    check(thenVals[i].type() == elseVals[i].type(),
+          fmt::format("if: result {} is {} in then and {} in else", i, thenVals[i].type().str(),
+                      elseVals[i].type().str()));
+    ValueId id = newValue(thenVals[i].type());
+    k_.ops[op].results.push_back(id);
+    out.emplace_back(this, id);
+  }
+  return out;
+}
+
+void KernelBuilder::ifThen(Value cond, const std::function<void()> &thenFn) {
+  ifElse(
+      cond, [&] { thenFn(); return Values{}; }, [] { return Values{}; });
+}
+
+StatusOr<Kernel> KernelBuilder::finish() {
+  if (error_)
+    return Status::error(*error_);
+  return k_;
+}
+
+namespace {
+Value lit(Value like, int64_t v) { return like.builder()->constLike(like, static_cast<double>(v)); }
+} // namespace
+
+Value operator+(Value a, Value b) { return a.builder()->binary(OpKind::Add, a, b); }
+Value operator-(Value a, Value b) { return a.builder()->binary(OpKind::Sub, a, b); }
+Value operator*(Value a, Value b) { return a.builder()->binary(OpKind::Mul, a, b); }
+Value operator/(Value a, Value b) { return a.builder()->binary(OpKind::DivS, a, b); }
+Value operator%(Value a, Value b) { return a.builder()->binary(OpKind::RemS, a, b); }
+Value operator&(Value a, Value b) { return a.builder()->binary(OpKind::And, a, b); }
+Value operator|(Value a, Value b) { return a.builder()->binary(OpKind::Or, a, b); }
+Value operator<(Value a, Value b) { return a.builder()->cmp(OpKind::CmpLtS, a, b); }
+Value operator<=(Value a, Value b) { return a.builder()->cmp(OpKind::CmpLeS, a, b); }
+Value operator>(Value a, Value b) { return a.builder()->cmp(OpKind::CmpGtS, a, b); }
+Value operator>=(Value a, Value b) { return a.builder()->cmp(OpKind::CmpGeS, a, b); }
+Value operator==(Value a, Value b) { return a.builder()->cmp(OpKind::CmpEq, a, b); }
+Value operator+(Value a, int64_t b) { return a + lit(a, b); }
+Value operator-(Value a, int64_t b) { return a - lit(a, b); }
+Value operator*(Value a, int64_t b) { return a * lit(a, b); }
+Value operator/(Value a, int64_t b) { return a / lit(a, b); }
+Value operator%(Value a, int64_t b) { return a % lit(a, b); }
+Value operator<(Value a, int64_t b) { return a < lit(a, b); }
+Value operator>=(Value a, int64_t b) { return a >= lit(a, b); }
+
+} // namespace m3idx::dsl

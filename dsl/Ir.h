@@ -1,0 +1,81 @@
+// The DSL's in-memory program: a kernel is buffer and scalar arguments plus a body of SSA ops,
+// with structured regions (for, if) and no target detail. Lowerings walk it; the printer gives the
+// canonical text used by `m3idx inspect --emit dsl` and by the cache key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dsl/Types.h"
+
+namespace m3idx::dsl {
+
+enum class OpKind : uint8_t {
+  // leaves
+  ConstInt, ConstFloat, ScalarArg, ProgramId, Iota,
+  // elementwise (scalar or tile; both operands of one type)
+  Add, Sub, Mul, DivS, RemS, MinS, MaxS, MaxNumF, And, Or, Xor, Shl, ShrU,
+  CmpEq, CmpNe, CmpLtS, CmpLeS, CmpGtS, CmpGeS, CmpGtU, CmpUnordF, CmpEqF,
+  Select,
+  // conversions
+  ExtS, ExtU, Trunc, SIToFP, ExtF, TruncF, Bitcast, ClampF,
+  // tiles
+  Splat, Extract, Shuffle, ReduceAdd, ReduceMax,
+  // memory (buffers are 1-D; offsets are i64 element indices)
+  Load, LoadTile, Store, StoreTile,
+  // domain ops
+  DecodeNvfp4, Dot, PackScoreKey,
+  // structure
+  For, If, Yield,
+};
+
+const char *opName(OpKind k);
+
+struct ValueId {
+  int32_t id = -1;
+  bool valid() const { return id >= 0; }
+};
+
+struct Region {
+  std::vector<ValueId> args;  // block arguments (for: iv then iter args)
+  std::vector<int32_t> ops;   // indexes into Kernel::ops
+};
+
+struct Op {
+  OpKind kind;
+  std::vector<ValueId> operands;
+  std::vector<ValueId> results;
+  int64_t intAttr = 0;            // constants, lane index, buffer index, arg index
+  double floatAttr = 0;
+  std::vector<int32_t> lanesAttr; // shuffle mask
+  std::vector<Region> regions;    // for: body; if: then, else
+};
+
+enum class Access : uint8_t { Read, Write };
+
+struct BufferArg {
+  std::string name;
+  Elem elem;
+  Access access;
+};
+
+struct ScalarArgDecl {
+  std::string name;
+  Elem elem;
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<BufferArg> buffers;
+  std::vector<ScalarArgDecl> scalars;
+  std::vector<Type> valueTypes; // by ValueId
+  std::vector<Op> ops;
+  Region body;
+
+  Type typeOf(ValueId v) const { return valueTypes[v.id]; }
+  // Canonical text: stable across runs and builds, so it can key a cache.
+  std::string print() const;
+};
+
+} // namespace m3idx::dsl

@@ -1,0 +1,59 @@
+#include "kernels_src/KernelCatalog.h"
+
+#include <fmt/format.h>
+
+#include "core/Spec.h"
+#include "kernels_src/ScoreKernels.h"
+
+namespace m3idx::kernels {
+
+std::string KernelConfig::str() const { return fmt::format("heads={},rows={}", numHeads, queryRows); }
+
+const std::vector<KernelKind> &allKernels() {
+  static const std::vector<KernelKind> all = {KernelKind::ScoreDecode, KernelKind::ScorePrefill,
+                                              KernelKind::TopkDecode, KernelKind::TopkPrefill};
+  return all;
+}
+
+const char *kernelName(KernelKind k) {
+  switch (k) {
+  case KernelKind::ScoreDecode: return "score_decode";
+  case KernelKind::ScorePrefill: return "score_prefill";
+  case KernelKind::TopkDecode: return "topk_decode";
+  case KernelKind::TopkPrefill: return "topk_prefill";
+  }
+  return "?";
+}
+
+std::optional<KernelKind> kernelByName(const std::string &name) {
+  for (KernelKind k : allKernels())
+    if (name == kernelName(k))
+      return k;
+  return std::nullopt;
+}
+
+KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen) {
+  switch (k) {
+  case KernelKind::ScoreDecode: return {numHeads, decodeQueryLen};
+  case KernelKind::ScorePrefill: return {numHeads, kPrefillRowTile};
+  case KernelKind::TopkDecode: return {1, decodeQueryLen}; // heads come from the grid
+  case KernelKind::TopkPrefill: return {1, 0};
+  }
+  return {};
+}
+
+StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
+  if (!spec::isSupportedHeadCount(c.numHeads))
+    return invalidArgument("heads", "1, 2 or 4", c.numHeads);
+  if (k != KernelKind::TopkPrefill && (c.queryRows < 1 || c.queryRows > 64))
+    return invalidArgument("query rows", "1..64", c.queryRows);
+  switch (k) {
+  case KernelKind::ScoreDecode: return buildScoreDecode(c);
+  case KernelKind::ScorePrefill: return buildScorePrefill(c);
+  case KernelKind::TopkDecode: return buildTopkDecode(c);
+  case KernelKind::TopkPrefill: return buildTopkPrefill(c);
+  }
+  return Status::error("unknown kernel");
+}
+
+} // namespace m3idx::kernels

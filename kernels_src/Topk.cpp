@@ -1,0 +1,82 @@
+// Top-k kernels (SPEC §5): one program per (head, row) streams the row's scores once, keeping the
+// 16 largest packed keys in a sorted 16-lane tile (a compare-shift-select insertion network).
+#include "kernels_src/ScoreKernels.h"
+
+#include "core/Spec.h"
+
+namespace m3idx::kernels {
+
+using namespace dsl;
+
+namespace {
+
+constexpr int K = spec::kTopkBlocks;
+
+// Inserts `key` into `state`, a tile sorted descending; the smallest key falls off the end.
+Value topkInsert(KernelBuilder &b, Value state, Value key) {
+  Value keys = b.splat(key, K);
+  Value above = b.cmp(OpKind::CmpGtU, keys, state); // a suffix of lanes, as state is sorted
+  std::vector<int32_t> shiftRight = {0};           // lane 0 of the first operand, then state
+  for (int i = 0; i < K - 1; ++i)
+    shiftRight.push_back(K + i);
+  Value shifted = b.shuffle(keys, state, shiftRight);
+  Value noneAbove = b.cmp(OpKind::CmpNe, keys, keys); // all false
+  Value aboveBefore = b.shuffle(noneAbove, above, shiftRight);
+  return b.select(above, b.select(aboveBefore, shifted, keys), state);
+}
+
+// Selects the top 16 of scores[base, base + nblk) into out[outBase, outBase + 16).
+void topkRow(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out, Value outBase) {
+  // Key 0 is below every real key (the ordered bits of -inf are 0x007FFFFF), so it marks empty.
+  Value empty = b.splat(b.constInt(0), K);
+  Values top = b.forLoop(b.constInt(0), nblk, b.constInt(1), {empty}, [&](Value blk, const Values &s) {
+    Value key = b.packScoreKey(b.load(scores, base + blk), blk);
+    Value smallest = b.extract(s[0], K - 1);
+    return b.ifElse(
+        b.cmp(OpKind::CmpGtU, key, smallest), [&] { return Values{topkInsert(b, s[0], key)}; },
+        [&] { return s; });
+  });
+  Value ids = b.convert(OpKind::Trunc, top[0] & b.splat(b.constInt(0xFFFFFFFF), K), Elem::I32);
+  Value filled = b.iota(K) < b.splat(nblk, K);
+  b.storeTile(out, outBase, b.select(filled, ids, b.splat(b.constInt(-1, Elem::I32), K)));
+}
+
+Value blocksFor(Value tokens) { return (tokens + (spec::kSparseBlockSize - 1)) / spec::kSparseBlockSize; }
+
+} // namespace
+
+StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
+  KernelBuilder b("topk_decode");
+  Buffer scores = b.buffer("scores", Elem::F32, Access::Read);
+  Buffer seqLens = b.buffer("seq_lens", Elem::I32, Access::Read);
+  Buffer out = b.buffer("topk", Elem::I32, Access::Write);
+  Value numRows = b.scalarArg("num_rows", Elem::I64);
+  Value width = b.scalarArg("width", Elem::I64);
+  Value decodeRows = b.scalarArg("decode_rows", Elem::I64);
+  Value pid = b.programId();
+  Value head = pid / decodeRows, row = pid % decodeRows;
+  Value seqLen = b.convert(OpKind::ExtS, b.load(seqLens, row / c.queryRows), Elem::I64);
+  Value causal = b.maxS(seqLen - c.queryRows + row % c.queryRows + 1, b.constInt(0));
+  Value headRow = head * numRows + row;
+  topkRow(b, scores, headRow * width, blocksFor(causal), out, headRow * K);
+  return b.finish();
+}
+
+StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
+  KernelBuilder b("topk_prefill");
+  Buffer scores = b.buffer("scores", Elem::F32, Access::Read);
+  Buffer rowBlocks = b.buffer("row_nblk", Elem::I32, Access::Read);
+  Buffer out = b.buffer("topk", Elem::I32, Access::Write);
+  Value numRows = b.scalarArg("num_rows", Elem::I64);
+  Value width = b.scalarArg("width", Elem::I64);
+  Value rowBegin = b.scalarArg("row_begin", Elem::I64);
+  Value prefillRows = b.scalarArg("prefill_rows", Elem::I64);
+  Value pid = b.programId();
+  Value head = pid / prefillRows, row = rowBegin + pid % prefillRows;
+  Value nblk = b.convert(OpKind::ExtS, b.load(rowBlocks, row), Elem::I64);
+  Value headRow = head * numRows + row;
+  topkRow(b, scores, headRow * width, nblk, out, headRow * K);
+  return b.finish();
+}
+
+} // namespace m3idx::kernels

@@ -1,0 +1,333 @@
+#include "lowering/MlirEmitter.h"
+
+#include <limits>
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/IR/Verifier.h"
+
+namespace m3idx::lowering {
+
+using namespace mlir;
+using dsl::Elem;
+using dsl::OpKind;
+
+void loadDialects(MLIRContext &ctx) {
+  ctx.loadDialect<arith::ArithDialect, func::FuncDialect, LLVM::LLVMDialect,
+                  memref::MemRefDialect, scf::SCFDialect, vector::VectorDialect>();
+}
+
+namespace {
+
+class Emitter {
+public:
+  Emitter(MLIRContext &ctx, const dsl::Kernel &k)
+      : k_(k), b_(UnknownLoc::get(&ctx), &ctx), values_(k.valueTypes.size()) {}
+
+  StatusOr<OwningOpRef<ModuleOp>> run();
+
+private:
+  mlir::Type elemType(Elem e);
+  mlir::Type type(dsl::Type t);
+  mlir::Value constant(mlir::Type t, double v);
+  mlir::Value toIndex(mlir::Value v) { return arith::IndexCastOp::create(b_, b_.getIndexType(), v); }
+  mlir::Value get(dsl::ValueId v) { return values_[v.id]; }
+  void emitRegion(const dsl::Region &r);
+  void emitOp(const dsl::Op &op);
+  mlir::Value emitDecodeNvfp4(mlir::Value packed, mlir::Value scales);
+  mlir::Value emitPackScoreKey(mlir::Value score, mlir::Value block);
+
+  const dsl::Kernel &k_;
+  ImplicitLocOpBuilder b_;
+  std::vector<mlir::Value> values_;
+  std::vector<mlir::Value> buffers_, scalars_;
+  mlir::Value programId_;
+};
+
+mlir::Type Emitter::elemType(Elem e) {
+  switch (e) {
+  case Elem::I1: return b_.getI1Type();
+  case Elem::I8: return b_.getI8Type();
+  case Elem::I32: return b_.getI32Type();
+  case Elem::I64: return b_.getI64Type();
+  case Elem::F32: return b_.getF32Type();
+  case Elem::F8E4M3FN: return b_.getType<Float8E4M3FNType>();
+  case Elem::F4E2M1FN: return b_.getType<Float4E2M1FNType>();
+  }
+  return {};
+}
+
+mlir::Type Emitter::type(dsl::Type t) {
+  mlir::Type e = elemType(t.elem);
+  return t.isTile() ? mlir::Type(VectorType::get({t.lanes}, e)) : e;
+}
+
+mlir::Value Emitter::constant(mlir::Type t, double v) {
+  mlir::Type e = getElementTypeOrSelf(t);
+  TypedAttr scalarAttr = isa<FloatType>(e) ? TypedAttr(b_.getFloatAttr(e, v))
+                                           : TypedAttr(b_.getIntegerAttr(e, static_cast<int64_t>(v)));
+  if (auto vt = dyn_cast<VectorType>(t))
+    return arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, scalarAttr));
+  return arith::ConstantOp::create(b_, scalarAttr);
+}
+
+// SPEC §2 key rule in target-neutral arith: E2M1 and E4M3 widen exactly to f32, the product is
+// exact, the clamp to +-448 keeps NaN (maximumf/minimumf propagate it), and truncf rounds to
+// nearest even. Each target legalizes the small-float extf/truncf its own way.
+mlir::Value Emitter::emitDecodeNvfp4(mlir::Value packed, mlir::Value scales) {
+  auto pt = cast<VectorType>(packed.getType());
+  const int64_t P = pt.getNumElements(), N = 2 * P;
+  mlir::Value lo = arith::AndIOp::create(b_, packed, constant(pt, 15));
+  mlir::Value hi = arith::ShRUIOp::create(b_, packed, constant(pt, 4));
+  SmallVector<int64_t> interleave;
+  for (int64_t i = 0; i < P; ++i)
+    interleave.append({i, P + i});
+  mlir::Value nibbles = vector::ShuffleOp::create(b_, lo, hi, interleave);
+  auto i4 = VectorType::get({N}, b_.getIntegerType(4));
+  auto f4 = VectorType::get({N}, b_.getType<Float4E2M1FNType>());
+  auto f32N = VectorType::get({N}, b_.getF32Type());
+  mlir::Value e2m1 = arith::BitcastOp::create(b_, f4, arith::TruncIOp::create(b_, i4, nibbles));
+  mlir::Value values = arith::ExtFOp::create(b_, f32N, e2m1);
+
+  auto st = cast<VectorType>(scales.getType());
+  const int64_t S = st.getNumElements();
+  auto f8S = VectorType::get({S}, b_.getType<Float8E4M3FNType>());
+  mlir::Value scaleBits = arith::BitcastOp::create(b_, f8S, scales);
+  mlir::Value scaleF =
+      arith::ExtFOp::create(b_, VectorType::get({S}, b_.getF32Type()), scaleBits);
+  SmallVector<int64_t> perElement;
+  for (int64_t d = 0; d < N; ++d)
+    perElement.push_back(d / (N / S));
+  mlir::Value scaleN = vector::ShuffleOp::create(b_, scaleF, scaleF, perElement);
+  mlir::Value prod = arith::MulFOp::create(b_, values, scaleN);
+  mlir::Value clamped = arith::MaximumFOp::create(
+      b_, arith::MinimumFOp::create(b_, prod, constant(f32N, 448.0)), constant(f32N, -448.0));
+  return arith::TruncFOp::create(b_, VectorType::get({N}, b_.getType<Float8E4M3FNType>()),
+                                 clamped);
+}
+
+mlir::Value Emitter::emitPackScoreKey(mlir::Value s, mlir::Value block) {
+  mlir::Type f32 = b_.getF32Type(), i32 = b_.getI32Type(), i64 = b_.getI64Type();
+  mlir::Value isNaN = arith::CmpFOp::create(b_, arith::CmpFPredicate::UNO, s, s);
+  s = arith::SelectOp::create(b_, isNaN, constant(f32, -std::numeric_limits<double>::infinity()), s);
+  mlir::Value isZero = arith::CmpFOp::create(b_, arith::CmpFPredicate::OEQ, s, constant(f32, 0.0));
+  s = arith::SelectOp::create(b_, isZero, constant(f32, 0.0), s); // -0 -> +0
+  mlir::Value u = arith::BitcastOp::create(b_, i32, s);
+  mlir::Value negative = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, u, constant(i32, 0));
+  mlir::Value ord = arith::SelectOp::create(
+      b_, negative, arith::XOrIOp::create(b_, u, constant(i32, -1)),
+      arith::OrIOp::create(b_, u, constant(i32, static_cast<double>(INT32_MIN))));
+  mlir::Value high = arith::ShLIOp::create(b_, arith::ExtUIOp::create(b_, i64, ord), constant(i64, 32));
+  return arith::OrIOp::create(b_, high, arith::AndIOp::create(b_, block, constant(i64, 0xFFFFFFFF)));
+}
+
+void Emitter::emitRegion(const dsl::Region &r) {
+  for (int32_t i : r.ops)
+    emitOp(k_.ops[i]);
+}
+
+void Emitter::emitOp(const dsl::Op &op) {
+  auto in = [&](size_t i) { return get(op.operands[i]); };
+  auto resultType = [&](size_t i = 0) { return type(k_.typeOf(op.results[i])); };
+  auto set = [&](mlir::Value v) { values_[op.results[0].id] = v; };
+  switch (op.kind) {
+  case OpKind::ConstInt: set(constant(resultType(), static_cast<double>(op.intAttr))); return;
+  case OpKind::ConstFloat: set(constant(resultType(), op.floatAttr)); return;
+  case OpKind::ScalarArg: set(scalars_[op.intAttr]); return;
+  case OpKind::ProgramId: set(programId_); return;
+  case OpKind::Iota: {
+    auto vt = cast<VectorType>(resultType());
+    SmallVector<int64_t> lanes;
+    for (int64_t i = 0; i < vt.getNumElements(); ++i)
+      lanes.push_back(i);
+    set(arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(lanes))));
+    return;
+  }
+  case OpKind::Add:
+    set(isa<FloatType>(getElementTypeOrSelf(in(0).getType()))
+            ? mlir::Value(arith::AddFOp::create(b_, in(0), in(1)))
+            : mlir::Value(arith::AddIOp::create(b_, in(0), in(1))));
+    return;
+  case OpKind::Sub:
+    set(isa<FloatType>(getElementTypeOrSelf(in(0).getType()))
+            ? mlir::Value(arith::SubFOp::create(b_, in(0), in(1)))
+            : mlir::Value(arith::SubIOp::create(b_, in(0), in(1))));
+    return;
+  case OpKind::Mul:
+    set(isa<FloatType>(getElementTypeOrSelf(in(0).getType()))
+            ? mlir::Value(arith::MulFOp::create(b_, in(0), in(1)))
+            : mlir::Value(arith::MulIOp::create(b_, in(0), in(1))));
+    return;
+  case OpKind::DivS: set(arith::DivSIOp::create(b_, in(0), in(1))); return;
+  case OpKind::RemS: set(arith::RemSIOp::create(b_, in(0), in(1))); return;
+  case OpKind::MinS: set(arith::MinSIOp::create(b_, in(0), in(1))); return;
+  case OpKind::MaxS: set(arith::MaxSIOp::create(b_, in(0), in(1))); return;
+  case OpKind::MaxNumF: set(arith::MaxNumFOp::create(b_, in(0), in(1))); return;
+  case OpKind::And: set(arith::AndIOp::create(b_, in(0), in(1))); return;
+  case OpKind::Or: set(arith::OrIOp::create(b_, in(0), in(1))); return;
+  case OpKind::Xor: set(arith::XOrIOp::create(b_, in(0), in(1))); return;
+  case OpKind::Shl: set(arith::ShLIOp::create(b_, in(0), in(1))); return;
+  case OpKind::ShrU: set(arith::ShRUIOp::create(b_, in(0), in(1))); return;
+  case OpKind::CmpEq: case OpKind::CmpNe: case OpKind::CmpLtS: case OpKind::CmpLeS:
+  case OpKind::CmpGtS: case OpKind::CmpGeS: case OpKind::CmpGtU: {
+    arith::CmpIPredicate p = op.kind == OpKind::CmpEq    ? arith::CmpIPredicate::eq
+                             : op.kind == OpKind::CmpNe  ? arith::CmpIPredicate::ne
+                             : op.kind == OpKind::CmpLtS ? arith::CmpIPredicate::slt
+                             : op.kind == OpKind::CmpLeS ? arith::CmpIPredicate::sle
+                             : op.kind == OpKind::CmpGtS ? arith::CmpIPredicate::sgt
+                             : op.kind == OpKind::CmpGeS ? arith::CmpIPredicate::sge
+                                                         : arith::CmpIPredicate::ugt;
+    set(arith::CmpIOp::create(b_, p, in(0), in(1)));
+    return;
+  }
+  case OpKind::CmpUnordF: set(arith::CmpFOp::create(b_, arith::CmpFPredicate::UNO, in(0), in(1))); return;
+  case OpKind::CmpEqF: set(arith::CmpFOp::create(b_, arith::CmpFPredicate::OEQ, in(0), in(1))); return;
+  case OpKind::Select: set(arith::SelectOp::create(b_, in(0), in(1), in(2))); return;
+  case OpKind::ExtS: set(arith::ExtSIOp::create(b_, resultType(), in(0))); return;
+  case OpKind::ExtU: set(arith::ExtUIOp::create(b_, resultType(), in(0))); return;
+  case OpKind::Trunc: set(arith::TruncIOp::create(b_, resultType(), in(0))); return;
+  case OpKind::SIToFP: set(arith::SIToFPOp::create(b_, resultType(), in(0))); return;
+  case OpKind::ExtF: set(arith::ExtFOp::create(b_, resultType(), in(0))); return;
+  case OpKind::TruncF: set(arith::TruncFOp::create(b_, resultType(), in(0))); return;
+  case OpKind::Bitcast: set(arith::BitcastOp::create(b_, resultType(), in(0))); return;
+  case OpKind::ClampF: {
+    mlir::Type t = in(0).getType();
+    set(arith::MaximumFOp::create(b_, arith::MinimumFOp::create(b_, in(0), constant(t, op.floatAttr)),
+                                  constant(t, -op.floatAttr)));
+    return;
+  }
+  case OpKind::Splat: set(vector::BroadcastOp::create(b_, resultType(), in(0))); return;
+  case OpKind::Extract: set(vector::ExtractOp::create(b_, in(0), ArrayRef<int64_t>{op.intAttr})); return;
+  case OpKind::Shuffle: {
+    SmallVector<int64_t> mask(op.lanesAttr.begin(), op.lanesAttr.end());
+    set(vector::ShuffleOp::create(b_, in(0), in(1), mask));
+    return;
+  }
+  case OpKind::ReduceAdd: case OpKind::ReduceMax: {
+    bool isF = isa<FloatType>(getElementTypeOrSelf(in(0).getType()));
+    vector::CombiningKind kind = op.kind == OpKind::ReduceAdd ? vector::CombiningKind::ADD
+                                 : isF                        ? vector::CombiningKind::MAXNUMF
+                                                              : vector::CombiningKind::MAXSI;
+    set(vector::ReductionOp::create(b_, kind, in(0), mlir::Value(),
+                                    isF ? arith::FastMathFlags::reassoc : arith::FastMathFlags::none));
+    return;
+  }
+  case OpKind::Load:
+    set(memref::LoadOp::create(b_, buffers_[op.intAttr], ValueRange{toIndex(in(0))}));
+    return;
+  case OpKind::LoadTile:
+    set(vector::LoadOp::create(b_, cast<VectorType>(resultType()), buffers_[op.intAttr],
+                               ValueRange{toIndex(in(0))}));
+    return;
+  case OpKind::Store:
+    memref::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(in(0))});
+    return;
+  case OpKind::StoreTile:
+    vector::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(in(0))});
+    return;
+  case OpKind::DecodeNvfp4: set(emitDecodeNvfp4(in(0), in(1))); return;
+  case OpKind::Dot: {
+    mlir::Value prod = arith::MulFOp::create(b_, in(0), in(1));
+    // Any summation order is allowed (SPEC §4); reassoc lets the target pick a fast one.
+    set(vector::ReductionOp::create(b_, vector::CombiningKind::ADD, prod, mlir::Value(),
+                                    arith::FastMathFlags::reassoc));
+    return;
+  }
+  case OpKind::PackScoreKey: set(emitPackScoreKey(in(0), in(1))); return;
+  case OpKind::For: {
+    SmallVector<mlir::Value> inits;
+    for (size_t i = 3; i < op.operands.size(); ++i)
+      inits.push_back(in(i));
+    auto forOp = scf::ForOp::create(b_, toIndex(in(0)), toIndex(in(1)), toIndex(in(2)), inits);
+    OpBuilder::InsertionGuard guard(b_);
+    Block *body = forOp.getBody();
+    if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
+      body->back().erase();
+    b_.setInsertionPointToEnd(body);
+    const dsl::Region &r = op.regions[0];
+    values_[r.args[0].id] = arith::IndexCastOp::create(b_, b_.getI64Type(), forOp.getInductionVar());
+    for (size_t i = 1; i < r.args.size(); ++i)
+      values_[r.args[i].id] = forOp.getRegionIterArgs()[i - 1];
+    emitRegion(r);
+    for (size_t i = 0; i < op.results.size(); ++i)
+      values_[op.results[i].id] = forOp.getResult(i);
+    return;
+  }
+  case OpKind::If: {
+    SmallVector<mlir::Type> types;
+    for (dsl::ValueId r : op.results)
+      types.push_back(type(k_.typeOf(r)));
+    auto ifOp = scf::IfOp::create(b_, types, in(0), /*withElseRegion=*/true);
+    for (int r = 0; r < 2; ++r) {
+      OpBuilder::InsertionGuard guard(b_);
+      Block *block = r == 0 ? ifOp.thenBlock() : ifOp.elseBlock();
+      if (!block->empty() && block->back().hasTrait<OpTrait::IsTerminator>())
+        block->back().erase();
+      b_.setInsertionPointToEnd(block);
+      emitRegion(op.regions[r]);
+    }
+    for (size_t i = 0; i < op.results.size(); ++i)
+      values_[op.results[i].id] = ifOp.getResult(i);
+    return;
+  }
+  case OpKind::Yield: {
+    SmallVector<mlir::Value> vs;
+    for (size_t i = 0; i < op.operands.size(); ++i)
+      vs.push_back(in(i));
+    scf::YieldOp::create(b_, vs);
+    return;
+  }
+  }
+}
+
+StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
+  OwningOpRef<ModuleOp> module = ModuleOp::create(b_.getLoc());
+  b_.setInsertionPointToEnd(module->getBody());
+  SmallVector<mlir::Type> argTypes;
+  for (const dsl::BufferArg &buf : k_.buffers)
+    argTypes.push_back(MemRefType::get({ShapedType::kDynamic}, elemType(buf.elem)));
+  for (const dsl::ScalarArgDecl &s : k_.scalars)
+    argTypes.push_back(elemType(s.elem));
+  argTypes.append({b_.getI64Type(), b_.getI64Type()}); // pid_begin, pid_end
+  auto fn = func::FuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}));
+  fn->setAttr("llvm.emit_c_interface", b_.getUnitAttr());
+  Block *entry = fn.addEntryBlock();
+  b_.setInsertionPointToEnd(entry);
+  size_t a = 0;
+  for (size_t i = 0; i < k_.buffers.size(); ++i)
+    buffers_.push_back(entry->getArgument(a++));
+  for (size_t i = 0; i < k_.scalars.size(); ++i)
+    scalars_.push_back(entry->getArgument(a++));
+  mlir::Value pidBegin = entry->getArgument(a++), pidEnd = entry->getArgument(a++);
+  auto loop = scf::ForOp::create(b_, toIndex(pidBegin), toIndex(pidEnd),
+                                 arith::ConstantIndexOp::create(b_, 1));
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPoint(loop.getBody()->getTerminator());
+    programId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), loop.getInductionVar());
+    emitRegion(k_.body);
+    // The DSL body ends in no yield of its own: the kernel body region has none.
+  }
+  func::ReturnOp::create(b_);
+  if (failed(verify(*module)))
+    return Status::error(fmt::format("kernel @{}: emitted MLIR does not verify", k_.name));
+  return module;
+}
+
+} // namespace
+
+StatusOr<OwningOpRef<ModuleOp>> emitHostModule(MLIRContext &ctx, const dsl::Kernel &kernel) {
+  loadDialects(ctx);
+  Emitter e(ctx, kernel);
+  return e.run();
+}
+
+} // namespace m3idx::lowering

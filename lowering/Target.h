@@ -1,0 +1,37 @@
+// A compilation target as data (Triton's BaseBackend in role): what it is, its MLIR pass pipeline
+// as an ordered list (printed into dumps so a failure replays with mlir-opt), and a fingerprint
+// for cache keys. The host target exists now; gfx950 and sm_90 implement the same interface.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace m3idx::lowering {
+
+enum class BinaryKind { HostJit, Hsaco, Ptx, Cubin };
+
+struct TargetDesc {
+  std::string kind;     // "host", "gfx950", "sm_90"
+  std::string arch;     // CPU name or chip
+  std::string features; // full feature string
+  int waveSize = 1;     // lanes that execute together (1 on the host)
+};
+
+class Target {
+public:
+  virtual ~Target() = default;
+  virtual const TargetDesc &desc() const = 0;
+  virtual std::vector<std::string> pipeline() const = 0;
+  virtual BinaryKind binaryKind() const = 0;
+
+  // "pass1,pass2,..." as parsePassPipeline and `mlir-opt --pass-pipeline='builtin.module(...)'`
+  // take it.
+  std::string pipelineText() const;
+  std::string fingerprint() const;
+};
+
+// The CPU this process runs on (LLVM's host detection), lowered through LLVM's ORC JIT.
+std::unique_ptr<Target> makeHostTarget();
+
+} // namespace m3idx::lowering

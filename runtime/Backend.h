@@ -1,0 +1,30 @@
+// The one interface every backend implements (reference, host JIT, later HIP and CUDA): run one
+// validated indexer step and return top-k (and scores on request).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/Batch.h"
+#include "core/IndexerOutput.h"
+#include "core/Status.h"
+
+namespace m3idx::runtime {
+
+struct RunOptions {
+  bool keepScores = false; // fill IndexerOutput::scores ([H, T, W], NaN where b >= nblk)
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual StatusOr<IndexerOutput> run(const BatchView &batch, const RunOptions &options) = 0;
+};
+
+// "ref" or "host"; the error lists the backends there are.
+StatusOr<std::unique_ptr<Backend>> makeBackend(const std::string &name);
+std::vector<std::string> backendNames();
+
+} // namespace m3idx::runtime

@@ -14,7 +14,7 @@ namespace m3idx::kernels {
 enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill };
 
 // Rows of one prefill program: each decoded key is reused by this many query rows.
-inline constexpr int kPrefillRowTile = 8;
+inline constexpr int kPrefillRowTile = 4;
 
 struct KernelConfig {
   int numHeads = 1;

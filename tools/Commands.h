@@ -14,6 +14,7 @@ void addGenCommand(CLI::App &app, Runner &run);
 void addRunCommand(CLI::App &app, Runner &run);
 void addCheckCommand(CLI::App &app, Runner &run);
 void addInspectCommand(CLI::App &app, Runner &run);
+void addBenchCommand(CLI::App &app, Runner &run);
 
 // Prints "m3idx: error: MESSAGE" on stderr and returns the exit code for failures.
 int fail(const std::string &message);

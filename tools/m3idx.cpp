@@ -18,6 +18,7 @@ int main(int argc, char **argv) {
   m3idx::cli::addRunCommand(app, run);
   m3idx::cli::addCheckCommand(app, run);
   m3idx::cli::addInspectCommand(app, run);
+  m3idx::cli::addBenchCommand(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

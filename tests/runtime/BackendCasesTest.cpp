@@ -1,5 +1,6 @@
-// Hand-worked cases for SPEC §4-5: each expected top-k is written here, reasoned from the few
-// key/query values the test sets (everything else is zero).
+// Hand-worked cases for SPEC §4-5, run on every backend (the scalar reference and the host JIT):
+// each expected top-k is written here, reasoned from the few key/query values the test sets
+// (everything else is zero).
 #include <cmath>
 #include <limits>
 
@@ -8,6 +9,7 @@
 #include "core/Spec.h"
 #include "reference/ReferenceIndexer.h"
 #include "reference/ReferenceScore.h"
+#include "runtime/Backend.h"
 #include "tests/TestCases.h"
 
 using namespace m3idx;
@@ -33,11 +35,16 @@ IndexerParams params(int heads, int init, int local, int numDecodes) {
   return p;
 }
 
-IndexerOutput run(const Case &c) {
-  StatusOr<IndexerOutput> out = reference::runReference(c.view(), /*keepScores=*/true);
-  EXPECT_TRUE(out.ok()) << out.status().message();
-  return out.ok() ? *out : IndexerOutput{};
-}
+class BackendCases : public ::testing::TestWithParam<std::string> {
+protected:
+  IndexerOutput run(const Case &c) {
+    StatusOr<std::unique_ptr<runtime::Backend>> backend = runtime::makeBackend(GetParam());
+    EXPECT_TRUE(backend.ok());
+    StatusOr<IndexerOutput> out = (*backend)->run(c.view(), runtime::RunOptions{true});
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    return out.ok() ? *out : IndexerOutput{};
+  }
+};
 
 float score(const IndexerOutput &o, int head, int64_t row, int block) {
   return o.scores[(head * o.numRows + row) * o.scoreWidth + block];
@@ -48,7 +55,7 @@ constexpr uint8_t kNib1 = 2, kNib0_5 = 1, kNib1_5 = 3, kNib6 = 7, kNibMinus1 = 1
 
 } // namespace
 
-TEST(ReferenceIndexer, EqualScoresPutHigherBlockFirst) {
+TEST_P(BackendCases, EqualScoresPutHigherBlockFirst) {
   Case c = buildCase(params(1, 0, 1, 1), {4}, {640}); // 5 blocks for every row
   for (int row = 0; row < 4; ++row)
     setQuery(c, row, 0, 0, kOne);
@@ -62,7 +69,7 @@ TEST(ReferenceIndexer, EqualScoresPutHigherBlockFirst) {
   }
 }
 
-TEST(ReferenceIndexer, DistinctScoresDescend) {
+TEST_P(BackendCases, DistinctScoresDescend) {
   Case c = buildCase(params(1, 0, 1, 1), {4}, {640});
   for (int row = 0; row < 4; ++row)
     setQuery(c, row, 0, 0, kOne);
@@ -76,7 +83,7 @@ TEST(ReferenceIndexer, DistinctScoresDescend) {
   EXPECT_EQ(score(o, 0, 3, 2), 0.0f);
 }
 
-TEST(ReferenceIndexer, InitAndLocalSentinelsOverlap) {
+TEST_P(BackendCases, InitAndLocalSentinelsOverlap) {
   // nblk 3, init 2, local 2: block 0 is a sink (1e30); block 1 is both, and local wins (1e29).
   Case c = buildCase(params(1, 2, 2, 1), {4}, {300});
   IndexerOutput o = run(c);
@@ -86,14 +93,14 @@ TEST(ReferenceIndexer, InitAndLocalSentinelsOverlap) {
   EXPECT_EQ(score(o, 0, 0, 2), 1e29f);
 }
 
-TEST(ReferenceIndexer, InitLargerThanRowAndLocalZero) {
+TEST_P(BackendCases, InitLargerThanRowAndLocalZero) {
   Case c = buildCase(params(1, 5, 0, 1), {4}, {300});
   IndexerOutput o = run(c);
   EXPECT_EQ(topkRow(o.topk, 4, 0, 2), ids({2, 1, 0}));
   EXPECT_EQ(score(o, 0, 2, 1), 1e30f);
 }
 
-TEST(ReferenceIndexer, RowsThatSeeNothing) {
+TEST_P(BackendCases, RowsThatSeeNothing) {
   // L = 3 with 4 decode rows: causal lengths 0, 1, 2, 3.
   Case c = buildCase(params(1, 0, 0, 1), {4}, {3});
   for (int row = 0; row < 4; ++row)
@@ -107,7 +114,7 @@ TEST(ReferenceIndexer, RowsThatSeeNothing) {
   EXPECT_TRUE(std::isnan(score(o, 0, 0, 0))); // never written: b >= nblk
 }
 
-TEST(ReferenceIndexer, CausalMaskInsideAPartialBlock) {
+TEST_P(BackendCases, CausalMaskInsideAPartialBlock) {
   // Prefill q_len 3, L = 130: rows see 128, 129, 130 tokens.
   Case c = buildCase(params(1, 0, 0, 0), {3}, {130});
   for (int row = 0; row < 3; ++row)
@@ -123,7 +130,7 @@ TEST(ReferenceIndexer, CausalMaskInsideAPartialBlock) {
   EXPECT_EQ(score(o, 0, 2, 1), 6.0f);
 }
 
-TEST(ReferenceIndexer, MoreThanSixteenBlocksKeepsTheTop16) {
+TEST_P(BackendCases, MoreThanSixteenBlocksKeepsTheTop16) {
   Case c = buildCase(params(1, 0, 1, 0), {1}, {20 * 128});
   setQuery(c, 0, 0, 0, kOne);
   for (int b = 0; b < 20; ++b)
@@ -134,14 +141,14 @@ TEST(ReferenceIndexer, MoreThanSixteenBlocksKeepsTheTop16) {
             (Ids{19, 2, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5}));
 }
 
-TEST(ReferenceIndexer, SixteenOrFewerBlocksAllListed) {
+TEST_P(BackendCases, SixteenOrFewerBlocksAllListed) {
   Case c = buildCase(params(1, 0, 1, 0), {1}, {16 * 128});
   IndexerOutput o = run(c);
   EXPECT_EQ(topkRow(o.topk, 1, 0, 0),
             (Ids{15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}));
 }
 
-TEST(ReferenceIndexer, NaNKeysAreIgnoredAndAllNaNBlocksScoreMinusInf) {
+TEST_P(BackendCases, NaNKeysAreIgnoredAndAllNaNBlocksScoreMinusInf) {
   Case c = buildCase(params(1, 0, 0, 0), {1}, {3 * 128});
   setQuery(c, 0, 0, 0, kOne);
   for (int t = 0; t < 128; ++t)
@@ -156,7 +163,7 @@ TEST(ReferenceIndexer, NaNKeysAreIgnoredAndAllNaNBlocksScoreMinusInf) {
   EXPECT_EQ(score(o, 0, 0, 2), -1.0f);
 }
 
-TEST(ReferenceIndexer, AllZeroQueriesTieEverywhere) {
+TEST_P(BackendCases, AllZeroQueriesTieEverywhere) {
   Case c = buildCase(params(1, 0, 0, 0), {1}, {4 * 128});
   for (int t = 0; t < 4 * 128; t += 3)
     setKeyAll(c, 0, t, kNibMinus3, 0x40);
@@ -164,7 +171,7 @@ TEST(ReferenceIndexer, AllZeroQueriesTieEverywhere) {
   EXPECT_EQ(topkRow(o.topk, 1, 0, 0), ids({3, 2, 1, 0}));
 }
 
-TEST(ReferenceIndexer, HeadsScoreIndependently) {
+TEST_P(BackendCases, HeadsScoreIndependently) {
   Case c = buildCase(params(2, 0, 0, 0), {1}, {3 * 128});
   setQuery(c, 0, 0, 0, kOne);
   setQuery(c, 0, 1, 0, 0xB8); // -1.0
@@ -187,7 +194,7 @@ TEST(ReferenceTopk, NegativeZeroTiesPositiveZeroAndNaNIsMinusInf) {
   EXPECT_EQ(out, ids({2, 1, 0, 5, 4, 3}));
 }
 
-TEST(ReferenceIndexer, MixedBatchRowsKeepDecodeThenPrefillOrder) {
+TEST_P(BackendCases, MixedBatchRowsKeepDecodeThenPrefillOrder) {
   Case c = buildCase(params(1, 0, 1, 1), {4, 2}, {256, 384});
   setQuery(c, 4, 0, 0, kOne);
   setQuery(c, 5, 0, 0, kOne);
@@ -198,10 +205,13 @@ TEST(ReferenceIndexer, MixedBatchRowsKeepDecodeThenPrefillOrder) {
   EXPECT_EQ(topkRow(o.topk, 6, 0, 5), ids({2, 0, 1}));
 }
 
-TEST(ReferenceIndexer, InvalidBatchIsAnError) {
+TEST_P(BackendCases, InvalidBatchIsAnError) {
   Case c = buildCase(params(1, 0, 1, 1), {4}, {300});
   c.blockTable.as<int32_t>()[0] = 1000;
-  StatusOr<IndexerOutput> out = reference::runReference(c.view(), false);
+  StatusOr<IndexerOutput> out = (*runtime::makeBackend(GetParam()))->run(c.view(), {});
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("block_table[0][0]"), std::string::npos);
 }
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, BackendCases, ::testing::Values("ref", "host"),
+                         [](const auto &info) { return info.param; });

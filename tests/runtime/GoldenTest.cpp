@@ -1,6 +1,6 @@
 // The four golden cases of ../shared/golden (copied to tests/data/golden), computed by an
-// independent implementation of SPEC.md: exact cases bit for bit, the realistic one within the
-// fp32 summation bound and up to near-tie swaps.
+// independent implementation of SPEC.md, on every backend: exact cases bit for bit, the others
+// within the fp32 summation bound and up to near-tie swaps.
 #include <cmath>
 #include <cstring>
 
@@ -9,6 +9,7 @@
 #include "casefile/CaseFile.h"
 #include "reference/ReferenceIndexer.h"
 #include "reference/TopkCheck.h"
+#include "runtime/Backend.h"
 #include "tests/TestCases.h"
 
 using namespace m3idx;
@@ -16,13 +17,13 @@ using namespace m3idx::testing;
 
 namespace {
 
-struct Golden {
+struct GoldenCase {
   Case c;
   npy::Array topk, score;
 };
 
-Golden loadGolden(const std::string &name) {
-  Golden g;
+GoldenCase loadGolden(const std::string &name) {
+  GoldenCase g;
   StatusOr<Case> c = loadCase(goldenDir(name));
   EXPECT_TRUE(c.ok()) << c.status().message();
   g.c = std::move(c).value();
@@ -31,9 +32,15 @@ Golden loadGolden(const std::string &name) {
   return g;
 }
 
-void expectExact(const std::string &name) {
-  Golden g = loadGolden(name);
-  StatusOr<IndexerOutput> out = reference::runReference(g.c.view(), true);
+StatusOr<IndexerOutput> runOn(const std::string &backend, const Case &c) {
+  return (*runtime::makeBackend(backend))->run(c.view(), runtime::RunOptions{true});
+}
+
+class Golden : public ::testing::TestWithParam<std::string> {};
+
+void expectExact(const std::string &backend, const std::string &name) {
+  GoldenCase g = loadGolden(name);
+  StatusOr<IndexerOutput> out = runOn(backend, g.c);
   ASSERT_TRUE(out.ok()) << out.status().message();
   ASSERT_EQ(g.score.shape, (std::vector<int64_t>{out->numHeads, out->numRows, out->scoreWidth}));
   const float *want = g.score.as<float>();
@@ -52,13 +59,13 @@ void expectExact(const std::string &name) {
 
 } // namespace
 
-TEST(Golden, DecodeExact) { expectExact("decode_exact"); }
-TEST(Golden, PrefillExact) { expectExact("prefill_exact"); }
+TEST_P(Golden, DecodeExact) { expectExact(GetParam(), "decode_exact"); }
+TEST_P(Golden, PrefillExact) { expectExact(GetParam(), "prefill_exact"); }
 // Saturated keys (448) make this case's sums inexact in fp32: scores within the summation bound;
 // the top-k still agrees slot for slot (no near-ties among its blocks).
-TEST(Golden, DecodeEdgeNaNScales) {
-  Golden g = loadGolden("decode_edge_nan_scales");
-  StatusOr<IndexerOutput> out = reference::runReference(g.c.view(), true);
+TEST_P(Golden, DecodeEdgeNaNScales) {
+  GoldenCase g = loadGolden("decode_edge_nan_scales");
+  StatusOr<IndexerOutput> out = runOn(GetParam(), g.c);
   ASSERT_TRUE(out.ok());
   reference::CheckReport r;
   reference::checkScores(g.c.view(),
@@ -72,9 +79,9 @@ TEST(Golden, DecodeEdgeNaNScales) {
   ASSERT_EQ(std::memcmp(out->topk.data(), g.topk.bytes.data(), g.topk.bytes.size()), 0);
 }
 
-TEST(Golden, MixedRealisticWithinTolerance) {
-  Golden g = loadGolden("mixed_realistic");
-  StatusOr<IndexerOutput> out = reference::runReference(g.c.view(), true);
+TEST_P(Golden, MixedRealisticWithinTolerance) {
+  GoldenCase g = loadGolden("mixed_realistic");
+  StatusOr<IndexerOutput> out = runOn(GetParam(), g.c);
   ASSERT_TRUE(out.ok());
   reference::CheckReport ours = reference::checkTopk(g.c.view(), out->topk);
   reference::checkScores(g.c.view(), out->scores, out->scoreWidth, ours);
@@ -92,3 +99,6 @@ TEST(Golden, MixedRealisticWithinTolerance) {
     differing += want[i] != out->topk[i];
   EXPECT_LE(differing, ours.nearTieSwaps);
 }
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, Golden, ::testing::Values("ref", "host"),
+                         [](const auto &info) { return info.param; });

@@ -1,0 +1,128 @@
+// The DSL rejects ill-typed programs with a message naming the op and the types involved.
+#include <gtest/gtest.h>
+
+#include "dsl/Builder.h"
+
+using namespace m3idx;
+using namespace m3idx::dsl;
+
+namespace {
+
+std::string errorOf(const std::function<void(KernelBuilder &)> &body) {
+  KernelBuilder b("bad");
+  body(b);
+  StatusOr<Kernel> k = b.finish();
+  return k.ok() ? "" : k.status().message();
+}
+
+void expectError(const std::function<void(KernelBuilder &)> &body, const std::string &needle) {
+  std::string msg = errorOf(body);
+  ASSERT_FALSE(msg.empty()) << "accepted an ill-typed kernel (" << needle << ")";
+  EXPECT_NE(msg.find("kernel @bad"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+}
+
+} // namespace
+
+TEST(DslBuilder, MismatchedBinaryOperands) {
+  expectError([](KernelBuilder &b) { b.constInt(1) + b.constInt(2, Elem::I32); },
+              "add: operand types differ (i64 vs i32)");
+}
+
+TEST(DslBuilder, FloatOpOnIntegers) {
+  expectError([](KernelBuilder &b) { b.maxNumF(b.constInt(1), b.constInt(2)); },
+              "maxnumf: needs f32");
+}
+
+TEST(DslBuilder, IntegerOpOnFloats) {
+  expectError([](KernelBuilder &b) { b.constF32(1) % b.constF32(2); }, "rems: needs integer");
+}
+
+TEST(DslBuilder, SelectBranchTypes) {
+  expectError([](KernelBuilder &b) {
+    b.select(b.constInt(1) < b.constInt(2), b.constInt(1), b.splat(b.constInt(1), 4));
+  }, "select: branch types differ (i64 vs tile<4 x i64>)");
+}
+
+TEST(DslBuilder, SelectConditionType) {
+  expectError([](KernelBuilder &b) { b.select(b.constInt(1), b.constInt(1), b.constInt(2)); },
+              "select: condition must be i1");
+}
+
+TEST(DslBuilder, DecodeNeedsMatchingScaleCount) {
+  expectError([](KernelBuilder &b) {
+    Buffer kv = b.buffer("kv", Elem::I8, Access::Read);
+    b.decodeNvfp4(b.loadTile(kv, b.constInt(0), 64), b.loadTile(kv, b.constInt(0), 4));
+  }, "nvfp4.decode: needs packed tile<8k x i8> and scales tile<k x i8>");
+}
+
+TEST(DslBuilder, DotNeedsF32Tiles) {
+  expectError([](KernelBuilder &b) {
+    Buffer q = b.buffer("q", Elem::I8, Access::Read);
+    Value t = b.loadTile(q, b.constInt(0), 128);
+    b.dot(t, t);
+  }, "dot: needs two f32 tiles");
+}
+
+TEST(DslBuilder, BadConversions) {
+  expectError([](KernelBuilder &b) { b.convert(OpKind::TruncF, b.constInt(3), Elem::F8E4M3FN); },
+              "truncf: cannot convert i64 to f8E4M3FN");
+  expectError([](KernelBuilder &b) { b.convert(OpKind::ExtS, b.constInt(3), Elem::I32); },
+              "exts: cannot convert i64 to i32");
+}
+
+TEST(DslBuilder, StoreChecksBufferAccessAndType) {
+  expectError([](KernelBuilder &b) {
+    Buffer in = b.buffer("in", Elem::F32, Access::Read);
+    b.store(in, b.constInt(0), b.constF32(1));
+  }, "store: buffer is read-only");
+  expectError([](KernelBuilder &b) {
+    Buffer out = b.buffer("out", Elem::F32, Access::Write);
+    b.store(out, b.constInt(0), b.constInt(1));
+  }, "store: value i64 into a buffer of f32");
+}
+
+TEST(DslBuilder, LoopYieldMustMatchIterArgs) {
+  expectError([](KernelBuilder &b) {
+    b.forLoop(b.constInt(0), b.constInt(4), b.constInt(1), {b.constF32(0)},
+              [&](Value iv, const Values &) { return Values{iv}; });
+  }, "for: iter arg 0 is f32 but the body yields i64");
+}
+
+TEST(DslBuilder, IfBranchesMustAgree) {
+  expectError([](KernelBuilder &b) {
+    b.ifElse(b.constInt(0) < b.constInt(1), [&] { return Values{b.constInt(1)}; },
+             [&] { return Values{b.constF32(1)}; });
+  }, "if: result 0 is i64 in then and f32 in else");
+}
+
+TEST(DslBuilder, ValuesFromAnotherKernel) {
+  KernelBuilder other("other");
+  Value foreign = other.constInt(1);
+  expectError([&](KernelBuilder &b) { b.constInt(1) + foreign; }, "not a value of this kernel");
+}
+
+TEST(DslBuilder, ShuffleLaneRange) {
+  expectError([](KernelBuilder &b) {
+    Value t = b.splat(b.constInt(1), 4);
+    b.shuffle(t, t, {0, 8});
+  }, "shuffle: lane 8 out of [0, 8)");
+}
+
+TEST(DslBuilder, WellTypedKernelPrintsCanonically) {
+  auto build = [] {
+    KernelBuilder b("ok");
+    Buffer out = b.buffer("out", Elem::F32, Access::Write);
+    Value n = b.scalarArg("n", Elem::I64);
+    Values r = b.forLoop(b.constInt(0), n, b.constInt(1), {b.constF32(0)},
+                         [&](Value, const Values &acc) { return Values{acc[0] + b.constF32(1)}; });
+    b.store(out, b.programId(), r[0]);
+    return b.finish();
+  };
+  StatusOr<Kernel> a = build(), c = build();
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->print(), c->print());
+  EXPECT_NE(a->print().find("kernel @ok(out: buffer<f32> write, n: i64)"), std::string::npos)
+      << a->print();
+  EXPECT_NE(a->print().find("for "), std::string::npos);
+}

@@ -1,0 +1,143 @@
+// The host JIT backend against the scalar reference on generated case families: exact values
+// bit for bit (scores and top-k), realistic values within the fp32 summation bound.
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "casefile/CaseGenerator.h"
+#include "core/Spec.h"
+#include "reference/ReferenceIndexer.h"
+#include "reference/TopkCheck.h"
+#include "runtime/HostBackend.h"
+
+using namespace m3idx;
+
+namespace {
+
+struct Family {
+  const char *name;
+  GenOptions options;
+};
+
+GenOptions base(uint64_t seed, int heads, int decodes, int prefills) {
+  GenOptions o;
+  o.seed = seed;
+  o.numHeads = heads;
+  o.numDecodes = decodes;
+  o.numPrefills = prefills;
+  o.extraPages = 3;
+  return o;
+}
+
+std::vector<Family> families() {
+  std::vector<Family> f;
+  for (ValueMode mode : {ValueMode::Exact, ValueMode::Realistic}) {
+    const bool exact = mode == ValueMode::Exact;
+    auto add = [&](const char *name, GenOptions o) {
+      o.mode = mode;
+      f.push_back({name, o});
+    };
+    GenOptions o = base(exact ? 1 : 2, 4, 5, 0);
+    add("decode_h4", o);
+    o = base(3, 1, 0, 3);
+    o.prefillQueryLen = {1, 70};
+    add("prefill_h1", o);
+    o = base(4, 2, 3, 2);
+    o.initBlocks = 2;
+    o.localBlocks = 3;
+    add("mixed_h2_init2_local3", o);
+    o = base(5, 1, 4, 1);
+    o.decodeContext = {0, 6};          // decode rows that see nothing
+    o.prefillContext = {1, 130};
+    add("short_and_empty_rows", o);
+    o = base(6, 2, 3, 1);
+    o.decodeQueryLen = 3;
+    o.localBlocks = 0;
+    o.nanScaleFraction = 0.02;
+    add("query_len3_nan_scales", o);
+    o = base(7, 1, 2, 0);
+    o.decodeContext = {150000, 200000}; // over 1000 blocks: W = 2048
+    add("long_context", o);
+    o = base(8, 4, 0, 2);
+    o.prefillQueryLen = {100, 140};     // many 8-row tiles, the last one partial
+    o.prefillContext = {200, 2000};
+    add("long_prefill_h4", o);
+    o = base(9, 1, 1, 0);
+    o.decodeQueryLen = 1;
+    add("query_len1", o);
+  }
+  return f;
+}
+
+void PrintTo(const Family &f, std::ostream *os) { *os << f.name; }
+
+class HostVsReference : public ::testing::TestWithParam<Family> {};
+
+TEST_P(HostVsReference, Matches) {
+  const Family &fam = GetParam();
+  StatusOr<Case> c = generateCase(fam.options);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  runtime::HostBackend host;
+  StatusOr<IndexerOutput> got = host.run(c->view(), runtime::RunOptions{true});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  StatusOr<IndexerOutput> want = reference::runReference(c->view(), true);
+  ASSERT_TRUE(want.ok());
+  ASSERT_EQ(got->scoreWidth, want->scoreWidth);
+  ASSERT_EQ(got->scores.size(), want->scores.size());
+  if (fam.options.mode == ValueMode::Exact) {
+    for (size_t i = 0; i < got->scores.size(); ++i) {
+      if (std::isnan(want->scores[i])) {
+        ASSERT_TRUE(std::isnan(got->scores[i])) << i;
+        continue;
+      }
+      ASSERT_EQ(got->scores[i], want->scores[i]) << "score " << i; // zeros by value
+    }
+    EXPECT_EQ(got->topk, want->topk);
+  } else {
+    reference::CheckReport r = reference::checkTopk(c->view(), got->topk);
+    reference::checkScores(c->view(), got->scores, got->scoreWidth, r);
+    EXPECT_TRUE(r.ok()) << (r.problems.empty() ? "" : r.problems[0]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HostVsReference, ::testing::ValuesIn(families()),
+                         [](const auto &info) {
+                           return std::string(info.param.options.mode == ValueMode::Exact
+                                                  ? "exact_"
+                                                  : "realistic_") +
+                                  info.param.name;
+                         });
+
+TEST(HostBackend, EmptyBatch) {
+  GenOptions o = base(1, 2, 0, 0);
+  StatusOr<Case> c = generateCase(o);
+  ASSERT_TRUE(c.ok());
+  runtime::HostBackend host;
+  StatusOr<IndexerOutput> out = host.run(c->view(), {});
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(out->topk.empty());
+}
+
+TEST(HostBackend, CompilesOnceAndReusesKernels) {
+  runtime::HostBackend host;
+  StatusOr<Case> c = generateCase(base(2, 2, 2, 1));
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(host.run(c->view(), {}).ok());
+  const size_t compiles = host.compiles().size();
+  EXPECT_EQ(compiles, 4u); // score and top-k, decode and prefill
+  ASSERT_TRUE(host.run(c->view(), {}).ok());
+  EXPECT_EQ(host.compiles().size(), compiles);
+}
+
+TEST(HostBackend, RejectsInvalidBatchBeforeLaunching) {
+  StatusOr<Case> c = generateCase(base(2, 1, 1, 0));
+  ASSERT_TRUE(c.ok());
+  c->blockTable.as<int32_t>()[0] = static_cast<int32_t>(c->view().numPages);
+  runtime::HostBackend host;
+  StatusOr<IndexerOutput> out = host.run(c->view(), {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("block_table[0][0]"), std::string::npos);
+  EXPECT_TRUE(host.compiles().empty());
+}
+
+} // namespace

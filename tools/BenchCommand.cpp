@@ -1,0 +1,95 @@
+// `m3idx bench`: time indexer steps on a case folder with one backend: median and spread of many
+// steps after a warm-up, GB/s of index-K read, and the JIT compile time of each kernel used.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+
+#include "casefile/CaseFile.h"
+#include "core/Spec.h"
+#include "runtime/Backend.h"
+#include "runtime/HostBackend.h"
+#include "runtime/ThreadPool.h"
+#include "tools/Commands.h"
+
+namespace m3idx::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string caseDir, backend = "host";
+  int repeat = 20, warmup = 2;
+};
+
+// Bytes of index-K a step must read: every visible token's 64 data + 8 scale bytes, once per
+// request (all rows and heads of a request share one read).
+int64_t indexKBytes(const BatchView &b) {
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < b.numRequests; ++i)
+    tokens += b.seqLens[i];
+  return tokens * (spec::kDataBytesPerToken + spec::kScalesPerToken);
+}
+
+int runBench(const BenchArgs &a) {
+  StatusOr<Case> c = loadCase(a.caseDir);
+  if (!c.ok())
+    return fail(c.status().message());
+  StatusOr<std::unique_ptr<runtime::Backend>> backend = runtime::makeBackend(a.backend);
+  if (!backend.ok())
+    return fail(backend.status().message());
+  if (a.repeat < 1 || a.warmup < 0)
+    return fail(fmt::format("--repeat/--warmup: expected >= 1 / >= 0, got {} / {}", a.repeat,
+                            a.warmup));
+  const BatchView v = c->view();
+  using Clock = std::chrono::steady_clock;
+  auto step = [&]() -> StatusOr<double> {
+    auto t0 = Clock::now();
+    StatusOr<IndexerOutput> out = (*backend)->run(v, {});
+    if (!out.ok())
+      return out.status();
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  StatusOr<double> first = step(); // compiles on the host backend
+  if (!first.ok())
+    return fail(first.status().message());
+  for (int i = 1; i < a.warmup; ++i)
+    (void)step();
+  std::vector<double> ms;
+  for (int i = 0; i < a.repeat; ++i) {
+    StatusOr<double> t = step();
+    if (!t.ok())
+      return fail(t.status().message());
+    ms.push_back(*t);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2];
+  const int64_t bytes = indexKBytes(v);
+  std::cout << fmt::format("case {}: H={} requests={} (decode {} x {} rows) rows={} index-K {:.1f} MB\n",
+                           a.caseDir, v.params.numHeads, v.numRequests, v.params.numDecodes,
+                           v.params.decodeQueryLen, v.numRows, bytes / 1e6);
+  std::cout << fmt::format("backend {} ({} threads): median {:.3f} ms/step (min {:.3f}, max {:.3f}, "
+                           "{} steps), {:.2f} GB/s of index-K; first step {:.1f} ms\n",
+                           a.backend, a.backend == "host" ? runtime::hostThreads() : 1, median,
+                           ms.front(), ms.back(), ms.size(), bytes / (median * 1e6), *first);
+  if (auto *host = dynamic_cast<runtime::HostBackend *>(backend->get()))
+    for (const runtime::CompileRecord &r : host->compiles())
+      std::cout << fmt::format("  JIT {:<14} {:<16} {:7.1f} ms (emit {:.1f}, pipeline {:.1f}, "
+                               "LLVM {:.1f})\n",
+                               r.kernel, r.config, r.stats.totalMs(), r.stats.emitMs,
+                               r.stats.pipelineMs, r.stats.jitMs);
+  return 0;
+}
+
+} // namespace
+
+void addBenchCommand(CLI::App &app, Runner &run) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App *cmd = app.add_subcommand("bench", "Time indexer steps on a case with one backend");
+  cmd->add_option("CASE", args->caseDir, "Case folder (make one with m3idx gen)")->required();
+  cmd->add_option("--backend", args->backend, "ref or host")->capture_default_str();
+  cmd->add_option("--repeat", args->repeat, "Timed steps (the median is reported)")
+      ->capture_default_str();
+  cmd->add_option("--warmup", args->warmup, "Untimed steps first")->capture_default_str();
+  cmd->callback([&run, args] { run = [args] { return runBench(*args); }; });
+}
+
+} // namespace m3idx::cli

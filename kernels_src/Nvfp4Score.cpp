@@ -16,7 +16,7 @@ namespace {
 
 struct ScoreArgs {
   Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores;
-  Value numRows, maxBlocks, width, gridBlocks, initBlocks, localBlocks;
+  Value numRows, maxBlocks, width, gridBlocks, initBlocks, localBlocks, blockBegin, blockStep;
 };
 
 ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
@@ -37,6 +37,10 @@ ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
   a.gridBlocks = b.scalarArg("grid_blocks", Elem::I64);
   a.initBlocks = b.scalarArg("init_blocks", Elem::I64);
   a.localBlocks = b.scalarArg("local_blocks", Elem::I64);
+  if (!prefill) { // decode CP: rank r scores blocks r, r + 4, ... with this same code
+    a.blockBegin = b.scalarArg("block_begin", Elem::I64);
+    a.blockStep = b.scalarArg("block_step", Elem::I64);
+  }
   return a;
 }
 
@@ -108,7 +112,8 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   KernelBuilder b("score_decode");
   ScoreArgs a = declareArgs(b, /*prefill=*/false);
   Value pid = b.programId();
-  Value req = pid / a.gridBlocks, blk = pid % a.gridBlocks;
+  Value req = pid / a.gridBlocks;
+  Value blk = a.blockBegin + (pid % a.gridBlocks) * a.blockStep;
   Value seqLen = loadI64(b, a.seqLens, req);
   b.ifThen(blk < blocksFor(seqLen), [&] {
     Value row0 = loadI64(b, a.queryStartLoc, req);

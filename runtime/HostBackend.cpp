@@ -26,6 +26,22 @@ int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last) {
   return m;
 }
 
+int64_t decodeRows(const BatchView &b) { return b.queryStartLoc[b.params.numDecodes]; }
+
+void addBatchBuffers(KernelArgs &a, const BatchView &b) {
+  a.buffer(b.q, b.numRows * b.params.numHeads * spec::kIndexHeadDim)
+      .buffer(b.kv, b.numPages * spec::kPageBytes)
+      .buffer(b.blockTable, b.numRequests * b.maxBlocks)
+      .buffer(b.seqLens, b.numRequests)
+      .buffer(b.queryStartLoc, b.numRequests + 1);
+}
+
+int64_t scoreCount(const BatchView &b, int64_t width) { return b.params.numHeads * b.numRows * width; }
+
+void launch(const lowering::HostKernel &k, const KernelArgs &a, int64_t programs) {
+  parallelFor(programs, kChunk, [&](int64_t s, int64_t e) { a.call(k, s, e); });
+}
+
 } // namespace
 
 StatusOr<const lowering::HostKernel *> HostBackend::kernel(KernelKind kind,
@@ -48,90 +64,121 @@ StatusOr<const lowering::HostKernel *> HostBackend::kernel(KernelKind kind,
   return raw;
 }
 
+Status HostBackend::scoreDecode(const BatchView &b, int64_t width, float *scores,
+                                int64_t blockBegin, int64_t blockStep) {
+  const int64_t D = b.params.numDecodes;
+  if (D == 0)
+    return Status();
+  auto k = kernel(KernelKind::ScoreDecode,
+                  kernels::configFor(KernelKind::ScoreDecode, b.params.numHeads,
+                                     b.params.decodeQueryLen));
+  if (!k.ok())
+    return k.status();
+  const int64_t blocks = maxRequestBlocks(b, 0, D);
+  const int64_t gridBlocks = std::max<int64_t>(1, (blocks - blockBegin + blockStep - 1) / blockStep);
+  KernelArgs a;
+  addBatchBuffers(a, b);
+  a.buffer(scores, scoreCount(b, width)).scalar(b.numRows).scalar(b.maxBlocks).scalar(width)
+      .scalar(gridBlocks).scalar(b.params.initBlocks).scalar(b.params.localBlocks)
+      .scalar(blockBegin).scalar(blockStep);
+  launch(**k, a, D * gridBlocks);
+  return Status();
+}
+
+Status HostBackend::scorePrefill(const BatchView &b, int64_t width, float *scores) {
+  const int64_t D = b.params.numDecodes, R = b.numRequests;
+  int64_t tiles = 0;
+  for (int64_t i = D; i < R; ++i)
+    tiles += (b.queryStartLoc[i + 1] - b.queryStartLoc[i] + kernels::kPrefillRowTile - 1) /
+             kernels::kPrefillRowTile;
+  if (tiles == 0)
+    return Status();
+  int32_t *tileRequest = tileRequest_.ensure(tiles), *tileRowBegin = tileRowBegin_.ensure(tiles);
+  int64_t t = 0;
+  for (int64_t i = D; i < R; ++i)
+    for (int32_t row = b.queryStartLoc[i]; row < b.queryStartLoc[i + 1];
+         row += kernels::kPrefillRowTile, ++t) {
+      tileRequest[t] = static_cast<int32_t>(i);
+      tileRowBegin[t] = row;
+    }
+  auto k = kernel(KernelKind::ScorePrefill,
+                  kernels::configFor(KernelKind::ScorePrefill, b.params.numHeads,
+                                     b.params.decodeQueryLen));
+  if (!k.ok())
+    return k.status();
+  const int64_t gridBlocks = std::max<int64_t>(1, maxRequestBlocks(b, D, R));
+  KernelArgs a;
+  addBatchBuffers(a, b);
+  a.buffer(tileRequest, tiles).buffer(tileRowBegin, tiles).buffer(scores, scoreCount(b, width))
+      .scalar(b.numRows).scalar(b.maxBlocks).scalar(width).scalar(gridBlocks)
+      .scalar(b.params.initBlocks).scalar(b.params.localBlocks);
+  launch(**k, a, tiles * gridBlocks);
+  return Status();
+}
+
+Status HostBackend::topkDecode(const BatchView &b, int64_t width, const float *scores,
+                               int32_t *topk) {
+  const int64_t rows = decodeRows(b);
+  if (rows == 0)
+    return Status();
+  auto k = kernel(KernelKind::TopkDecode,
+                  kernels::configFor(KernelKind::TopkDecode, b.params.numHeads,
+                                     b.params.decodeQueryLen));
+  if (!k.ok())
+    return k.status();
+  KernelArgs a;
+  a.buffer(scores, scoreCount(b, width)).buffer(b.seqLens, b.numRequests)
+      .buffer(topk, b.params.numHeads * b.numRows * spec::kTopkBlocks)
+      .scalar(b.numRows).scalar(width).scalar(rows);
+  launch(**k, a, b.params.numHeads * rows);
+  return Status();
+}
+
+Status HostBackend::topkPrefill(const BatchView &b, const RowPlan &plan, int64_t width,
+                                const float *scores, int32_t *topk) {
+  const int64_t first = decodeRows(b), rows = b.numRows - first;
+  if (rows <= 0)
+    return Status();
+  auto k = kernel(KernelKind::TopkPrefill,
+                  kernels::configFor(KernelKind::TopkPrefill, b.params.numHeads,
+                                     b.params.decodeQueryLen));
+  if (!k.ok())
+    return k.status();
+  int32_t *rowBlocks = rowBlocks_.ensure(b.numRows);
+  for (int64_t r = 0; r < b.numRows; ++r)
+    rowBlocks[r] = plan.rows[r].nblk;
+  KernelArgs a;
+  a.buffer(scores, scoreCount(b, width)).buffer(rowBlocks, b.numRows)
+      .buffer(topk, b.params.numHeads * b.numRows * spec::kTopkBlocks)
+      .scalar(b.numRows).scalar(width).scalar(first).scalar(rows);
+  launch(**k, a, b.params.numHeads * rows);
+  return Status();
+}
+
+Status HostBackend::execute(const BatchView &b, const RowPlan &plan, float *scores, int32_t *topk) {
+  const int64_t W = plan.scoreWidth;
+  M3IDX_RETURN_IF_ERROR(scoreDecode(b, W, scores));
+  M3IDX_RETURN_IF_ERROR(scorePrefill(b, W, scores));
+  M3IDX_RETURN_IF_ERROR(topkDecode(b, W, scores, topk));
+  return topkPrefill(b, plan, W, scores, topk);
+}
+
 StatusOr<IndexerOutput> HostBackend::run(const BatchView &b, const RunOptions &options) {
   M3IDX_RETURN_IF_ERROR(validateBatch(b));
   const RowPlan plan = planRows(b);
   const int H = b.params.numHeads;
-  const int64_t T = b.numRows, W = plan.scoreWidth, R = b.numRequests;
-  const int64_t D = b.params.numDecodes;
-  const int64_t decodeRows = b.queryStartLoc[D];
-  const int Q = b.params.decodeQueryLen;
-
+  const int64_t T = b.numRows, W = plan.scoreWidth;
   IndexerOutput out;
   out.numHeads = H;
   out.numRows = T;
   out.scoreWidth = W;
   out.topk.assign(static_cast<size_t>(H) * T * spec::kTopkBlocks, -1);
   // Scratch is never initialised: kernels write every entry b < nblk and read nothing else.
-  const int64_t scoreCount = H * T * W;
-  std::unique_ptr<float[]> scores(new float[std::max<int64_t>(scoreCount, 1)]);
-
-  const int64_t pages = b.numPages * spec::kPageBytes;
-  const int64_t btSize = R * b.maxBlocks;
-  auto scoreArgs = [&](KernelArgs &a) {
-    a.buffer(b.q, T * H * spec::kIndexHeadDim).buffer(b.kv, pages).buffer(b.blockTable, btSize)
-        .buffer(b.seqLens, R).buffer(b.queryStartLoc, R + 1);
-  };
-
-  if (D > 0) {
-    auto k = kernel(KernelKind::ScoreDecode, kernels::configFor(KernelKind::ScoreDecode, H, Q));
-    if (!k.ok())
-      return k.status();
-    const int64_t gridBlocks = std::max<int64_t>(1, maxRequestBlocks(b, 0, D));
-    KernelArgs a;
-    scoreArgs(a);
-    a.buffer(scores.get(), scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W).scalar(gridBlocks)
-        .scalar(b.params.initBlocks).scalar(b.params.localBlocks);
-    parallelFor(D * gridBlocks, kChunk, [&](int64_t s, int64_t e) { a.call(**k, s, e); });
-  }
-
-  std::vector<int32_t> tileRequest, tileRowBegin;
-  for (int64_t i = D; i < R; ++i)
-    for (int32_t row = b.queryStartLoc[i]; row < b.queryStartLoc[i + 1];
-         row += kernels::kPrefillRowTile) {
-      tileRequest.push_back(static_cast<int32_t>(i));
-      tileRowBegin.push_back(row);
-    }
-  if (!tileRequest.empty()) {
-    auto k = kernel(KernelKind::ScorePrefill, kernels::configFor(KernelKind::ScorePrefill, H, Q));
-    if (!k.ok())
-      return k.status();
-    const int64_t gridBlocks = std::max<int64_t>(1, maxRequestBlocks(b, D, R));
-    const int64_t tiles = static_cast<int64_t>(tileRequest.size());
-    KernelArgs a;
-    scoreArgs(a);
-    a.buffer(tileRequest.data(), tiles).buffer(tileRowBegin.data(), tiles)
-        .buffer(scores.get(), scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W)
-        .scalar(gridBlocks).scalar(b.params.initBlocks).scalar(b.params.localBlocks);
-    parallelFor(tiles * gridBlocks, kChunk, [&](int64_t s, int64_t e) { a.call(**k, s, e); });
-  }
-
-  if (decodeRows > 0) {
-    auto k = kernel(KernelKind::TopkDecode, kernels::configFor(KernelKind::TopkDecode, H, Q));
-    if (!k.ok())
-      return k.status();
-    KernelArgs a;
-    a.buffer(scores.get(), scoreCount).buffer(b.seqLens, R).buffer(out.topk.data(), H * T * 16)
-        .scalar(T).scalar(W).scalar(decodeRows);
-    parallelFor(H * decodeRows, kChunk, [&](int64_t s, int64_t e) { a.call(**k, s, e); });
-  }
-  const int64_t prefillRows = T - decodeRows;
-  if (prefillRows > 0) {
-    auto k = kernel(KernelKind::TopkPrefill, kernels::configFor(KernelKind::TopkPrefill, H, Q));
-    if (!k.ok())
-      return k.status();
-    std::vector<int32_t> rowBlocks(T);
-    for (int64_t r = 0; r < T; ++r)
-      rowBlocks[r] = plan.rows[r].nblk;
-    KernelArgs a;
-    a.buffer(scores.get(), scoreCount).buffer(rowBlocks.data(), T)
-        .buffer(out.topk.data(), H * T * 16).scalar(T).scalar(W).scalar(decodeRows)
-        .scalar(prefillRows);
-    parallelFor(H * prefillRows, kChunk, [&](int64_t s, int64_t e) { a.call(**k, s, e); });
-  }
-
+  const int64_t count = H * T * W;
+  std::unique_ptr<float[]> scores(new float[std::max<int64_t>(count, 1)]);
+  M3IDX_RETURN_IF_ERROR(execute(b, plan, scores.get(), out.topk.data()));
   if (options.keepScores) {
-    out.scores.assign(scores.get(), scores.get() + scoreCount);
+    out.scores.assign(scores.get(), scores.get() + count);
     for (int h = 0; h < H; ++h) // SPEC §8: entries b >= nblk are NaN in the file
       for (int64_t r = 0; r < T; ++r)
         std::fill(out.scores.begin() + (h * T + r) * W + plan.rows[r].nblk,

@@ -1,0 +1,29 @@
+// A grow-only, uninitialised host buffer: steady-state steps reuse it without allocating or
+// clearing (kernels write every entry they later read).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace m3idx::runtime {
+
+template <typename T> class GrowBuffer {
+public:
+  T *ensure(int64_t n) {
+    if (n > capacity_) {
+      data_.reset(new T[n]);
+      capacity_ = n;
+      ++allocations_;
+    }
+    return data_.get();
+  }
+  T *data() const { return data_.get(); }
+  int64_t allocations() const { return allocations_; }
+
+private:
+  std::unique_ptr<T[]> data_;
+  int64_t capacity_ = 0;
+  int64_t allocations_ = 0;
+};
+
+} // namespace m3idx::runtime

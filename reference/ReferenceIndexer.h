@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/Batch.h"
+#include "core/DecodeCpPolicy.h"
 #include "core/IndexerOutput.h"
 #include "core/Status.h"
 
@@ -14,13 +15,6 @@ namespace m3idx::reference {
 
 // Validates the batch, then scores and selects.
 StatusOr<IndexerOutput> runReference(const BatchView &batch, bool keepScores);
-
-// Whether a step is served by decode CP (SPEC §6), and if not, why: the warn-once reason.
-struct CpDecision {
-  bool useCp = false;
-  std::string fallbackReason; // empty when useCp
-};
-CpDecision decideDecodeCp(const IndexerParams &totalParams, int worldSize, bool dualBatchOverlap);
 
 // Decode CP over `worldSize` simulated ranks, rank h holding head h of a batch with numHeads ==
 // worldSize (the TP4 picture). Decode rows go through the all-gather / split-score / all-to-all

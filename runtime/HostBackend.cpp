@@ -134,8 +134,8 @@ Status HostBackend::topkDecode(const BatchView &b, int64_t width, const float *s
   return Status();
 }
 
-Status HostBackend::topkPrefill(const BatchView &b, const RowPlan &plan, int64_t width,
-                                const float *scores, int32_t *topk) {
+Status HostBackend::topkPrefill(const BatchView &b, int64_t width, const float *scores,
+                                int32_t *topk) {
   const int64_t first = decodeRows(b), rows = b.numRows - first;
   if (rows <= 0)
     return Status();
@@ -144,9 +144,13 @@ Status HostBackend::topkPrefill(const BatchView &b, const RowPlan &plan, int64_t
                                      b.params.decodeQueryLen));
   if (!k.ok())
     return k.status();
-  int32_t *rowBlocks = rowBlocks_.ensure(b.numRows);
-  for (int64_t r = 0; r < b.numRows; ++r)
-    rowBlocks[r] = plan.rows[r].nblk;
+  int32_t *rowBlocks = rowBlocks_.ensure(b.numRows); // the metadata builder's per-row block counts
+  for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i) {
+    const int64_t begin = b.queryStartLoc[i], qLen = b.queryStartLoc[i + 1] - begin;
+    for (int64_t r = 0; r < qLen; ++r)
+      rowBlocks[begin + r] =
+          static_cast<int32_t>(spec::blocksFor(spec::causalLen(b.seqLens[i], qLen, r)));
+  }
   KernelArgs a;
   a.buffer(scores, scoreCount(b, width)).buffer(rowBlocks, b.numRows)
       .buffer(topk, b.params.numHeads * b.numRows * spec::kTopkBlocks)
@@ -155,12 +159,11 @@ Status HostBackend::topkPrefill(const BatchView &b, const RowPlan &plan, int64_t
   return Status();
 }
 
-Status HostBackend::execute(const BatchView &b, const RowPlan &plan, float *scores, int32_t *topk) {
-  const int64_t W = plan.scoreWidth;
+Status HostBackend::execute(const BatchView &b, int64_t W, float *scores, int32_t *topk) {
   M3IDX_RETURN_IF_ERROR(scoreDecode(b, W, scores));
   M3IDX_RETURN_IF_ERROR(scorePrefill(b, W, scores));
   M3IDX_RETURN_IF_ERROR(topkDecode(b, W, scores, topk));
-  return topkPrefill(b, plan, W, scores, topk);
+  return topkPrefill(b, W, scores, topk);
 }
 
 StatusOr<IndexerOutput> HostBackend::run(const BatchView &b, const RunOptions &options) {
@@ -176,7 +179,7 @@ StatusOr<IndexerOutput> HostBackend::run(const BatchView &b, const RunOptions &o
   // Scratch is never initialised: kernels write every entry b < nblk and read nothing else.
   const int64_t count = H * T * W;
   std::unique_ptr<float[]> scores(new float[std::max<int64_t>(count, 1)]);
-  M3IDX_RETURN_IF_ERROR(execute(b, plan, scores.get(), out.topk.data()));
+  M3IDX_RETURN_IF_ERROR(execute(b, W, scores.get(), out.topk.data()));
   if (options.keepScores) {
     out.scores.assign(scores.get(), scores.get() + count);
     for (int h = 0; h < H; ++h) // SPEC §8: entries b >= nblk are NaN in the file

@@ -37,10 +37,9 @@ public:
                      int64_t blockStep = 1);
   Status scorePrefill(const BatchView &b, int64_t width, float *scores);
   Status topkDecode(const BatchView &b, int64_t width, const float *scores, int32_t *topk);
-  Status topkPrefill(const BatchView &b, const RowPlan &plan, int64_t width, const float *scores,
-                     int32_t *topk);
+  Status topkPrefill(const BatchView &b, int64_t width, const float *scores, int32_t *topk);
   // All four, in order (decode rows first).
-  Status execute(const BatchView &b, const RowPlan &plan, float *scores, int32_t *topk);
+  Status execute(const BatchView &b, int64_t width, float *scores, int32_t *topk);
 
 private:
   std::mutex mutex_;

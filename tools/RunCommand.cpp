@@ -5,6 +5,7 @@
 #include "casefile/CaseFile.h"
 #include "reference/ReferenceIndexer.h"
 #include "runtime/Backend.h"
+#include "runtime/api/InProcessCp.h"
 #include "tools/Commands.h"
 #include "tools/OutputFiles.h"
 
@@ -22,10 +23,9 @@ int runRun(const RunArgs &a) {
   StatusOr<std::unique_ptr<runtime::Backend>> backend = runtime::makeBackend(a.backend);
   if (!backend.ok())
     return fail(backend.status().message());
-  if (a.cp && a.backend != "ref")
-    return fail(fmt::format("--cp: expected --backend ref (the 4-rank reference simulation), got "
-                            "'{}'",
-                            a.backend));
+  if (a.cp && a.backend == "host" && a.scores)
+    return fail("--scores: expected no --cp 4 with --backend host (each rank keeps only its own "
+                "head's scores), got both");
   if (a.cp != 0 && a.cp != 4)
     return fail(fmt::format("--cp: expected 4 (WORLD), got {}", a.cp));
   StatusOr<Case> c = loadCase(a.caseDir);
@@ -38,11 +38,13 @@ int runRun(const RunArgs &a) {
                             a.cp, v.params.numHeads));
   auto start = std::chrono::steady_clock::now();
   std::string fallback;
-  StatusOr<IndexerOutput> out = a.cp ? reference::runReferenceDecodeCp(v, a.cp, &fallback)
-                                     : (*backend)->run(v, runtime::RunOptions{a.scores});
+  StatusOr<IndexerOutput> out =
+      !a.cp                ? (*backend)->run(v, runtime::RunOptions{a.scores})
+      : a.backend == "ref" ? reference::runReferenceDecodeCp(v, a.cp, &fallback)
+                           : runtime::runHostDecodeCp(v, a.cp, &fallback);
   if (!out.ok())
     return fail(out.status().message());
-  if (!fallback.empty())
+  if (!fallback.empty() && a.backend == "ref") // host ranks log their own warning
     std::cerr << "m3idx: warning: " << fallback << "; decode rows scored locally\n";
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                   .count();
@@ -50,7 +52,10 @@ int runRun(const RunArgs &a) {
   if (!written.ok())
     return fail(written.message());
   std::cout << fmt::format("{}: backend {}{}, H={} rows={} W={}: {:.2f} ms; wrote {}\n", a.caseDir,
-                           a.backend, a.cp ? fmt::format(" (decode CP over {} ranks)", a.cp) : "",
+                           a.backend,
+                           !a.cp              ? ""
+                           : fallback.empty() ? fmt::format(" (decode CP over {} ranks)", a.cp)
+                                              : " (decode CP not served: scored locally)",
                            out->numHeads, out->numRows, out->scoreWidth, ms, a.out);
   return 0;
 }
@@ -64,7 +69,7 @@ void addRunCommand(CLI::App &app, Runner &run) {
   cmd->add_option("--out", args->out, "Output folder")->required();
   cmd->add_option("--backend", args->backend, "ref (scalar reference) or host (JIT)")->capture_default_str();
   cmd->add_flag("--scores", args->scores, "Also write score.npy [H, T, W]");
-  cmd->add_option("--cp", args->cp, "Decode context parallelism over 4 simulated ranks");
+  cmd->add_option("--cp", args->cp, "Decode context parallelism over 4 in-process ranks (head h on rank h)");
   cmd->callback([&run, args] { run = [args] { return runRun(*args); }; });
 }
 

@@ -44,6 +44,9 @@ same_npy "$work/exact-ref/topk.npy" "$work/exact-host/topk.npy"
 same_npy "$work/exact-ref/score.npy" "$work/exact-host/score.npy"
 "$M3IDX" run "$work/case" --backend host --out "$work/host" --scores
 "$M3IDX" check "$work/case" "$work/host"
+# Decode CP over 4 in-process ranks on the host backend: the same top-k as without CP.
+"$M3IDX" run "$work/case" --backend host --cp 4 --out "$work/host-cp"
+same_npy "$work/host/topk.npy" "$work/host-cp/topk.npy"
 # The checker must also accept the independent implementation's own output.
 "$M3IDX" check "$DATA/golden/mixed_realistic" "$DATA/golden/mixed_realistic/expected"
 

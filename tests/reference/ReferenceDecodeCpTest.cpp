@@ -70,10 +70,10 @@ TEST(ReferenceDecodeCp, GatingFallsBackWithAReason) {
   p.numHeads = 4;
   p.numDecodes = 3;
   p.decodeQueryLen = 4;
-  EXPECT_TRUE(reference::decideDecodeCp(p, 4, false).useCp);
+  EXPECT_TRUE(decideDecodeCp(p, 4, false).useCp);
 
   auto reason = [](IndexerParams q, int world, bool dbo) {
-    reference::CpDecision d = reference::decideDecodeCp(q, world, dbo);
+    CpDecision d = decideDecodeCp(q, world, dbo);
     EXPECT_FALSE(d.useCp);
     return d.fallbackReason;
   };

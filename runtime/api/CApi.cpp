@@ -1,0 +1,216 @@
+// The C ABI over the C++ API. Every entry point catches everything: no exception crosses it.
+#include "m3idx/m3idx.h"
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "m3idx/Indexer.h"
+
+struct m3idx_error {
+  std::string message;
+};
+
+struct m3idx_indexer {
+  std::unique_ptr<m3idx::Indexer> impl;
+};
+
+namespace {
+
+using namespace m3idx;
+
+m3idx_error *makeError(std::string message) {
+  return new (std::nothrow) m3idx_error{std::move(message)};
+}
+
+m3idx_error *fromStatus(const Status &s) { return s.ok() ? nullptr : makeError(s.message()); }
+
+IndexerConfig toConfig(const m3idx_config &c) {
+  IndexerConfig config;
+  config.numIndexHeads = c.num_index_heads;
+  config.indexHeadDim = c.index_head_dim;
+  config.sparseBlockSize = c.sparse_block_size;
+  config.topkBlocks = c.topk_blocks;
+  config.scoreType = c.score_type ? c.score_type : "";
+  config.kvDtype = c.kv_dtype ? c.kv_dtype : "";
+  config.initBlocks = c.init_blocks;
+  config.localBlocks = c.local_blocks;
+  config.maxModelLen = c.max_model_len;
+  config.decodeQueryLens = {c.decode_query_len};
+  return config;
+}
+
+bool toTensor(const m3idx_tensor *t, const char *name, TensorView &out, std::string &error) {
+  if (!t) {
+    error = std::string(name) + ": expected a tensor, got NULL";
+    return false;
+  }
+  if (t->ndim < 0 || t->ndim > kMaxDims || t->dtype < 0 || t->dtype > 2 || t->device_kind < 0 ||
+      t->device_kind > 2) {
+    error = std::string(name) + ": expected ndim <= 4 and a known dtype and device, got ndim " +
+            std::to_string(t->ndim) + ", dtype " + std::to_string(t->dtype) + ", device " +
+            std::to_string(t->device_kind);
+    return false;
+  }
+  out.data = t->data;
+  out.dtype = static_cast<DType>(t->dtype);
+  out.ndim = t->ndim;
+  for (int d = 0; d < kMaxDims; ++d) {
+    out.shape[d] = t->shape[d];
+    out.strides[d] = t->strides[d];
+  }
+  out.device = Device{static_cast<DeviceKind>(t->device_kind), t->device_index};
+  return true;
+}
+
+void fromTensor(const TensorView &v, m3idx_tensor *t) {
+  if (!t)
+    return;
+  std::memset(t, 0, sizeof(*t));
+  t->data = v.data;
+  t->dtype = static_cast<int32_t>(v.dtype);
+  t->ndim = v.ndim;
+  for (int d = 0; d < kMaxDims; ++d) {
+    t->shape[d] = v.shape[d];
+    t->strides[d] = v.strides[d];
+  }
+  t->device_kind = static_cast<int32_t>(v.device.kind);
+  t->device_index = v.device.index;
+}
+
+template <typename Fn> m3idx_error *guarded(Fn fn) {
+  try {
+    return fn();
+  } catch (const std::exception &e) {
+    return makeError(std::string("internal error: ") + e.what());
+  } catch (...) {
+    return makeError("internal error");
+  }
+}
+
+} // namespace
+
+extern "C" {
+
+int32_t m3idx_api_version(void) { return M3IDX_API_VERSION; }
+
+void m3idx_config_init(m3idx_config *c) {
+  if (!c)
+    return;
+  c->num_index_heads = 1;
+  c->index_head_dim = 128;
+  c->sparse_block_size = 128;
+  c->topk_blocks = 16;
+  c->score_type = "max";
+  c->kv_dtype = "nvfp4";
+  c->init_blocks = 0;
+  c->local_blocks = 1;
+  c->max_model_len = 1 << 20;
+  c->decode_query_len = 4;
+}
+
+size_t m3idx_unsupported_reason(const m3idx_config *config, int32_t device_kind, char *buf,
+                                size_t buf_len) {
+  try {
+    std::string reason = !config ? "config: expected a config, got NULL"
+                         : device_kind < 0 || device_kind > 2
+                             ? "device_kind: expected 0 (host), 1 (cuda) or 2 (hip), got " +
+                                   std::to_string(device_kind)
+                             : unsupportedReason(toConfig(*config),
+                                                 static_cast<DeviceKind>(device_kind));
+    if (buf && buf_len) {
+      size_t n = std::min(reason.size(), buf_len - 1);
+      std::memcpy(buf, reason.data(), n);
+      buf[n] = '\0';
+    }
+    return reason.size();
+  } catch (...) {
+    return 0;
+  }
+}
+
+m3idx_error *m3idx_indexer_create(const m3idx_config *config, int32_t device_kind,
+                                  int32_t device_index, m3idx_indexer **out) {
+  return guarded([&]() -> m3idx_error * {
+    if (!config || !out)
+      return makeError("m3idx_indexer_create: expected config and out, got NULL");
+    *out = nullptr;
+    if (device_kind < 0 || device_kind > 2)
+      return makeError("device_kind: expected 0 (host), 1 (cuda) or 2 (hip), got " +
+                       std::to_string(device_kind));
+    auto indexer = Indexer::create(toConfig(*config),
+                                   Device{static_cast<DeviceKind>(device_kind), device_index});
+    if (!indexer.ok())
+      return fromStatus(indexer.status());
+    *out = new m3idx_indexer{std::move(indexer).value()};
+    return nullptr;
+  });
+}
+
+void m3idx_indexer_destroy(m3idx_indexer *indexer) { delete indexer; }
+
+m3idx_error *m3idx_indexer_warmup(m3idx_indexer *indexer) {
+  return guarded([&]() -> m3idx_error * {
+    if (!indexer)
+      return makeError("m3idx_indexer_warmup: expected an indexer, got NULL");
+    return fromStatus(indexer->impl->warmup());
+  });
+}
+
+m3idx_error *m3idx_indexer_forward(m3idx_indexer *indexer, const m3idx_tensor *index_query,
+                                   const m3idx_tensor *kv_cache,
+                                   const m3idx_decode_metadata *decode,
+                                   const m3idx_prefill_metadata *prefill, void *stream,
+                                   const m3idx_tensor *topk_out, m3idx_tensor *topk,
+                                   m3idx_tensor *decode_topk, m3idx_tensor *prefill_topk) {
+  return guarded([&]() -> m3idx_error * {
+    if (!indexer)
+      return makeError("m3idx_indexer_forward: expected an indexer, got NULL");
+    std::string error;
+    TensorView q, kv, out;
+    if (!toTensor(index_query, "index_query", q, error) ||
+        !toTensor(kv_cache, "kv_cache", kv, error) ||
+        (topk_out && !toTensor(topk_out, "topk_out", out, error)))
+      return makeError(error);
+    DecodeMetadata d;
+    PrefillMetadata p;
+    IndexerMetadata md;
+    if (decode) {
+      if (!toTensor(&decode->block_table, "decode.block_table", d.blockTable, error) ||
+          !toTensor(&decode->seq_lens, "decode.seq_lens", d.seqLens, error))
+        return makeError(error);
+      d.decodeQueryLen = decode->decode_query_len;
+      d.maxSeqLen = decode->max_seq_len;
+      md.decode = &d;
+    }
+    if (prefill) {
+      if (!toTensor(&prefill->block_table, "prefill.block_table", p.blockTable, error) ||
+          !toTensor(&prefill->query_start_loc, "prefill.query_start_loc", p.queryStartLoc,
+                    error) ||
+          !toTensor(&prefill->seq_lens, "prefill.seq_lens", p.seqLens, error))
+        return makeError(error);
+      p.maxQueryLen = prefill->max_query_len;
+      p.maxSeqLen = prefill->max_seq_len;
+      md.prefill = &p;
+    }
+    auto r = indexer->impl->forward(q, kv, md, stream, topk_out ? &out : nullptr);
+    if (!r.ok())
+      return fromStatus(r.status());
+    fromTensor(r->topk, topk);
+    fromTensor(r->decodeTopk, decode_topk);
+    fromTensor(r->prefillTopk, prefill_topk);
+    return nullptr;
+  });
+}
+
+int64_t m3idx_indexer_compiles_after_warmup(const m3idx_indexer *indexer) {
+  return indexer ? indexer->impl->compilesAfterWarmup() : -1;
+}
+
+const char *m3idx_error_message(const m3idx_error *error) {
+  return error ? error->message.c_str() : "";
+}
+
+void m3idx_error_free(m3idx_error *error) { delete error; }
+
+} // extern "C"

@@ -1,0 +1,114 @@
+/* The C ABI from plain C: version, config rejection, a hand-worked decode step, error objects. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "m3idx/m3idx.h"
+
+static int failures = 0;
+#define EXPECT(cond)                                                                               \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);                          \
+      ++failures;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+static m3idx_tensor tensor(void *data, int32_t dtype, int32_t ndim, const int64_t *shape) {
+  m3idx_tensor t;
+  memset(&t, 0, sizeof(t));
+  t.data = data;
+  t.dtype = dtype;
+  t.ndim = ndim;
+  int64_t stride = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    t.shape[d] = shape[d];
+    t.strides[d] = stride;
+    stride *= shape[d];
+  }
+  return t;
+}
+
+int main(void) {
+  EXPECT(m3idx_api_version() == M3IDX_API_VERSION);
+
+  m3idx_config config;
+  m3idx_config_init(&config);
+  char reason[256];
+  EXPECT(m3idx_unsupported_reason(&config, M3IDX_DEVICE_HOST, reason, sizeof reason) == 0);
+  config.topk_blocks = 8;
+  EXPECT(m3idx_unsupported_reason(&config, M3IDX_DEVICE_HOST, reason, sizeof reason) > 0);
+  EXPECT(strstr(reason, "topk_blocks must be 16, got 8") != NULL);
+  m3idx_indexer *indexer = NULL;
+  m3idx_error *error = m3idx_indexer_create(&config, M3IDX_DEVICE_HOST, 0, &indexer);
+  EXPECT(error != NULL && indexer == NULL);
+  EXPECT(error && strstr(m3idx_error_message(error), "topk_blocks") != NULL);
+  m3idx_error_free(error);
+
+  /* One decode request, 4 rows, 640 tokens (5 blocks), local_blocks 1. Key token 128*b has
+   * element 0 = value[b] (nibble, scale 1.0); every query row has element 0 = 1.0. */
+  m3idx_config_init(&config);
+  error = m3idx_indexer_create(&config, M3IDX_DEVICE_HOST, 0, &indexer);
+  EXPECT(error == NULL && indexer != NULL);
+  if (!indexer)
+    return 1;
+  EXPECT(m3idx_indexer_warmup(indexer) == NULL);
+
+  enum { PAGES = 5, PAGE = 9216 };
+  unsigned char *kv = calloc(PAGES, PAGE);
+  for (int p = 0; p < PAGES; ++p)
+    memset(kv + p * PAGE + 8192, 0x38, 1024); /* every scale 1.0, every nibble 0 */
+  const unsigned char nibble[4] = {1 /*0.5*/, 7 /*6*/, 3 /*1.5*/, 2 /*1*/};
+  for (int b = 0; b < 4; ++b)
+    kv[b * PAGE] = nibble[b]; /* token 0 of page b, element 0 */
+  unsigned char q[4 * 128];
+  memset(q, 0, sizeof q);
+  for (int r = 0; r < 4; ++r)
+    q[r * 128] = 0x38;
+  int32_t block_table[5] = {0, 1, 2, 3, 4}, seq_lens[1] = {640};
+
+  const int64_t q_shape[3] = {4, 1, 128}, kv_shape[2] = {PAGES, PAGE}, bt_shape[2] = {1, 5},
+                sl_shape[1] = {1};
+  m3idx_tensor tq = tensor(q, M3IDX_DTYPE_U8, 3, q_shape);
+  m3idx_tensor tkv = tensor(kv, M3IDX_DTYPE_U8, 2, kv_shape);
+  m3idx_decode_metadata decode;
+  decode.block_table = tensor(block_table, M3IDX_DTYPE_I32, 2, bt_shape);
+  decode.seq_lens = tensor(seq_lens, M3IDX_DTYPE_I32, 1, sl_shape);
+  decode.decode_query_len = 4;
+  decode.max_seq_len = 640;
+  m3idx_tensor topk, decode_topk, prefill_topk;
+  error = m3idx_indexer_forward(indexer, &tq, &tkv, &decode, NULL, NULL, NULL, &topk, &decode_topk,
+                                &prefill_topk);
+  EXPECT(error == NULL);
+  if (error) {
+    fprintf(stderr, "forward: %s\n", m3idx_error_message(error));
+    m3idx_error_free(error);
+  } else {
+    const int32_t want[16] = {4, 1, 2, 3, 0, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    const int32_t *got = (const int32_t *)topk.data;
+    EXPECT(topk.ndim == 3 && topk.shape[0] == 1 && topk.shape[1] == 4 && topk.shape[2] == 16);
+    for (int r = 0; r < 4; ++r)
+      EXPECT(memcmp(got + r * 16, want, sizeof want) == 0);
+    EXPECT(decode_topk.shape[1] == 4 && prefill_topk.shape[1] == 0);
+  }
+  EXPECT(m3idx_indexer_compiles_after_warmup(indexer) == 0);
+
+  /* A page id out of range is an error naming it, not a crash. */
+  block_table[2] = 99;
+  error = m3idx_indexer_forward(indexer, &tq, &tkv, &decode, NULL, NULL, NULL, &topk, NULL, NULL);
+  EXPECT(error != NULL && strstr(m3idx_error_message(error), "block_table[0][2]") != NULL);
+  m3idx_error_free(error);
+  block_table[2] = 2;
+  error = m3idx_indexer_forward(indexer, NULL, &tkv, &decode, NULL, NULL, NULL, &topk, NULL, NULL);
+  EXPECT(error != NULL && strstr(m3idx_error_message(error), "index_query") != NULL);
+  m3idx_error_free(error);
+  tq.dtype = 7;
+  error = m3idx_indexer_forward(indexer, &tq, &tkv, &decode, NULL, NULL, NULL, &topk, NULL, NULL);
+  EXPECT(error != NULL && strstr(m3idx_error_message(error), "dtype 7") != NULL);
+  m3idx_error_free(error);
+
+  m3idx_indexer_destroy(indexer);
+  free(kv);
+  printf("%d passed, %d failed\n", failures ? 0 : 1, failures ? 1 : 0);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,198 @@
+// The host-app API: config rejection per field, forward on decode-only / prefill-only / mixed
+// batches equal to the reference, no JIT or scratch growth after warm-up, boundary validation.
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "casefile/CaseGenerator.h"
+#include "core/Spec.h"
+#include "m3idx/Indexer.h"
+#include "reference/ReferenceIndexer.h"
+#include "runtime/api/BatchMetadata.h"
+
+using namespace m3idx;
+
+namespace {
+
+struct Step {
+  Case c;
+  runtime::BatchMetadata split;
+  TensorView q, kv;
+  IndexerMetadata md() const { return split.metadata(); }
+};
+
+std::unique_ptr<Step> makeStep(uint64_t seed, int heads, int decodes, int prefills,
+                               ValueMode mode = ValueMode::Exact) {
+  GenOptions o;
+  o.seed = seed;
+  o.mode = mode;
+  o.numHeads = heads;
+  o.numDecodes = decodes;
+  o.numPrefills = prefills;
+  o.initBlocks = 1;
+  o.localBlocks = 1;
+  o.decodeContext = {0, 3000};
+  o.prefillQueryLen = {1, 40};
+  auto s = std::make_unique<Step>();
+  s->c = *generateCase(o);
+  const BatchView v = s->c.view();
+  runtime::splitBatch(v, s->split);
+  s->q = TensorView::contiguous(s->c.q.bytes.data(), DType::U8, {v.numRows, heads, 128});
+  s->kv = TensorView::contiguous(s->c.kv.bytes.data(), DType::U8, {v.numPages, 9216});
+  return s;
+}
+
+IndexerConfig configFor(const Step &s) {
+  IndexerConfig c;
+  c.numIndexHeads = s.c.params.numHeads;
+  c.initBlocks = s.c.params.initBlocks;
+  c.localBlocks = s.c.params.localBlocks;
+  return c;
+}
+
+std::unique_ptr<Indexer> warmIndexer(const IndexerConfig &config) {
+  auto indexer = Indexer::create(config, Device{});
+  EXPECT_TRUE(indexer.ok()) << indexer.status().message();
+  EXPECT_TRUE((*indexer)->warmup().ok());
+  return std::move(indexer).value();
+}
+
+std::vector<int32_t> copyTopk(const ForwardResult &r) {
+  const int32_t *p = static_cast<const int32_t *>(r.topk.data);
+  return std::vector<int32_t>(p, p + r.topk.numel());
+}
+
+} // namespace
+
+TEST(UnsupportedReason, EachFieldNamed) {
+  IndexerConfig ok;
+  EXPECT_EQ(unsupportedReason(ok, DeviceKind::Host), "");
+  struct Case {
+    std::function<void(IndexerConfig &)> mutate;
+    std::string field;
+  };
+  std::vector<Case> cases = {
+      {[](IndexerConfig &c) { c.numIndexHeads = 3; }, "num_index_heads must be 1, 2 or 4"},
+      {[](IndexerConfig &c) { c.indexHeadDim = 64; }, "index_head_dim must be 128, got 64"},
+      {[](IndexerConfig &c) { c.sparseBlockSize = 64; }, "sparse_block_size must be 128, got 64"},
+      {[](IndexerConfig &c) { c.topkBlocks = 32; }, "topk_blocks must be 16, got 32"},
+      {[](IndexerConfig &c) { c.scoreType = "sum"; }, "score_type must be \"max\", got \"sum\""},
+      {[](IndexerConfig &c) { c.kvDtype = "fp8"; }, "kv_dtype must be \"nvfp4\", got \"fp8\""},
+      {[](IndexerConfig &c) { c.initBlocks = -1; }, "init_blocks must be >= 0, got -1"},
+      {[](IndexerConfig &c) { c.localBlocks = -1; }, "local_blocks must be >= 0, got -1"},
+      {[](IndexerConfig &c) { c.maxModelLen = (1 << 20) + 1; }, "max_model_len must be in [1, 1048576]"},
+      {[](IndexerConfig &c) { c.decodeQueryLens = {0}; }, "decode_query_len must be in [1, 64], got 0"},
+  };
+  for (const Case &c : cases) {
+    IndexerConfig config;
+    c.mutate(config);
+    std::string reason = unsupportedReason(config, DeviceKind::Host);
+    EXPECT_NE(reason.find(c.field), std::string::npos) << reason;
+    auto indexer = Indexer::create(config, Device{});
+    ASSERT_FALSE(indexer.ok());
+    EXPECT_NE(indexer.status().message().find(c.field), std::string::npos);
+  }
+  std::string cuda = unsupportedReason(ok, DeviceKind::Cuda);
+  EXPECT_NE(cuda.find("device cuda is not served"), std::string::npos) << cuda;
+}
+
+TEST(Indexer, ForwardEqualsReferenceOnDecodePrefillAndMixed) {
+  for (auto [decodes, prefills] : {std::pair{6, 0}, std::pair{0, 3}, std::pair{5, 2}}) {
+    for (int heads : {1, 4}) {
+      auto s = makeStep(decodes * 10 + prefills + heads, heads, decodes, prefills);
+      auto indexer = warmIndexer(configFor(*s));
+      auto r = indexer->forward(s->q, s->kv, s->md());
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      auto want = reference::runReference(s->c.view(), false);
+      ASSERT_TRUE(want.ok());
+      EXPECT_EQ(copyTopk(*r), want->topk) << decodes << " decodes, " << prefills << " prefills";
+      const int64_t decodeRows = int64_t{decodes} * 4;
+      EXPECT_EQ(r->decodeTopk.shape[1], decodeRows);
+      EXPECT_EQ(r->prefillTopk.shape[1], s->c.view().numRows - decodeRows);
+      EXPECT_EQ(r->prefillTopk.strides[0], s->c.view().numRows * 16);
+      EXPECT_EQ(indexer->compilesAfterWarmup(), 0);
+    }
+  }
+}
+
+TEST(Indexer, SteadyStateNeitherCompilesNorAllocates) {
+  auto first = makeStep(1, 2, 4, 2);
+  auto second = makeStep(2, 2, 4, 2); // same shapes class, other values and lengths
+  auto indexer = warmIndexer(configFor(*first));
+  ASSERT_TRUE(indexer->forward(first->q, first->kv, first->md()).ok());
+  ASSERT_TRUE(indexer->forward(second->q, second->kv, second->md()).ok());
+  const int64_t allocations = indexer->scratchAllocations();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(indexer->forward(first->q, first->kv, first->md()).ok());
+    ASSERT_TRUE(indexer->forward(second->q, second->kv, second->md()).ok());
+  }
+  EXPECT_EQ(indexer->compilesAfterWarmup(), 0);
+  EXPECT_EQ(indexer->scratchAllocations(), allocations);
+}
+
+TEST(Indexer, LateCompileIsCountedAndLogged) {
+  auto s = makeStep(3, 1, 2, 0);
+  IndexerConfig config = configFor(*s);
+  config.decodeQueryLens = {2}; // the step uses 4: not warmed up
+  auto indexer = warmIndexer(config);
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(indexer->forward(s->q, s->kv, s->md()).ok());
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(indexer->compilesAfterWarmup(), 2); // score_decode and topk_decode for 4 rows
+  EXPECT_NE(log.find("JIT compile after warm-up: score_decode"), std::string::npos) << log;
+}
+
+TEST(Indexer, CallerProvidedTopkBuffer) {
+  auto s = makeStep(4, 2, 3, 1);
+  auto indexer = warmIndexer(configFor(*s));
+  const int64_t T = s->c.view().numRows;
+  std::vector<int32_t> buffer(2 * T * 16, 12345);
+  TensorView out = TensorView::contiguous(buffer.data(), DType::I32, {2, T, 16});
+  auto r = indexer->forward(s->q, s->kv, s->md(), nullptr, &out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->topk.data, buffer.data());
+  EXPECT_EQ(buffer, reference::runReference(s->c.view(), false)->topk);
+}
+
+TEST(Indexer, BoundaryValidationNamesTheArgument) {
+  auto s = makeStep(5, 2, 2, 1);
+  auto indexer = warmIndexer(configFor(*s));
+  auto expectError = [&](const TensorView &q, const TensorView &kv, const IndexerMetadata &md,
+                         const std::string &needle, const TensorView *out = nullptr) {
+    auto r = indexer->forward(q, kv, md, nullptr, out);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  TensorView q = s->q;
+  q.dtype = DType::I32;
+  expectError(q, s->kv, s->md(), "index_query: expected dtype uint8, got int32");
+  const int64_t T = s->q.shape[0];
+  q = TensorView::contiguous(s->q.data, DType::U8, {T, 1, 128});
+  expectError(q, s->kv, s->md(), "index_query: expected shape[1] == 2");
+  q = s->q;
+  q.strides[0] = 512;
+  expectError(q, s->kv, s->md(), "index_query: expected contiguous strides");
+  q = s->q;
+  q.device = Device{DeviceKind::Cuda, 0};
+  expectError(q, s->kv, s->md(), "index_query: expected device host:0, got cuda:0");
+  TensorView kv = TensorView::contiguous(s->kv.data, DType::U8, {s->kv.shape[0], 8192});
+  expectError(s->q, kv, s->md(), "kv_cache: expected shape[1] == 9216");
+  q = TensorView::contiguous(s->q.data, DType::U8, {T - 1, 2, 128});
+  expectError(q, s->kv, s->md(), "prefill.query_start_loc");
+  DecodeMetadata d = s->split.decode;
+  d.maxSeqLen = 1;
+  expectError(s->q, s->kv, IndexerMetadata{&d, &s->split.prefill}, "decode.max_seq_len");
+  d = s->split.decode;
+  std::vector<int32_t> table(static_cast<int32_t *>(d.blockTable.data),
+                             static_cast<int32_t *>(d.blockTable.data) + d.blockTable.numel());
+  table[0] = 1 << 30;
+  d.blockTable.data = table.data();
+  expectError(s->q, s->kv, IndexerMetadata{&d, &s->split.prefill}, "decode.block_table[0][0]");
+  PrefillMetadata p = s->split.prefill;
+  p.maxQueryLen = 0;
+  expectError(s->q, s->kv, IndexerMetadata{&s->split.decode, &p}, "prefill.max_query_len");
+  expectError(s->q, s->kv, IndexerMetadata{&s->split.decode, nullptr}, "no prefill metadata");
+  std::vector<int32_t> small(16);
+  TensorView out = TensorView::contiguous(small.data(), DType::I32, {1, 1, 16});
+  expectError(s->q, s->kv, s->md(), "topk_out: expected shape", &out);
+}

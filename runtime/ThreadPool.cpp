@@ -1,5 +1,7 @@
 #include "runtime/ThreadPool.h"
 
+#include "core/EnvTable.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -9,11 +11,9 @@
 namespace m3idx::runtime {
 
 int hostThreads() {
-  if (const char *env = std::getenv("M3IDX_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0)
-      return n;
-  }
+  int n = std::atoi(env::get("M3IDX_NUM_THREADS").c_str());
+  if (n > 0)
+    return n;
   return std::max(1u, std::thread::hardware_concurrency());
 }
 

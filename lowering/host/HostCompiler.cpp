@@ -8,7 +8,12 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -16,6 +21,11 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 
+#include <atomic>
+#include <mutex>
+
+#include "core/EnvTable.h"
+#include "m3idx_build_id.h"
 #include "lowering/MlirEmitter.h"
 #include "lowering/Pipeline.h"
 
@@ -78,12 +88,30 @@ StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> lower(mlir::MLIRContext &ctx, const 
 
 } // namespace
 
-HostKernel::HostKernel(std::unique_ptr<mlir::ExecutionEngine> engine, void (*fn)(void **))
-    : engine_(std::move(engine)), fn_(fn) {}
-HostKernel::~HostKernel() = default;
+int optLevel() {
+  int level = std::atoi(env::get("M3IDX_OPT_LEVEL").c_str());
+  return std::clamp(level, 0, 3);
+}
 
-StatusOr<std::unique_ptr<HostKernel>> compileHostKernel(const dsl::Kernel &k,
-                                                        HostCompileStats *stats) {
+llvm::CodeGenOptLevel codeGenLevel(int level) {
+  switch (level) {
+  case 0: return llvm::CodeGenOptLevel::None;
+  case 1: return llvm::CodeGenOptLevel::Less;
+  case 2: return llvm::CodeGenOptLevel::Default;
+  default: return llvm::CodeGenOptLevel::Aggressive;
+  }
+}
+
+std::string hostToolchainFingerprint() {
+  return fmt::format("m3idx {} (build {}); LLVM {}", M3IDX_VERSION, M3IDX_BUILD_ID,
+                     LLVM_VERSION_STRING);
+}
+
+StatusOr<HostObject> compileHostObject(const dsl::Kernel &k, HostCompileStats *stats) {
+  if (env::flag("M3IDX_DISABLE_COMPILER"))
+    return Status::error(fmt::format("kernel @{}: the compiler is disabled "
+                                     "(M3IDX_DISABLE_COMPILER=1)",
+                                     k.name));
   std::unique_ptr<mlir::MLIRContext> ctx = makeContext();
   auto module = lower(*ctx, k, stats, false, nullptr);
   if (!module.ok())
@@ -92,20 +120,107 @@ StatusOr<std::unique_ptr<HostKernel>> compileHostKernel(const dsl::Kernel &k,
   auto tm = hostMachine();
   if (!tm.ok())
     return tm.status();
+  const int level = optLevel();
   mlir::ExecutionEngineOptions options;
-  options.transformer = mlir::makeOptimizingTransformer(3, 0, tm->get());
-  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  options.transformer = mlir::makeOptimizingTransformer(level, 0, tm->get());
+  options.jitCodeGenOptLevel = codeGenLevel(level);
+  options.enableObjectDump = true; // keep the object: it is what caches and bundles store
   auto engine = mlir::ExecutionEngine::create(module->get(), options);
   if (!engine)
     return Status::error(fmt::format("kernel @{}: JIT failed: {}", k.name,
                                      llvm::toString(engine.takeError())));
-  auto fn = (*engine)->lookupPacked("_mlir_ciface_" + k.name);
+  HostObject object;
+  object.symbol = "_mlir__mlir_ciface_" + k.name; // ExecutionEngine's packed wrapper
+  auto fn = (*engine)->lookupPacked("_mlir_ciface_" + k.name); // materializes the object
   if (!fn)
     return Status::error(fmt::format("kernel @{}: entry point missing: {}", k.name,
                                      llvm::toString(fn.takeError())));
+  llvm::SmallString<128> path;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("m3idx-kernel", "o", path))
+    return Status::error(fmt::format("kernel @{}: no temporary file for the object: {}", k.name,
+                                     ec.message()));
+  (*engine)->dumpToObjectFile(path);
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  llvm::sys::fs::remove(path);
+  if (!buffer || (*buffer)->getBufferSize() == 0)
+    return Status::error(fmt::format("kernel @{}: the JIT produced no object", k.name));
+  object.bytes.assign((*buffer)->getBufferStart(), (*buffer)->getBufferEnd());
   if (stats)
     stats->jitMs = msSince(t0);
-  return std::make_unique<HostKernel>(std::move(*engine), *fn);
+  return object;
+}
+
+namespace {
+
+// One JIT for the process; each loaded object gets its own JITDylib so the same kernel name can
+// be loaded for several configs or keys.
+class ObjectLinker {
+public:
+  static StatusOr<ObjectLinker *> get() {
+    static std::mutex mutex;
+    static std::unique_ptr<ObjectLinker> instance;
+    static std::string error;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!instance && error.empty()) {
+      initNativeTarget();
+      auto jit = llvm::orc::LLJITBuilder().create();
+      if (!jit)
+        error = llvm::toString(jit.takeError());
+      else
+        instance.reset(new ObjectLinker(std::move(*jit)));
+    }
+    if (!instance)
+      return Status::error("host: cannot create the JIT linker: " + error);
+    return instance.get();
+  }
+
+  StatusOr<void (*)(void **)> load(const HostObject &object) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto jd = jit_->createJITDylib(fmt::format("m3idx_kernel_{}", next_++));
+    if (!jd)
+      return Status::error("host: " + llvm::toString(jd.takeError()));
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        jit_->getDataLayout().getGlobalPrefix());
+    if (!gen)
+      return Status::error("host: " + llvm::toString(gen.takeError()));
+    jd->addGenerator(std::move(*gen));
+    llvm::StringRef bytes(reinterpret_cast<const char *>(object.bytes.data()), object.bytes.size());
+    if (llvm::Error e = jit_->addObjectFile(
+            *jd, llvm::MemoryBuffer::getMemBufferCopy(bytes, object.symbol)))
+      return Status::error(fmt::format("host: cannot link the kernel object ({}): {}", object.symbol,
+                                       llvm::toString(std::move(e))));
+    auto addr = jit_->lookup(*jd, object.symbol);
+    if (!addr)
+      return Status::error(fmt::format("host: kernel object lacks {}: {}", object.symbol,
+                                       llvm::toString(addr.takeError())));
+    return addr->toPtr<void (*)(void **)>();
+  }
+
+private:
+  explicit ObjectLinker(std::unique_ptr<llvm::orc::LLJIT> jit) : jit_(std::move(jit)) {}
+  std::mutex mutex_;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  uint64_t next_ = 0;
+};
+
+} // namespace
+
+StatusOr<std::unique_ptr<HostKernel>> loadHostKernel(const HostObject &object) {
+  auto linker = ObjectLinker::get();
+  if (!linker.ok())
+    return linker.status();
+  auto fn = (*linker)->load(object);
+  if (!fn.ok())
+    return fn.status();
+  return std::make_unique<HostKernel>(*fn);
+}
+
+StatusOr<std::unique_ptr<HostKernel>> compileHostKernel(const dsl::Kernel &k,
+                                                        HostCompileStats *stats) {
+  auto object = compileHostObject(k, stats);
+  if (!object.ok())
+    return object.status();
+  return loadHostKernel(*object);
 }
 
 StatusOr<std::string> hostStage(const dsl::Kernel &k, Stage stage, std::string *irAfterEachPass) {
@@ -126,7 +241,7 @@ StatusOr<std::string> hostStage(const dsl::Kernel &k, Stage stage, std::string *
     return tm.status();
   llvmModule->setDataLayout((*tm)->createDataLayout());
   llvmModule->setTargetTriple((*tm)->getTargetTriple());
-  if (llvm::Error e = mlir::makeOptimizingTransformer(3, 0, tm->get())(llvmModule.get()))
+  if (llvm::Error e = mlir::makeOptimizingTransformer(optLevel(), 0, tm->get())(llvmModule.get()))
     return Status::error("host: LLVM optimization failed: " + llvm::toString(std::move(e)));
   std::string out;
   llvm::raw_string_ostream os(out);

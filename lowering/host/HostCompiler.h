@@ -1,5 +1,7 @@
-// DSL kernel -> host machine code through the MLIR pipeline and LLVM's ORC JIT (via
-// mlir::ExecutionEngine), plus the named stages `m3idx inspect` prints: dsl, mlir, llvm, asm.
+// DSL kernel -> a relocatable host object through the MLIR pipeline and LLVM (mlir::ExecutionEngine
+// compiles; its object is kept), and loading such an object with LLVM's ORC JIT linker, which needs
+// no compiler: cache hits and AOT bundles load the same way fresh compiles do. Also the named stages
+// `m3idx inspect` prints: dsl, mlir, lowered, llvm, asm.
 #pragma once
 
 #include <memory>
@@ -9,12 +11,6 @@
 #include "core/Status.h"
 #include "dsl/Ir.h"
 
-namespace mlir {
-class ExecutionEngine;
-}
-namespace llvm {
-class TargetMachine;
-}
 
 namespace m3idx::lowering {
 
@@ -22,13 +18,17 @@ namespace m3idx::lowering {
 // memref descriptor, then each scalar, then pid_begin and pid_end; `args[i]` points at argument i.
 class HostKernel {
 public:
-  HostKernel(std::unique_ptr<mlir::ExecutionEngine> engine, void (*fn)(void **));
-  ~HostKernel();
+  explicit HostKernel(void (*fn)(void **)) : fn_(fn) {}
   void call(void **args) const { fn_(args); }
 
 private:
-  std::unique_ptr<mlir::ExecutionEngine> engine_;
-  void (*fn_)(void **);
+  void (*fn_)(void **); // code lives in the process-wide JIT until exit
+};
+
+// A compiled kernel as bytes: an ELF relocatable object and its packed entry point's symbol.
+struct HostObject {
+  std::string symbol;
+  std::vector<uint8_t> bytes;
 };
 
 struct HostCompileStats {
@@ -36,8 +36,16 @@ struct HostCompileStats {
   double totalMs() const { return emitMs + pipelineMs + jitMs; }
 };
 
+// Honors M3IDX_OPT_LEVEL (a code-changing variable of core/EnvTable).
+StatusOr<HostObject> compileHostObject(const dsl::Kernel &kernel, HostCompileStats *stats = nullptr);
+// Links an object into the process-wide JIT and resolves its entry point.
+StatusOr<std::unique_ptr<HostKernel>> loadHostKernel(const HostObject &object);
+// compileHostObject then loadHostKernel.
 StatusOr<std::unique_ptr<HostKernel>> compileHostKernel(const dsl::Kernel &kernel,
                                                         HostCompileStats *stats = nullptr);
+
+// The toolchain part of cache keys: LLVM version and this build of m3idx.
+std::string hostToolchainFingerprint();
 
 enum class Stage { Dsl, Mlir, Lowered, Llvm, Asm };
 // Stage text for inspection. With `irAfterEachPass`, also the IR after every pipeline pass.

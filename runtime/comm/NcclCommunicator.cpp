@@ -3,6 +3,8 @@
 // all-to-all primitive.
 #include "m3idx/NcclCommunicator.h"
 
+#include "core/EnvTable.h"
+
 #include <cstdlib>
 #include <dlfcn.h>
 #include <mutex>
@@ -127,9 +129,9 @@ private:
 
 std::vector<std::string> collectiveLibraryNames(CollectiveLibrary library) {
   std::vector<std::string> names;
-  const char *env = std::getenv(library == CollectiveLibrary::Nccl ? "M3IDX_NCCL_LIBRARY"
-                                                                   : "M3IDX_RCCL_LIBRARY");
-  if (env && *env)
+  const std::string env = env::get(library == CollectiveLibrary::Nccl ? "M3IDX_NCCL_LIBRARY"
+                                                                       : "M3IDX_RCCL_LIBRARY");
+  if (!env.empty())
     return {env}; // an explicit choice: no silent fallback to another library
   if (library == CollectiveLibrary::Nccl)
     names.insert(names.end(), {"libnccl.so.2", "libnccl.so"});

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "casefile/AtomicFile.h"
+#include "core/AtomicFile.h"
 #include "core/Spec.h"
 
 namespace m3idx {

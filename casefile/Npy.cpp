@@ -5,7 +5,7 @@
 #include <regex>
 #include <sstream>
 
-#include "casefile/AtomicFile.h"
+#include "core/AtomicFile.h"
 
 namespace m3idx::npy {
 

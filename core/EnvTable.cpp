@@ -11,8 +11,6 @@ namespace m3idx::env {
 const std::vector<Variable> &table() {
   static const std::vector<Variable> vars = {
       {"M3IDX_OPT_LEVEL", "3", true, "LLVM optimization level for host kernels (0-3)"},
-      {"M3IDX_HOST_CPU", "", true,
-       "CPU to generate host code for (e.g. x86-64-v3); empty: this machine's CPU and features"},
       {"M3IDX_CACHE_DIR", "", false,
        "kernel cache folder; empty: $XDG_CACHE_HOME/m3idx, else ~/.cache/m3idx"},
       {"M3IDX_CACHE_POLICY", "cache_size_bytes=2g:prune_after=30d", false,

@@ -44,24 +44,11 @@ void launch(const lowering::HostKernel &k, const KernelArgs &a, int64_t programs
 
 } // namespace
 
-StatusOr<const lowering::HostKernel *> HostBackend::kernel(KernelKind kind,
-                                                            const kernels::KernelConfig &config) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto key = std::make_pair(static_cast<int>(kind), config.str());
-  auto it = kernels_.find(key);
-  if (it != kernels_.end())
-    return it->second.get();
-  StatusOr<dsl::Kernel> k = kernels::buildKernel(kind, config);
-  if (!k.ok())
-    return k.status();
-  CompileRecord record{kernels::kernelName(kind), config.str(), {}};
-  auto compiled = lowering::compileHostKernel(*k, &record.stats);
-  if (!compiled.ok())
-    return compiled.status();
-  compiles_.push_back(record);
-  const lowering::HostKernel *raw = compiled->get();
-  kernels_.emplace(key, std::move(compiled).value());
-  return raw;
+int64_t HostBackend::compileCount() const {
+  int64_t n = 0;
+  for (const KernelRecord &r : kernelRecords())
+    n += r.source == KernelSource::Compiled;
+  return n;
 }
 
 Status HostBackend::scoreDecode(const BatchView &b, int64_t width, float *scores,

@@ -12,24 +12,23 @@
 #include "lowering/host/HostCompiler.h"
 #include "runtime/Backend.h"
 #include "runtime/GrowBuffer.h"
+#include "runtime/KernelStore.h"
 
 namespace m3idx::runtime {
-
-struct CompileRecord {
-  std::string kernel;
-  std::string config;
-  lowering::HostCompileStats stats;
-};
 
 class HostBackend final : public Backend {
 public:
   std::string name() const override { return "host"; }
   StatusOr<IndexerOutput> run(const BatchView &batch, const RunOptions &options) override;
 
-  // Compiles (or finds) the kernel for a config; later calls are a map lookup.
+  // Finds (memory, AOT bundle, disk cache) or compiles the kernel for a config.
   StatusOr<const lowering::HostKernel *> kernel(kernels::KernelKind kind,
-                                                const kernels::KernelConfig &config);
-  const std::vector<CompileRecord> &compiles() const { return compiles_; }
+                                                const kernels::KernelConfig &config) {
+    return store_.get(kind, config);
+  }
+  // Kernels this backend obtained (once each), with where each came from and what it cost.
+  const std::vector<KernelRecord> &kernelRecords() const { return store_.records(); }
+  int64_t compileCount() const;
 
   // Launches on a validated batch. `scores` is [H, T, width]; `topk` is [H, T, 16].
   // scoreDecode scores blocks blockBegin, blockBegin + blockStep, ... of the decode requests.
@@ -42,9 +41,7 @@ public:
   Status execute(const BatchView &b, int64_t width, float *scores, int32_t *topk);
 
 private:
-  std::mutex mutex_;
-  std::map<std::pair<int, std::string>, std::unique_ptr<lowering::HostKernel>> kernels_;
-  std::vector<CompileRecord> compiles_;
+  KernelStore store_;
   GrowBuffer<int32_t> tileRequest_, tileRowBegin_, rowBlocks_;
 };
 

@@ -71,11 +71,11 @@ int runBench(const BenchArgs &a) {
                            a.backend, a.backend == "host" ? runtime::hostThreads() : 1, median,
                            ms.front(), ms.back(), ms.size(), bytes / (median * 1e6), *first);
   if (auto *host = dynamic_cast<runtime::HostBackend *>(backend->get()))
-    for (const runtime::CompileRecord &r : host->compiles())
-      std::cout << fmt::format("  JIT {:<14} {:<16} {:7.1f} ms (emit {:.1f}, pipeline {:.1f}, "
-                               "LLVM {:.1f})\n",
-                               r.kernel, r.config, r.stats.totalMs(), r.stats.emitMs,
-                               r.stats.pipelineMs, r.stats.jitMs);
+    for (const runtime::KernelRecord &r : host->kernelRecords())
+      std::cout << fmt::format("  {:<14} {:<16} {:<10} compile {:7.1f} ms (emit {:.1f}, pipeline "
+                               "{:.1f}, LLVM {:.1f}), load {:.2f} ms\n",
+                               r.kernel, r.config, runtime::sourceName(r.source), r.compile.totalMs(),
+                               r.compile.emitMs, r.compile.pipelineMs, r.compile.jitMs, r.loadMs);
   return 0;
 }
 

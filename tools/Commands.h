@@ -15,6 +15,10 @@ void addRunCommand(CLI::App &app, Runner &run);
 void addCheckCommand(CLI::App &app, Runner &run);
 void addInspectCommand(CLI::App &app, Runner &run);
 void addBenchCommand(CLI::App &app, Runner &run);
+void addCacheCommand(CLI::App &app, Runner &run);
+void addCacheBenchCommand(CLI::App &app, Runner &run);
+void addCompileCommand(CLI::App &app, Runner &run);
+void addEnvCommand(CLI::App &app, Runner &run);
 
 // Prints "m3idx: error: MESSAGE" on stderr and returns the exit code for failures.
 int fail(const std::string &message);

@@ -1,5 +1,11 @@
 // `m3idx inspect`: list kernels, or print one kernel at a named stage for a target.
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/EntryFile.h"
 
 #include "kernels_src/KernelCatalog.h"
 #include "lowering/Target.h"
@@ -11,10 +17,59 @@ namespace m3idx::cli {
 namespace {
 
 struct InspectArgs {
-  bool list = false, printAfterAll = false, pipeline = false;
+  bool list = false, printAfterAll = false, pipeline = false, json = false;
   std::string kernel, target = "host", emit = "dsl";
   int heads = 1, queryRows = 0;
 };
+
+// KERNEL may instead name a cache entry file or an AOT bundle folder.
+int inspectArtifact(const InspectArgs &a) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(a.kernel)) {
+    std::ifstream in(fs::path(a.kernel) / "manifest.json");
+    if (!in)
+      return fail(fmt::format("{}: expected an AOT bundle with manifest.json, got a folder without "
+                              "one",
+                              a.kernel));
+    nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
+    if (manifest.is_discarded())
+      return fail(fmt::format("{}/manifest.json: expected valid JSON, got a parse error", a.kernel));
+    if (a.json) {
+      std::cout << manifest.dump(2) << "\n";
+      return 0;
+    }
+    std::cout << fmt::format("bundle {} (format {}, {}):\n", a.kernel,
+                             manifest.value("format_version", 0), manifest.value("producer", "?"));
+    for (const auto &e : manifest["entries"])
+      std::cout << fmt::format("  {:<6} {:<14} {:<16} {:>8} B  {}\n", e.value("target", "?"),
+                               e.value("kernel", "?"), e.value("config", "?"), e.value("bytes", 0),
+                               e.value("file", "?"));
+    return 0;
+  }
+  std::ifstream in(a.kernel, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  StatusOr<cache::Entry> e = cache::decodeEntry(bytes, a.kernel);
+  if (!e.ok())
+    return fail(e.status().message());
+  nlohmann::ordered_json j;
+  j["schema_version"] = 1;
+  j["file"] = a.kernel;
+  j["producer"] = e->producer;
+  j["target"] = e->target;
+  j["kernel"] = e->kernel;
+  j["config"] = e->config;
+  j["key"] = e->key;
+  j["symbol"] = e->symbol;
+  j["binary_bytes"] = e->binary.size();
+  j["metadata"] = nlohmann::json::parse(e->metadata, nullptr, false);
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  for (const auto &[k, v] : j.items())
+    std::cout << fmt::format("{:<14} {}\n", k, v.is_string() ? v.get<std::string>() : v.dump());
+  return 0;
+}
 
 int runInspect(const InspectArgs &a) {
   if (a.list) {
@@ -25,6 +80,8 @@ int runInspect(const InspectArgs &a) {
   if (a.kernel.empty())
     return fail("inspect: expected a KERNEL name or --list, got neither");
   std::optional<kernels::KernelKind> kind = kernels::kernelByName(a.kernel);
+  if (!kind && std::filesystem::exists(a.kernel))
+    return inspectArtifact(a);
   if (!kind)
     return fail(fmt::format("KERNEL: expected one of score_decode, score_prefill, topk_decode, "
                             "topk_prefill, got '{}'",
@@ -70,7 +127,10 @@ int runInspect(const InspectArgs &a) {
 void addInspectCommand(CLI::App &app, Runner &run) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App *cmd = app.add_subcommand("inspect", "List kernels or print one at a compile stage");
-  cmd->add_option("KERNEL", args->kernel, "score_decode, score_prefill, topk_decode, topk_prefill");
+  cmd->add_option("KERNEL", args->kernel,
+                  "score_decode, score_prefill, topk_decode, topk_prefill, or a cache entry file "
+                  "or AOT bundle folder");
+  cmd->add_flag("--json", args->json, "JSON output for a cache entry or bundle");
   cmd->add_flag("--list", args->list, "List kernel names, one per line");
   cmd->add_option("--heads", args->heads, "num_index_heads of the config")->capture_default_str();
   cmd->add_option("--query-rows", args->queryRows, "decode_query_len of the config (default 4)");

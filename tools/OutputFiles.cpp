@@ -3,7 +3,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "casefile/AtomicFile.h"
+#include "core/AtomicFile.h"
 #include "casefile/Npy.h"
 #include "core/Spec.h"
 

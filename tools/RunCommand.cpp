@@ -5,6 +5,7 @@
 #include "casefile/CaseFile.h"
 #include "reference/ReferenceIndexer.h"
 #include "runtime/Backend.h"
+#include "runtime/HostBackend.h"
 #include "runtime/api/InProcessCp.h"
 #include "tools/Commands.h"
 #include "tools/OutputFiles.h"
@@ -51,12 +52,20 @@ int runRun(const RunArgs &a) {
   Status written = writeOutput(a.out, *out, a.scores);
   if (!written.ok())
     return fail(written.message());
-  std::cout << fmt::format("{}: backend {}{}, H={} rows={} W={}: {:.2f} ms; wrote {}\n", a.caseDir,
+  std::string kernels;
+  if (auto *host = dynamic_cast<runtime::HostBackend *>(backend->get())) {
+    int counts[3] = {0, 0, 0};
+    for (const runtime::KernelRecord &r : host->kernelRecords())
+      ++counts[static_cast<int>(r.source)];
+    kernels = fmt::format(" (kernels: {} compiled, {} from disk cache, {} from AOT bundles)",
+                          counts[0], counts[1], counts[2]);
+  }
+  std::cout << fmt::format("{}: backend {}{}, H={} rows={} W={}: {:.2f} ms{}; wrote {}\n", a.caseDir,
                            a.backend,
                            !a.cp              ? ""
                            : fallback.empty() ? fmt::format(" (decode CP over {} ranks)", a.cp)
                                               : " (decode CP not served: scored locally)",
-                           out->numHeads, out->numRows, out->scoreWidth, ms, a.out);
+                           out->numHeads, out->numRows, out->scoreWidth, ms, kernels, a.out);
   return 0;
 }
 

@@ -19,6 +19,10 @@ int main(int argc, char **argv) {
   m3idx::cli::addCheckCommand(app, run);
   m3idx::cli::addInspectCommand(app, run);
   m3idx::cli::addBenchCommand(app, run);
+  m3idx::cli::addCacheCommand(app, run);
+  m3idx::cli::addCacheBenchCommand(app, run);
+  m3idx::cli::addCompileCommand(app, run);
+  m3idx::cli::addEnvCommand(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

@@ -81,7 +81,8 @@ public:
                                   const TensorView *topkOut = nullptr);
 
   const IndexerConfig &config() const;
-  int64_t compilesAfterWarmup() const; // JIT work forward() had to do (0 after a full warm-up)
+  // Kernels forward() had to obtain (compile, or read and link) after warmup(): 0 once warm.
+  int64_t compilesAfterWarmup() const;
   int64_t scratchAllocations() const;  // grow-only buffers; constant once shapes stop growing
   bool decodeCpActive() const;         // whether the last forward() used decode CP
 

@@ -108,13 +108,15 @@ public:
 };
 
 void IndexerImpl::reportLateCompiles() {
-  const auto &compiles = backend.compiles();
+  const auto &records = backend.kernelRecords();
   if (compilesAtWarmup < 0)
     return;
-  for (size_t i = std::max<int64_t>(compilesAtWarmup, reportedCompiles); i < compiles.size(); ++i)
-    std::cerr << fmt::format("m3idx: warning: JIT compile after warm-up: {} ({}), {:.1f} ms\n",
-                             compiles[i].kernel, compiles[i].config, compiles[i].stats.totalMs());
-  reportedCompiles = static_cast<int64_t>(compiles.size());
+  for (size_t i = std::max<int64_t>(compilesAtWarmup, reportedCompiles); i < records.size(); ++i)
+    std::cerr << fmt::format("m3idx: warning: JIT compile after warm-up: {} ({}) from {}, {:.1f} "
+                             "ms\n",
+                             records[i].kernel, records[i].config, runtime::sourceName(records[i].source),
+                             records[i].compile.totalMs() + records[i].loadMs);
+  reportedCompiles = static_cast<int64_t>(records.size());
 }
 
 Status IndexerImpl::decodeLocal(const BatchView &v, int64_t width, int32_t *topk) {
@@ -173,8 +175,8 @@ bool Indexer::decodeCpActive() const { return impl_->lastCp; }
 
 int64_t Indexer::compilesAfterWarmup() const {
   if (impl_->compilesAtWarmup < 0)
-    return static_cast<int64_t>(impl_->backend.compiles().size());
-  return static_cast<int64_t>(impl_->backend.compiles().size()) - impl_->compilesAtWarmup;
+    return static_cast<int64_t>(impl_->backend.kernelRecords().size());
+  return static_cast<int64_t>(impl_->backend.kernelRecords().size()) - impl_->compilesAtWarmup;
 }
 
 int64_t Indexer::scratchAllocations() const {
@@ -206,7 +208,7 @@ Status Indexer::warmup() {
     if (!k.ok())
       return k.status();
   }
-  impl_->compilesAtWarmup = static_cast<int64_t>(impl_->backend.compiles().size());
+  impl_->compilesAtWarmup = static_cast<int64_t>(impl_->backend.kernelRecords().size());
   impl_->reportedCompiles = impl_->compilesAtWarmup;
   return Status();
 }

@@ -123,10 +123,10 @@ TEST(HostBackend, CompilesOnceAndReusesKernels) {
   StatusOr<Case> c = generateCase(base(2, 2, 2, 1));
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE(host.run(c->view(), {}).ok());
-  const size_t compiles = host.compiles().size();
-  EXPECT_EQ(compiles, 4u); // score and top-k, decode and prefill
+  const size_t kernels = host.kernelRecords().size();
+  EXPECT_EQ(kernels, 4u); // score and top-k, decode and prefill
   ASSERT_TRUE(host.run(c->view(), {}).ok());
-  EXPECT_EQ(host.compiles().size(), compiles);
+  EXPECT_EQ(host.kernelRecords().size(), kernels);
 }
 
 TEST(HostBackend, RejectsInvalidBatchBeforeLaunching) {
@@ -137,7 +137,7 @@ TEST(HostBackend, RejectsInvalidBatchBeforeLaunching) {
   StatusOr<IndexerOutput> out = host.run(c->view(), {});
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("block_table[0][0]"), std::string::npos);
-  EXPECT_TRUE(host.compiles().empty());
+  EXPECT_TRUE(host.kernelRecords().empty());
 }
 
 } // namespace

@@ -1,4 +1,4 @@
-#include "casefile/AtomicFile.h"
+#include "core/AtomicFile.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -1,0 +1,34 @@
+// AOT bundles (`m3idx compile --out BUNDLE`): a folder of cache entries for every kernel config
+// asked for, plus manifest.json. Put on M3IDX_AOT_PATH, a bundle serves kernels with no compiler.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/Status.h"
+
+namespace m3idx::runtime {
+
+struct BundleRequest {
+  std::string out;
+  std::vector<std::string> targets = {"host"};
+  std::vector<int> heads = {1, 2, 4};
+  std::vector<int> decodeQueryLens = {4};
+  int jobs = 2;
+};
+
+struct BundleItem {
+  std::string target, kernel, config, key, file;
+  double compileMs = 0;
+  uint64_t bytes = 0;
+  std::string error; // empty when compiled
+};
+
+// Called as each kernel finishes (from worker threads, serialized).
+using BundleProgress = std::function<void(const BundleItem &item, size_t done, size_t total)>;
+
+StatusOr<std::vector<BundleItem>> compileBundle(const BundleRequest &request,
+                                                const BundleProgress &progress);
+
+} // namespace m3idx::runtime

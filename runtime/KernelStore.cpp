@@ -1,0 +1,209 @@
+#include "runtime/KernelStore.h"
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/CacheKey.h"
+#include "core/AtomicFile.h"
+#include "core/EnvTable.h"
+#include "lowering/Target.h"
+
+namespace m3idx::runtime {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+const std::string &hostTargetFingerprint() {
+  static const std::string fp = lowering::makeHostTarget()->fingerprint();
+  return fp;
+}
+
+std::vector<std::string> split(const std::string &s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, sep))
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+StatusOr<std::unique_ptr<lowering::HostKernel>> loadEntry(const cache::Entry &e) {
+  return lowering::loadHostKernel(lowering::HostObject{e.symbol, e.binary});
+}
+
+// M3IDX_DUMP: the stages of every kernel this process uses, whether compiled or read.
+void dumpStages(const dsl::Kernel &k, const kernels::KernelConfig &config, const std::string &key,
+                const std::vector<uint8_t> &object) {
+  const std::vector<std::string> stages = split(env::get("M3IDX_DUMP"), ',');
+  if (stages.empty())
+    return;
+  const fs::path dir = env::get("M3IDX_DUMP_DIR");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string stem =
+      (dir / fmt::format("{}.{}.{}", k.name, config.str(), key.substr(0, 12))).string();
+  for (const std::string &stage : stages) {
+    static const std::map<std::string, lowering::Stage> named = {
+        {"dsl", lowering::Stage::Dsl}, {"mlir", lowering::Stage::Mlir},
+        {"llvm", lowering::Stage::Llvm}, {"asm", lowering::Stage::Asm}};
+    Status s;
+    if (stage == "bin") {
+      s = writeFileAtomically(stem + ".o", std::string(object.begin(), object.end()));
+    } else if (auto it = named.find(stage); it != named.end()) {
+      StatusOr<std::string> text = lowering::hostStage(k, it->second);
+      s = text.ok() ? writeFileAtomically(stem + "." + stage, *text) : text.status();
+    } else {
+      s = invalidArgument("M3IDX_DUMP", "stages among dsl, mlir, llvm, asm, bin", "'" + stage + "'");
+    }
+    if (!s.ok())
+      std::cerr << "m3idx: warning: dump failed: " << s.message() << "\n";
+  }
+}
+
+} // namespace
+
+const char *sourceName(KernelSource s) {
+  switch (s) {
+  case KernelSource::Compiled: return "compiled";
+  case KernelSource::DiskCache: return "disk cache";
+  case KernelSource::AotBundle: return "AOT bundle";
+  }
+  return "?";
+}
+
+cache::KeyInputs hostKeyInputs(const dsl::Kernel &k, const kernels::KernelConfig &config) {
+  cache::KeyInputs in;
+  in.toolchain = lowering::hostToolchainFingerprint();
+  in.kernel = k.name;
+  in.dsl = k.print();
+  in.config = config.str();
+  in.target = hostTargetFingerprint();
+  in.options = "opt-level=" + env::get("M3IDX_OPT_LEVEL");
+  in.environment = env::codeChangingFingerprint();
+  return in;
+}
+
+KernelStore::KernelStore() : disk_(cache::defaultCacheDirectory()) {}
+
+StatusOr<const lowering::HostKernel *> KernelStore::get(kernels::KernelKind kind,
+                                                        const kernels::KernelConfig &config) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const MemoryKey mk{static_cast<int>(kind), config.numHeads, config.queryRows};
+  if (auto it = memory_.find(mk); it != memory_.end())
+    return it->second.get();
+  KernelRecord record;
+  auto kernel = obtain(kind, config, record);
+  if (!kernel.ok())
+    return kernel.status();
+  records_.push_back(record);
+  return memory_.emplace(mk, std::move(kernel).value()).first->second.get();
+}
+
+StatusOr<std::unique_ptr<lowering::HostKernel>>
+KernelStore::obtain(kernels::KernelKind kind, const kernels::KernelConfig &config,
+                    KernelRecord &record) {
+  StatusOr<dsl::Kernel> k = kernels::buildKernel(kind, config);
+  if (!k.ok())
+    return k.status();
+  const std::string key = cache::cacheKey(hostKeyInputs(*k, config));
+  record.kernel = k->name;
+  record.config = config.str();
+  record.key = key;
+  const bool readCaches = !env::flag("M3IDX_ALWAYS_COMPILE");
+
+  auto useEntry = [&](const cache::Entry &e, KernelSource source,
+                      Clock::time_point t0) -> StatusOr<std::unique_ptr<lowering::HostKernel>> {
+    auto loaded = loadEntry(e);
+    if (!loaded.ok())
+      return loaded.status();
+    record.source = source;
+    record.loadMs = msSince(t0);
+    dumpStages(*k, config, key, e.binary);
+    return loaded;
+  };
+
+  if (readCaches) {
+    auto t0 = Clock::now();
+    for (const std::string &bundle : split(env::get("M3IDX_AOT_PATH"), ':')) {
+      const std::string path = (fs::path(bundle) / ("llvmcache-" + key)).string();
+      std::error_code ec;
+      if (!fs::exists(path, ec))
+        continue;
+      std::ifstream in(path, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      StatusOr<cache::Entry> e = cache::decodeEntry(bytes, path);
+      if (e.ok() && e->key == key)
+        return useEntry(*e, KernelSource::AotBundle, t0);
+      std::cerr << "m3idx: warning: AOT bundle entry " << path << " is unusable ("
+                << (e.ok() ? "an entry for another key" : e.status().message()) << "); skipped\n";
+    }
+    if (std::optional<cache::Entry> e = disk_.read(key))
+      return useEntry(*e, KernelSource::DiskCache, t0);
+  }
+  if (env::flag("M3IDX_RUN_ONLY"))
+    return Status::error(fmt::format("kernel {} ({}) for target host is not in memory, any AOT "
+                                     "bundle or the cache {}, and M3IDX_RUN_ONLY=1 forbids "
+                                     "compiling it (key {})",
+                                     k->name, config.str(), disk_.dir(), key));
+
+  // One compile per key across processes: take the key's lock, then look again.
+  std::unique_ptr<cache::DiskCache::KeyLock> keyLock;
+  if (disk_.usable()) {
+    const double timeout = std::atof(env::get("M3IDX_CACHE_LOCK_TIMEOUT_S").c_str());
+    auto l = disk_.lock(key, timeout);
+    if (!l.ok())
+      std::cerr << "m3idx: warning: " << l.status().message() << "; compiling without it\n";
+    else
+      keyLock = std::move(l).value();
+    if (keyLock && readCaches) {
+      auto t0 = Clock::now();
+      if (std::optional<cache::Entry> e = disk_.read(key))
+        return useEntry(*e, KernelSource::DiskCache, t0);
+    }
+  }
+  auto object = lowering::compileHostObject(*k, &record.compile);
+  if (!object.ok())
+    return object.status();
+  cache::Entry entry;
+  entry.producer = lowering::hostToolchainFingerprint();
+  entry.target = "host";
+  entry.kernel = k->name;
+  entry.config = config.str();
+  entry.key = key;
+  entry.symbol = object->symbol;
+  entry.binary = object->bytes;
+  entry.metadata = nlohmann::json{{"compile_ms", record.compile.totalMs()},
+                                  {"emit_ms", record.compile.emitMs},
+                                  {"pipeline_ms", record.compile.pipelineMs},
+                                  {"llvm_ms", record.compile.jitMs},
+                                  {"object_bytes", object->bytes.size()},
+                                  {"target", hostTargetFingerprint()},
+                                  {"created_unix", static_cast<int64_t>(std::time(nullptr))}}
+                       .dump();
+  (void)disk_.write(entry); // a failed write is warned about; the kernel still runs
+  (void)disk_.prune(env::get("M3IDX_CACHE_POLICY"), /*force=*/false);
+  keyLock.reset();
+  auto t0 = Clock::now();
+  auto loaded = loadEntry(entry);
+  if (!loaded.ok())
+    return loaded.status();
+  record.source = KernelSource::Compiled;
+  record.loadMs = msSince(t0);
+  dumpStages(*k, config, key, entry.binary);
+  return loaded;
+}
+
+} // namespace m3idx::runtime

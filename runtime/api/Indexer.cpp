@@ -46,6 +46,28 @@ Status prefixed(const std::string &prefix, Status s) {
   return s.ok() ? s : Status::error(prefix + s.message());
 }
 
+// max_seq_len must bound every seq_len (it sizes scratch without reading device memory) and the
+// model's length.
+Status checkMaxSeqLen(const std::string &prefix, const int32_t *seqLens, int64_t count,
+                      int64_t maxSeqLen, int64_t maxModelLen) {
+  for (int64_t i = 0; i < count; ++i)
+    if (seqLens[i] > maxSeqLen)
+      return invalidArgument(prefix + "max_seq_len", fmt::format(">= seq_lens[{}] = {}", i, seqLens[i]),
+                             maxSeqLen);
+  if (maxSeqLen > maxModelLen)
+    return invalidArgument(prefix + "max_seq_len", fmt::format("<= max_model_len {}", maxModelLen),
+                           maxSeqLen);
+  return Status();
+}
+
+// Copies `rows` rows of every head from a [H, rows, 16] buffer into rows [first, first + rows) of
+// the [H, T, 16] output.
+void copyHeadRows(int32_t *topk, int64_t T, int64_t first, const int32_t *src, int64_t rows, int H) {
+  for (int h = 0; h < H; ++h)
+    std::memcpy(topk + (h * T + first) * spec::kTopkBlocks, src + h * rows * spec::kTopkBlocks,
+                rows * spec::kTopkBlocks * sizeof(int32_t));
+}
+
 void warnOnce(std::set<std::string> &warned, const std::string &message) {
   if (warned.insert(message).second)
     std::cerr << "m3idx: warning: " << message << "\n";
@@ -262,14 +284,8 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
     decode.seqLens = static_cast<const int32_t *>(d->seqLens.data);
     decode.queryStartLoc = qsl;
     M3IDX_RETURN_IF_ERROR(prefixed("decode.", validateBatch(decode)));
-    for (int64_t i = 0; i < D; ++i)
-      if (decode.seqLens[i] > d->maxSeqLen)
-        return invalidArgument("decode.max_seq_len", fmt::format(">= seq_lens[{}] = {}", i,
-                                                                 decode.seqLens[i]),
-                               d->maxSeqLen);
-    if (d->maxSeqLen > im.config.maxModelLen)
-      return invalidArgument("decode.max_seq_len",
-                             fmt::format("<= max_model_len {}", im.config.maxModelLen), d->maxSeqLen);
+    M3IDX_RETURN_IF_ERROR(
+        checkMaxSeqLen("decode.", decode.seqLens, D, d->maxSeqLen, im.config.maxModelLen));
     decodeWidth = spec::scoreWidth(spec::blocksFor(d->maxSeqLen));
   }
   const int64_t decodeRows = decode.numRows;
@@ -299,14 +315,9 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
         return invalidArgument("prefill.max_query_len",
                                fmt::format(">= the q_len of request {} = {}", i, qLen),
                                p->maxQueryLen);
-      if (prefill.seqLens[i] > p->maxSeqLen)
-        return invalidArgument("prefill.max_seq_len",
-                               fmt::format(">= seq_lens[{}] = {}", i, prefill.seqLens[i]),
-                               p->maxSeqLen);
     }
-    if (p->maxSeqLen > im.config.maxModelLen)
-      return invalidArgument("prefill.max_seq_len",
-                             fmt::format("<= max_model_len {}", im.config.maxModelLen), p->maxSeqLen);
+    M3IDX_RETURN_IF_ERROR(
+        checkMaxSeqLen("prefill.", prefill.seqLens, P, p->maxSeqLen, im.config.maxModelLen));
     prefillWidth = spec::scoreWidth(spec::blocksFor(p->maxSeqLen));
   } else if (T != decodeRows) {
     return invalidArgument("index_query", fmt::format("{} rows (the decode rows; no prefill "
@@ -341,10 +352,7 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
     M3IDX_RETURN_IF_ERROR(cp ? im.decodeCp(decode, decodeWidth, tmp, stream)
                              : im.decodeLocal(decode, decodeWidth, tmp));
     im.lastCp = cp;
-    for (int h = 0; h < H; ++h)
-      std::memcpy(topk + h * T * spec::kTopkBlocks,
-                  tmp + h * decodeRows * spec::kTopkBlocks,
-                  decodeRows * spec::kTopkBlocks * sizeof(int32_t));
+    copyHeadRows(topk, T, 0, tmp, decodeRows, H);
   }
   const int64_t prefillRows = T - decodeRows;
   if (prefillRows > 0) {
@@ -352,10 +360,7 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
     int32_t *tmp = im.prefillTopk.ensure(H * prefillRows * spec::kTopkBlocks);
     M3IDX_RETURN_IF_ERROR(im.backend.scorePrefill(prefill, prefillWidth, s));
     M3IDX_RETURN_IF_ERROR(im.backend.topkPrefill(prefill, prefillWidth, s, tmp));
-    for (int h = 0; h < H; ++h)
-      std::memcpy(topk + (h * T + decodeRows) * spec::kTopkBlocks,
-                  tmp + h * prefillRows * spec::kTopkBlocks,
-                  prefillRows * spec::kTopkBlocks * sizeof(int32_t));
+    copyHeadRows(topk, T, decodeRows, tmp, prefillRows, H);
   }
   im.reportLateCompiles();
 

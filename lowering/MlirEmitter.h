@@ -22,4 +22,14 @@ void loadDialects(mlir::MLIRContext &ctx);
 StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> emitHostModule(mlir::MLIRContext &ctx,
                                                              const dsl::Kernel &kernel);
 
+// Threads of one GPU program (a CTA / workgroup): one warp.
+inline constexpr int kGpuThreads = 32;
+
+// gpu.module @m3idx_kernels { gpu.func @<kernel>(buffers as memref<?xT>..., scalars...) kernel }:
+// a program is a CTA of kGpuThreads threads (program id = block id); a tile of N lanes is spread
+// blocked over the threads (N >= 32: N/32 consecutive lanes each; N < 32: thread t holds lane t);
+// scalars are uniform. Cross-lane ops use gpu.shuffle and a workgroup buffer.
+StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> emitGpuModule(mlir::MLIRContext &ctx,
+                                                            const dsl::Kernel &kernel);
+
 } // namespace m3idx::lowering

@@ -33,5 +33,7 @@ public:
 
 // The CPU this process runs on (LLVM's host detection), lowered through LLVM's ORC JIT.
 std::unique_ptr<Target> makeHostTarget();
+// NVIDIA Hopper: gpu + nvvm dialects to PTX (lowering/nvvm/).
+std::unique_ptr<Target> makeSm90Target();
 
 } // namespace m3idx::lowering

@@ -10,6 +10,7 @@
 #include "kernels_src/KernelCatalog.h"
 #include "lowering/Target.h"
 #include "lowering/host/HostCompiler.h"
+#include "lowering/nvvm/GpuCompiler.h"
 #include "tools/Commands.h"
 
 namespace m3idx::cli {
@@ -86,12 +87,14 @@ int runInspect(const InspectArgs &a) {
     return fail(fmt::format("KERNEL: expected one of score_decode, score_prefill, topk_decode, "
                             "topk_prefill, got '{}'",
                             a.kernel));
-  if (a.target != "host")
-    return fail(fmt::format("--target: expected host (gfx950 and sm_90 are not built yet), got "
+  if (a.target != "host" && a.target != "sm_90")
+    return fail(fmt::format("--target: expected host or sm_90 (gfx950 is not built yet), got "
                             "'{}'",
                             a.target));
+  std::unique_ptr<lowering::Target> target =
+      a.target == "host" ? lowering::makeHostTarget() : lowering::makeSm90Target();
   if (a.pipeline) {
-    std::cout << lowering::makeHostTarget()->pipelineText() << "\n";
+    std::cout << target->pipelineText() << "\n";
     return 0;
   }
   kernels::KernelConfig config = kernels::configFor(*kind, a.heads, a.queryRows ? a.queryRows : 4);
@@ -104,20 +107,34 @@ int runInspect(const InspectArgs &a) {
       {"dsl", lowering::Stage::Dsl}, {"mlir", lowering::Stage::Mlir},
       {"lowered", lowering::Stage::Lowered}, {"llvm", lowering::Stage::Llvm},
       {"asm", lowering::Stage::Asm}};
-  auto stage = stages.find(a.emit);
-  if (stage == stages.end())
-    return fail(fmt::format("--emit: expected dsl, mlir, lowered, llvm or asm, got '{}'", a.emit));
   std::string perPass;
-  StatusOr<std::string> text =
-      lowering::hostStage(*k, stage->second, a.printAfterAll ? &perPass : nullptr);
+  StatusOr<std::string> text = Status::error("");
+  if (a.target == "sm_90") {
+    static const std::map<std::string, lowering::GpuStage> gpuStages = {
+        {"mlir", lowering::GpuStage::Mlir}, {"lowered", lowering::GpuStage::Lowered},
+        {"ptx", lowering::GpuStage::Binary}};
+    if (a.emit == "dsl") {
+      text = k->print();
+    } else if (auto g = gpuStages.find(a.emit); g != gpuStages.end()) {
+      text = lowering::gpuStage(*k, *target, g->second, a.printAfterAll ? &perPass : nullptr);
+    } else {
+      return fail(fmt::format("--emit: expected dsl, mlir, lowered or ptx for sm_90, got '{}'",
+                              a.emit));
+    }
+  } else {
+    auto stage = stages.find(a.emit);
+    if (stage == stages.end())
+      return fail(fmt::format("--emit: expected dsl, mlir, lowered, llvm or asm, got '{}'", a.emit));
+    text = lowering::hostStage(*k, stage->second, a.printAfterAll ? &perPass : nullptr);
+  }
   if (!text.ok())
     return fail(text.status().message());
   if (a.printAfterAll)
     std::cout << perPass;
-  std::cout << fmt::format("// m3idx inspect {} --heads {} ({}) --target host --emit {}\n",
-                           a.kernel, a.heads, config.str(), a.emit);
-  if (stage->second != lowering::Stage::Dsl)
-    std::cout << "// pipeline: " << lowering::makeHostTarget()->pipelineText() << "\n";
+  std::cout << fmt::format("// m3idx inspect {} --heads {} ({}) --target {} --emit {}\n",
+                           a.kernel, a.heads, config.str(), a.target, a.emit);
+  if (a.emit != "dsl")
+    std::cout << "// pipeline: " << target->pipelineText() << "\n";
   std::cout << *text;
   return 0;
 }
@@ -134,8 +151,9 @@ void addInspectCommand(CLI::App &app, Runner &run) {
   cmd->add_flag("--list", args->list, "List kernel names, one per line");
   cmd->add_option("--heads", args->heads, "num_index_heads of the config")->capture_default_str();
   cmd->add_option("--query-rows", args->queryRows, "decode_query_len of the config (default 4)");
-  cmd->add_option("--target", args->target, "host")->capture_default_str();
-  cmd->add_option("--emit", args->emit, "dsl, mlir, lowered (LLVM dialect), llvm or asm")
+  cmd->add_option("--target", args->target, "host or sm_90")->capture_default_str();
+  cmd->add_option("--emit", args->emit,
+                  "dsl, mlir, lowered (LLVM/NVVM dialect), llvm or asm (host), ptx (sm_90)")
       ->capture_default_str();
   cmd->add_flag("--print-ir-after-all", args->printAfterAll,
                 "Also print the IR after every pipeline pass");

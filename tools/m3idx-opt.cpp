@@ -2,7 +2,10 @@
 // (`// RUN: m3idx-opt %s --m3idx-expand-small-floats | FileCheck %s`).
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 #include "lowering/transforms/Passes.h"
@@ -12,5 +15,8 @@ int main(int argc, char **argv) {
   m3idx::lowering::registerPasses();
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  mlir::registerAllToLLVMIRTranslations(registry);
+  mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "m3idx optimizer driver\n", registry));
 }

@@ -1,0 +1,21 @@
+// DSL kernel -> GPU code object text through a GPU target's pipeline (sm_90: PTX), and the named
+// stages `m3idx inspect --target sm_90` prints: mlir (the GPU form), lowered (NVVM/LLVM dialect
+// before serialization), ptx.
+#pragma once
+
+#include <string>
+
+#include "core/Status.h"
+#include "dsl/Ir.h"
+#include "lowering/Target.h"
+
+namespace m3idx::lowering {
+
+enum class GpuStage { Mlir, Lowered, Binary };
+
+// The kernel at `stage` for `target` (a GPU target). Binary is the serialized object (PTX text for
+// sm_90). With `irAfterEachPass`, also the IR after every pipeline pass.
+StatusOr<std::string> gpuStage(const dsl::Kernel &kernel, const Target &target, GpuStage stage,
+                               std::string *irAfterEachPass = nullptr);
+
+} // namespace m3idx::lowering

@@ -1,0 +1,39 @@
+// The NVIDIA Hopper target: the DSL's GPU form lowered to NVVM and PTX in-process. Small-float
+// conversions use the exact integer expansion for now (cvt.rn.satfinite.e4m3x2.f32 is the next
+// step); the driver JIT-compiles the PTX, so no ptxas is needed.
+#include "lowering/Target.h"
+
+namespace m3idx::lowering {
+
+namespace {
+
+class Sm90Target final : public Target {
+public:
+  Sm90Target() {
+    desc_.kind = "sm_90";
+    desc_.arch = "sm_90";
+    desc_.features = "+ptx81";
+    desc_.waveSize = 32;
+  }
+  const TargetDesc &desc() const override { return desc_; }
+  BinaryKind binaryKind() const override { return BinaryKind::Ptx; }
+  std::vector<std::string> pipeline() const override {
+    return {"m3idx-expand-small-floats",
+            "canonicalize",
+            "cse",
+            "gpu.module(convert-vector-to-scf,convert-scf-to-cf)",
+            "nvvm-attach-target{chip=sm_90 features=+ptx81 O=3}",
+            "gpu.module(convert-gpu-to-nvvm,convert-vector-to-llvm,canonicalize,cse,"
+            "reconcile-unrealized-casts)",
+            "gpu-module-to-binary{format=isa}"};
+  }
+
+private:
+  TargetDesc desc_;
+};
+
+} // namespace
+
+std::unique_ptr<Target> makeSm90Target() { return std::make_unique<Sm90Target>(); }
+
+} // namespace m3idx::lowering

@@ -3,6 +3,9 @@
 #include "reference/ReferenceIndexer.h"
 #include "runtime/Backend.h"
 #include "runtime/HostBackend.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "lowering/Target.h"
+#include "lowering/nvvm/GpuCompiler.h"
 
 namespace m3idx::runtime {
 
@@ -18,13 +21,29 @@ public:
 
 } // namespace
 
-std::vector<std::string> backendNames() { return {"ref", "host"}; }
+std::vector<std::string> backendNames() { return {"ref", "host", "cuda"}; }
+
+namespace {
+// sm_90 PTX compiled in-process from the DSL kernels.
+StatusOr<std::string> compileSm90(kernels::KernelKind kind, const kernels::KernelConfig &config) {
+  StatusOr<dsl::Kernel> k = kernels::buildKernel(kind, config);
+  if (!k.ok())
+    return k.status();
+  return lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
+}
+} // namespace
 
 StatusOr<std::unique_ptr<Backend>> makeBackend(const std::string &name) {
   if (name == "ref")
     return std::unique_ptr<Backend>(std::make_unique<ReferenceBackend>());
   if (name == "host")
     return std::unique_ptr<Backend>(std::make_unique<HostBackend>());
+  if (name == "cuda") {
+    auto cuda = cuda::CudaBackend::create(0, compileSm90);
+    if (!cuda.ok())
+      return cuda.status();
+    return std::unique_ptr<Backend>(std::move(cuda).value());
+  }
   return invalidArgument("--backend", fmt::format("one of {}", fmt::join(backendNames(), ", ")),
                          "'" + name + "'");
 }

@@ -76,7 +76,7 @@ void addRunCommand(CLI::App &app, Runner &run) {
   CLI::App *cmd = app.add_subcommand("run", "Run a case folder, write topk.npy (and score.npy)");
   cmd->add_option("CASE", args->caseDir, "Case folder")->required();
   cmd->add_option("--out", args->out, "Output folder")->required();
-  cmd->add_option("--backend", args->backend, "ref (scalar reference) or host (JIT)")->capture_default_str();
+  cmd->add_option("--backend", args->backend, "ref (scalar reference), host (JIT) or cuda (sm_90)")->capture_default_str();
   cmd->add_flag("--scores", args->scores, "Also write score.npy [H, T, W]");
   cmd->add_option("--cp", args->cp, "Decode context parallelism over 4 in-process ranks (head h on rank h)");
   cmd->callback([&run, args] { run = [args] { return runRun(*args); }; });

@@ -1,0 +1,73 @@
+#include "runtime/cuda/CudaDriver.h"
+
+#include <dlfcn.h>
+#include <memory>
+#include <mutex>
+
+#include "core/EnvTable.h"
+
+namespace m3idx::cuda {
+
+Status DriverApi::check(CUresult r, const char *call) const {
+  if (r == 0)
+    return Status();
+  const char *text = nullptr;
+  if (getErrorString)
+    getErrorString(r, &text);
+  return Status::error(fmt::format("CUDA {} failed: {} (code {})", call, text ? text : "unknown error", r));
+}
+
+namespace {
+
+template <typename Fn> Status resolve(void *h, const std::string &path, const char *name, Fn &fn) {
+  fn = reinterpret_cast<Fn>(dlsym(h, name));
+  return fn ? Status() : Status::error(fmt::format("{}: missing symbol {}", path, name));
+}
+
+} // namespace
+
+StatusOr<const DriverApi *> loadDriver() {
+  static std::mutex mutex;
+  static std::unique_ptr<DriverApi> api;
+  static std::string failure;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (api)
+    return api.get();
+  if (!failure.empty())
+    return Status::error(failure);
+  std::string path = env::get("M3IDX_CUDA_LIBRARY");
+  void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    failure = fmt::format("cuda: cannot load the driver library {}: {}", path, dlerror());
+    return Status::error(failure);
+  }
+  auto a = std::make_unique<DriverApi>();
+  a->path = path;
+  for (Status s : {resolve(h, path, "cuGetErrorString", a->getErrorString),
+                   resolve(h, path, "cuInit", a->init),
+                   resolve(h, path, "cuDeviceGet", a->deviceGet),
+                   resolve(h, path, "cuDeviceGetName", a->deviceGetName),
+                   resolve(h, path, "cuDevicePrimaryCtxRetain", a->primaryCtxRetain),
+                   resolve(h, path, "cuCtxSetCurrent", a->ctxSetCurrent),
+                   resolve(h, path, "cuCtxSynchronize", a->ctxSynchronize),
+                   resolve(h, path, "cuModuleLoadData", a->moduleLoadData),
+                   resolve(h, path, "cuModuleGetFunction", a->moduleGetFunction),
+                   resolve(h, path, "cuLaunchKernel", a->launchKernel),
+                   resolve(h, path, "cuMemAlloc_v2", a->memAlloc),
+                   resolve(h, path, "cuMemFree_v2", a->memFree),
+                   resolve(h, path, "cuMemcpyHtoD_v2", a->memcpyHtoD),
+                   resolve(h, path, "cuMemcpyDtoH_v2", a->memcpyDtoH)})
+    if (!s.ok()) {
+      failure = s.message();
+      dlclose(h);
+      return s;
+    }
+  if (Status s = a->check(a->init(0), "cuInit"); !s.ok()) {
+    failure = s.message();
+    return s;
+  }
+  api = std::move(a);
+  return api.get();
+}
+
+} // namespace m3idx::cuda

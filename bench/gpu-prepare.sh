@@ -26,6 +26,6 @@ gen prefill_exact_h1 --seed 2 --mode exact --heads 1 --decodes 0 --prefills 3 --
 gen mixed_nan_h2 --seed 3 --heads 2 --decodes 5 --prefills 2 --context 0:4000 --nan-scales 0.02 --init 2 --local 0
 gen decode_q1_h1 --seed 4 --mode exact --heads 1 --decodes 6 --decode-query-len 1 --context 0:900 --prefills 1
 gen decode_128k_h1 --seed 5 --heads 1 --decodes 2 --context 131072 --prefills 0
-cp -r tests/data/golden/* .gpu/cases/
+for c in tests/data/golden/*/; do cp -r "$c" .gpu/cases/; done
 cp -r /usr/include/fmt /usr/include/nlohmann .gpu/include/
 du -sh .gpu

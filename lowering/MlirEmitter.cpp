@@ -54,6 +54,7 @@ private:
   mlir::Value gpuLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem);
   void gpuStoreTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes);
   mlir::Value smemFor(dsl::Elem e);
+  mlir::Value maxNum(mlir::Value a, mlir::Value b);
   mlir::Value gpuExtractDynamic(mlir::Value t, int64_t tileLanes, mlir::Value lane);
   int64_t scaleLanes_ = 0;
   mlir::Value constant(mlir::Type t, double v);
@@ -220,7 +221,7 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::RemS: set(arith::RemSIOp::create(b_, in(0), in(1))); return;
   case OpKind::MinS: set(arith::MinSIOp::create(b_, in(0), in(1))); return;
   case OpKind::MaxS: set(arith::MaxSIOp::create(b_, in(0), in(1))); return;
-  case OpKind::MaxNumF: set(arith::MaxNumFOp::create(b_, in(0), in(1))); return;
+  case OpKind::MaxNumF: set(maxNum(in(0), in(1))); return;
   case OpKind::And: set(arith::AndIOp::create(b_, in(0), in(1))); return;
   case OpKind::Or: set(arith::OrIOp::create(b_, in(0), in(1))); return;
   case OpKind::Xor: set(arith::XOrIOp::create(b_, in(0), in(1))); return;
@@ -390,6 +391,15 @@ void Emitter::emitOp(const dsl::Op &op) {
 }
 
 
+// fmaxf semantics (a NaN operand yields the other). On GPUs arith.maxnumf lowers to a libdevice
+// call (__nv_fmaxf) that stays unresolved unless a CUDA toolkit is found at compile time; the LLVM
+// intrinsic lowers to max.f32 everywhere.
+mlir::Value Emitter::maxNum(mlir::Value a, mlir::Value b) {
+  if (gpu_)
+    return LLVM::MaxNumOp::create(b_, a, b);
+  return arith::MaxNumFOp::create(b_, a, b);
+}
+
 // ---- GPU distribution helpers ------------------------------------------------------------------
 
 mlir::Value Emitter::laneI64() { return arith::IndexCastOp::create(b_, b_.getI64Type(), lane_); }
@@ -452,7 +462,7 @@ mlir::Value Emitter::warpReduce(mlir::Value perThread, int64_t lanes, bool add, 
     mlir::Value other = shuffleXor(s, off);
     s = add ? (isFloat ? mlir::Value(arith::AddFOp::create(b_, s, other))
                        : mlir::Value(arith::AddIOp::create(b_, s, other)))
-            : (isFloat ? mlir::Value(arith::MaxNumFOp::create(b_, s, other))
+            : (isFloat ? maxNum(s, other)
                        : mlir::Value(arith::MaxSIOp::create(b_, s, other)));
   }
   return s;

@@ -12,3 +12,8 @@ ls core/*.cpp casefile/*.cpp reference/*.cpp dsl/*.cpp kernels_src/*.cpp runtime
     -I.gpu/include -c {} -o /tmp/m3idx-obj/$(echo {} | tr / _).o'
 g++ /tmp/m3idx-obj/*.o -ldl -o /tmp/m3idx-cuda-check
 /tmp/m3idx-cuda-check .gpu/ptx .gpu/cases/* 2>&1 | tee "$OUT/gpu-check.log"
+# Timing baseline (issue 5's decode shapes that fit the run): generated on the device.
+for shape in "256 32768 1" "256 131072 1" "64 131072 4"; do
+  # shellcheck disable=SC2086
+  /tmp/m3idx-cuda-check .gpu/ptx --bench $shape 2>&1 | tee -a "$OUT/gpu-bench.log"
+done

@@ -123,6 +123,22 @@ StatusOr<CUfunction> CudaBackend::function(KernelKind kind, const kernels::Kerne
   return fn;
 }
 
+StatusOr<double> CudaBackend::copyBandwidthGBs(size_t bytes, int repeat) {
+  DeviceBuffer src(api_), dst(api_);
+  M3IDX_RETURN_IF_ERROR(src.allocate(bytes));
+  M3IDX_RETURN_IF_ERROR(dst.allocate(bytes));
+  std::vector<double> ms;
+  for (int i = 0; i <= repeat; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->memcpyDtoD(dst.ptr(), src.ptr(), bytes), "cuMemcpyDtoD"));
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->ctxSynchronize(), "cuCtxSynchronize"));
+    if (i) // the first copy is a warm-up
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * bytes / (ms[ms.size() / 2] * 1e6);
+}
+
 StatusOr<IndexerOutput> CudaBackend::run(const BatchView &b, const runtime::RunOptions &options) {
   M3IDX_RETURN_IF_ERROR(validateBatch(b));
   const RowPlan plan = planRows(b);

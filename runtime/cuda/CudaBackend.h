@@ -29,6 +29,8 @@ public:
   StatusOr<IndexerOutput> run(const BatchView &batch, const runtime::RunOptions &options) override;
   // Milliseconds of the last run()'s kernel launches (host clock around synchronized launches).
   double lastKernelMs() const { return lastKernelMs_; }
+  // Device-to-device copy bandwidth in GB/s (bytes read + written), median of `repeat` copies.
+  StatusOr<double> copyBandwidthGBs(size_t bytes, int repeat);
 
 private:
   CudaBackend(const DriverApi *api, std::string deviceName, PtxSource source)

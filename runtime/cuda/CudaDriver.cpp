@@ -56,7 +56,8 @@ StatusOr<const DriverApi *> loadDriver() {
                    resolve(h, path, "cuMemAlloc_v2", a->memAlloc),
                    resolve(h, path, "cuMemFree_v2", a->memFree),
                    resolve(h, path, "cuMemcpyHtoD_v2", a->memcpyHtoD),
-                   resolve(h, path, "cuMemcpyDtoH_v2", a->memcpyDtoH)})
+                   resolve(h, path, "cuMemcpyDtoH_v2", a->memcpyDtoH),
+                   resolve(h, path, "cuMemcpyDtoD_v2", a->memcpyDtoD)})
     if (!s.ok()) {
       failure = s.message();
       dlclose(h);

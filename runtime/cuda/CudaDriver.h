@@ -36,6 +36,7 @@ struct DriverApi {
   CUresult (*memFree)(CUdeviceptr) = nullptr;
   CUresult (*memcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
   CUresult (*memcpyDtoH)(void *, CUdeviceptr, size_t) = nullptr;
+  CUresult (*memcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t) = nullptr;
   CUresult (*getErrorString)(CUresult, const char **) = nullptr;
 
   // "CALL failed: ERROR (code N)" or ok.

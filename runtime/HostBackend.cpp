@@ -6,25 +6,20 @@
 #include <memory>
 
 #include "core/Spec.h"
+#include "kernels_src/LaunchPlan.h"
 #include "runtime/KernelArgs.h"
 #include "runtime/ThreadPool.h"
 
 namespace m3idx::runtime {
 
 using kernels::KernelKind;
+using kernels::maxRequestBlocks;
 
 namespace {
 
 // Programs per chunk taken by a thread: small enough to balance, large enough that the counter
 // is not contended.
 constexpr int64_t kChunk = 8;
-
-int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last) {
-  int64_t m = 0;
-  for (int64_t i = first; i < last; ++i)
-    m = std::max<int64_t>(m, spec::blocksFor(b.seqLens[i]));
-  return m;
-}
 
 int64_t decodeRows(const BatchView &b) { return b.queryStartLoc[b.params.numDecodes]; }
 
@@ -74,20 +69,11 @@ Status HostBackend::scoreDecode(const BatchView &b, int64_t width, float *scores
 
 Status HostBackend::scorePrefill(const BatchView &b, int64_t width, float *scores) {
   const int64_t D = b.params.numDecodes, R = b.numRequests;
-  int64_t tiles = 0;
-  for (int64_t i = D; i < R; ++i)
-    tiles += (b.queryStartLoc[i + 1] - b.queryStartLoc[i] + kernels::kPrefillRowTile - 1) /
-             kernels::kPrefillRowTile;
+  const int64_t tiles = kernels::prefillTileCount(b);
   if (tiles == 0)
     return Status();
   int32_t *tileRequest = tileRequest_.ensure(tiles), *tileRowBegin = tileRowBegin_.ensure(tiles);
-  int64_t t = 0;
-  for (int64_t i = D; i < R; ++i)
-    for (int32_t row = b.queryStartLoc[i]; row < b.queryStartLoc[i + 1];
-         row += kernels::kPrefillRowTile, ++t) {
-      tileRequest[t] = static_cast<int32_t>(i);
-      tileRowBegin[t] = row;
-    }
+  kernels::fillPrefillTiles(b, tileRequest, tileRowBegin);
   auto k = kernel(KernelKind::ScorePrefill,
                   kernels::configFor(KernelKind::ScorePrefill, b.params.numHeads,
                                      b.params.decodeQueryLen));
@@ -131,13 +117,8 @@ Status HostBackend::topkPrefill(const BatchView &b, int64_t width, const float *
                                      b.params.decodeQueryLen));
   if (!k.ok())
     return k.status();
-  int32_t *rowBlocks = rowBlocks_.ensure(b.numRows); // the metadata builder's per-row block counts
-  for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i) {
-    const int64_t begin = b.queryStartLoc[i], qLen = b.queryStartLoc[i + 1] - begin;
-    for (int64_t r = 0; r < qLen; ++r)
-      rowBlocks[begin + r] =
-          static_cast<int32_t>(spec::blocksFor(spec::causalLen(b.seqLens[i], qLen, r)));
-  }
+  int32_t *rowBlocks = rowBlocks_.ensure(b.numRows);
+  kernels::fillPrefillRowBlocks(b, rowBlocks);
   KernelArgs a;
   a.buffer(scores, scoreCount(b, width)).buffer(rowBlocks, b.numRows)
       .buffer(topk, b.params.numHeads * b.numRows * spec::kTopkBlocks)

@@ -4,6 +4,7 @@
 #include "m3idx/NcclCommunicator.h"
 
 #include "core/EnvTable.h"
+#include "runtime/DynamicLibrary.h"
 
 #include <cstdlib>
 #include <dlfcn.h>
@@ -42,12 +43,7 @@ struct CollectiveApi {
 
 const char *prefixOf(CollectiveLibrary l) { return l == CollectiveLibrary::Nccl ? "nccl" : "rccl"; }
 
-template <typename Fn> Status resolve(void *handle, const std::string &path, const char *name, Fn &fn) {
-  fn = reinterpret_cast<Fn>(dlsym(handle, name));
-  if (!fn)
-    return Status::error(fmt::format("{}: missing symbol {}", path, name));
-  return Status();
-}
+using runtime::resolveSymbol;
 
 StatusOr<const CollectiveApi *> loadApi(CollectiveLibrary library) {
   static std::mutex mutex;
@@ -72,15 +68,15 @@ StatusOr<const CollectiveApi *> loadApi(CollectiveLibrary library) {
                                      fmt::join(tried, ", "), dlerror()));
   auto api = std::make_unique<CollectiveApi>();
   api->path = path;
-  for (Status s : {resolve(handle, path, "ncclGetUniqueId", api->getUniqueId),
-                   resolve(handle, path, "ncclCommInitRank", api->commInitRank),
-                   resolve(handle, path, "ncclCommDestroy", api->commDestroy),
-                   resolve(handle, path, "ncclAllGather", api->allGather),
-                   resolve(handle, path, "ncclSend", api->send),
-                   resolve(handle, path, "ncclRecv", api->recv),
-                   resolve(handle, path, "ncclGroupStart", api->groupStart),
-                   resolve(handle, path, "ncclGroupEnd", api->groupEnd),
-                   resolve(handle, path, "ncclGetErrorString", api->getErrorString)})
+  for (Status s : {resolveSymbol(handle, path, "ncclGetUniqueId", api->getUniqueId),
+                   resolveSymbol(handle, path, "ncclCommInitRank", api->commInitRank),
+                   resolveSymbol(handle, path, "ncclCommDestroy", api->commDestroy),
+                   resolveSymbol(handle, path, "ncclAllGather", api->allGather),
+                   resolveSymbol(handle, path, "ncclSend", api->send),
+                   resolveSymbol(handle, path, "ncclRecv", api->recv),
+                   resolveSymbol(handle, path, "ncclGroupStart", api->groupStart),
+                   resolveSymbol(handle, path, "ncclGroupEnd", api->groupEnd),
+                   resolveSymbol(handle, path, "ncclGetErrorString", api->getErrorString)})
     if (!s.ok()) {
       dlclose(handle);
       return s;

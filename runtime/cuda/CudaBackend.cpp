@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "core/Spec.h"
+#include "kernels_src/LaunchPlan.h"
 
 namespace m3idx::cuda {
 
 using kernels::KernelKind;
+using kernels::maxRequestBlocks;
 
 namespace {
 
@@ -68,13 +70,6 @@ public:
 private:
   std::vector<uint64_t> values_;
 };
-
-int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last) {
-  int64_t m = 0;
-  for (int64_t i = first; i < last; ++i)
-    m = std::max<int64_t>(m, spec::blocksFor(b.seqLens[i]));
-  return m;
-}
 
 } // namespace
 
@@ -156,15 +151,10 @@ StatusOr<IndexerOutput> CudaBackend::run(const BatchView &b, const runtime::RunO
   M3IDX_RETURN_IF_ERROR(qsl.upload(b.queryStartLoc, (R + 1) * 4));
   M3IDX_RETURN_IF_ERROR(scores.allocate(scoreCount * 4)); // never initialised
   M3IDX_RETURN_IF_ERROR(topk.allocate(topkCount * 4));
-  std::vector<int32_t> tileRequest, tileRowBegin, blocks(T);
-  for (int64_t i = D; i < R; ++i)
-    for (int32_t row = b.queryStartLoc[i]; row < b.queryStartLoc[i + 1];
-         row += kernels::kPrefillRowTile) {
-      tileRequest.push_back(static_cast<int32_t>(i));
-      tileRowBegin.push_back(row);
-    }
-  for (int64_t r = 0; r < T; ++r)
-    blocks[r] = plan.rows[r].nblk;
+  const int64_t tileCount = kernels::prefillTileCount(b);
+  std::vector<int32_t> tileRequest(tileCount), tileRowBegin(tileCount), blocks(T, 0);
+  kernels::fillPrefillTiles(b, tileRequest.data(), tileRowBegin.data());
+  kernels::fillPrefillRowBlocks(b, blocks.data());
   M3IDX_RETURN_IF_ERROR(tileReq.upload(tileRequest.data(), tileRequest.size() * 4));
   M3IDX_RETURN_IF_ERROR(tileRow.upload(tileRowBegin.data(), tileRowBegin.size() * 4));
   M3IDX_RETURN_IF_ERROR(rowBlocks.upload(blocks.data(), blocks.size() * 4));

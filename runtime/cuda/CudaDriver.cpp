@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/EnvTable.h"
+#include "runtime/DynamicLibrary.h"
 
 namespace m3idx::cuda {
 
@@ -17,14 +18,7 @@ Status DriverApi::check(CUresult r, const char *call) const {
   return Status::error(fmt::format("CUDA {} failed: {} (code {})", call, text ? text : "unknown error", r));
 }
 
-namespace {
-
-template <typename Fn> Status resolve(void *h, const std::string &path, const char *name, Fn &fn) {
-  fn = reinterpret_cast<Fn>(dlsym(h, name));
-  return fn ? Status() : Status::error(fmt::format("{}: missing symbol {}", path, name));
-}
-
-} // namespace
+using runtime::resolveSymbol;
 
 StatusOr<const DriverApi *> loadDriver() {
   static std::mutex mutex;
@@ -43,21 +37,21 @@ StatusOr<const DriverApi *> loadDriver() {
   }
   auto a = std::make_unique<DriverApi>();
   a->path = path;
-  for (Status s : {resolve(h, path, "cuGetErrorString", a->getErrorString),
-                   resolve(h, path, "cuInit", a->init),
-                   resolve(h, path, "cuDeviceGet", a->deviceGet),
-                   resolve(h, path, "cuDeviceGetName", a->deviceGetName),
-                   resolve(h, path, "cuDevicePrimaryCtxRetain", a->primaryCtxRetain),
-                   resolve(h, path, "cuCtxSetCurrent", a->ctxSetCurrent),
-                   resolve(h, path, "cuCtxSynchronize", a->ctxSynchronize),
-                   resolve(h, path, "cuModuleLoadData", a->moduleLoadData),
-                   resolve(h, path, "cuModuleGetFunction", a->moduleGetFunction),
-                   resolve(h, path, "cuLaunchKernel", a->launchKernel),
-                   resolve(h, path, "cuMemAlloc_v2", a->memAlloc),
-                   resolve(h, path, "cuMemFree_v2", a->memFree),
-                   resolve(h, path, "cuMemcpyHtoD_v2", a->memcpyHtoD),
-                   resolve(h, path, "cuMemcpyDtoH_v2", a->memcpyDtoH),
-                   resolve(h, path, "cuMemcpyDtoD_v2", a->memcpyDtoD)})
+  for (Status s : {resolveSymbol(h, path, "cuGetErrorString", a->getErrorString),
+                   resolveSymbol(h, path, "cuInit", a->init),
+                   resolveSymbol(h, path, "cuDeviceGet", a->deviceGet),
+                   resolveSymbol(h, path, "cuDeviceGetName", a->deviceGetName),
+                   resolveSymbol(h, path, "cuDevicePrimaryCtxRetain", a->primaryCtxRetain),
+                   resolveSymbol(h, path, "cuCtxSetCurrent", a->ctxSetCurrent),
+                   resolveSymbol(h, path, "cuCtxSynchronize", a->ctxSynchronize),
+                   resolveSymbol(h, path, "cuModuleLoadData", a->moduleLoadData),
+                   resolveSymbol(h, path, "cuModuleGetFunction", a->moduleGetFunction),
+                   resolveSymbol(h, path, "cuLaunchKernel", a->launchKernel),
+                   resolveSymbol(h, path, "cuMemAlloc_v2", a->memAlloc),
+                   resolveSymbol(h, path, "cuMemFree_v2", a->memFree),
+                   resolveSymbol(h, path, "cuMemcpyHtoD_v2", a->memcpyHtoD),
+                   resolveSymbol(h, path, "cuMemcpyDtoH_v2", a->memcpyDtoH),
+                   resolveSymbol(h, path, "cuMemcpyDtoD_v2", a->memcpyDtoD)})
     if (!s.ok()) {
       failure = s.message();
       dlclose(h);

@@ -1,0 +1,42 @@
+#include "kernels_src/LaunchPlan.h"
+
+#include <algorithm>
+
+#include "core/Spec.h"
+#include "kernels_src/KernelCatalog.h"
+
+namespace m3idx::kernels {
+
+int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last) {
+  int64_t m = 0;
+  for (int64_t i = first; i < last; ++i)
+    m = std::max<int64_t>(m, spec::blocksFor(b.seqLens[i]));
+  return m;
+}
+
+int64_t prefillTileCount(const BatchView &b) {
+  int64_t tiles = 0;
+  for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i)
+    tiles += (b.queryStartLoc[i + 1] - b.queryStartLoc[i] + kPrefillRowTile - 1) / kPrefillRowTile;
+  return tiles;
+}
+
+void fillPrefillTiles(const BatchView &b, int32_t *request, int32_t *rowBegin) {
+  int64_t t = 0;
+  for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i)
+    for (int32_t row = b.queryStartLoc[i]; row < b.queryStartLoc[i + 1]; row += kPrefillRowTile, ++t) {
+      request[t] = static_cast<int32_t>(i);
+      rowBegin[t] = row;
+    }
+}
+
+void fillPrefillRowBlocks(const BatchView &b, int32_t *rowBlocks) {
+  for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i) {
+    const int64_t begin = b.queryStartLoc[i], qLen = b.queryStartLoc[i + 1] - begin;
+    for (int64_t r = 0; r < qLen; ++r)
+      rowBlocks[begin + r] =
+          static_cast<int32_t>(spec::blocksFor(spec::causalLen(b.seqLens[i], qLen, r)));
+  }
+}
+
+} // namespace m3idx::kernels

@@ -24,7 +24,8 @@ StatusOr<std::vector<BundleItem>> compileBundle(const BundleRequest &req,
                                                 const BundleProgress &progress) {
   for (const std::string &t : req.targets)
     if (t != "host")
-      return invalidArgument("--target", "host (the gfx950 and sm_90 backends are not built yet)",
+      return invalidArgument("--target",
+                             "host (sm_90 kernels are not cached or bundled yet; gfx950 is not built)",
                              "'" + t + "'");
   if (req.jobs < 1)
     return invalidArgument("--jobs", ">= 1", req.jobs);

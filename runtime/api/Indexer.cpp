@@ -102,7 +102,8 @@ std::string unsupportedReason(const IndexerConfig &c, DeviceKind target) {
       return fmt::format("decode_query_len must be in [1, 64], got {}", q);
   if (target != DeviceKind::Host)
     return fmt::format("device {} is not served by this build: only the host backend exists "
-                       "(the sm_90 and gfx950 backends are not built yet)",
+                       "(the Indexer API runs on the host backend; sm_90 is not wired into it yet and gfx950 is "
+                       "not built)",
                        deviceName(target));
   return "";
 }

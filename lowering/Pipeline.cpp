@@ -8,6 +8,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVM/ROCDL/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -27,7 +28,9 @@ std::unique_ptr<mlir::MLIRContext> makeContext() {
   mlir::DialectRegistry registry;
   mlir::registerAllExtensions(registry); // conversion interfaces the GPU pipelines rely on
   mlir::registerAllToLLVMIRTranslations(registry);
+  // The GPU targets' serializers (gpu-module-to-binary): without them MLIR crashes, not errors.
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  mlir::ROCDL::registerROCDLTargetInterfaceExternalModels(registry);
   auto ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
   loadDialects(*ctx);
   return ctx;

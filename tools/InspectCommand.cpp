@@ -1,5 +1,7 @@
 // `m3idx inspect`: list kernels, or print one kernel at a named stage for a target.
+#include <cstdio>
 #include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <iostream>
 
@@ -11,6 +13,9 @@
 #include "lowering/Target.h"
 #include "lowering/host/HostCompiler.h"
 #include "lowering/nvvm/GpuCompiler.h"
+#include "lowering/rocdl/CodeObjectInfo.h"
+#include "core/AtomicFile.h"
+#include "core/EnvTable.h"
 #include "tools/Commands.h"
 
 namespace m3idx::cli {
@@ -19,7 +24,7 @@ namespace {
 
 struct InspectArgs {
   bool list = false, printAfterAll = false, pipeline = false, json = false;
-  std::string kernel, target = "host", emit = "dsl";
+  std::string kernel, target = "host", emit = "dsl", out;
   int heads = 1, queryRows = 0;
 };
 
@@ -72,6 +77,62 @@ int inspectArtifact(const InspectArgs &a) {
   return 0;
 }
 
+// gfx950 code object stages: the .hsaco itself, its kernel metadata, its disassembly.
+int inspectHsaco(const InspectArgs &a, const dsl::Kernel &k, const lowering::Target &target) {
+  StatusOr<std::string> hsaco = lowering::gpuStage(k, target, lowering::GpuStage::Binary);
+  if (!hsaco.ok())
+    return fail(hsaco.status().message());
+  if (a.emit == "bin") {
+    if (a.out.empty())
+      return fail("--out: expected a file for --emit bin, got none");
+    Status s = writeFileAtomically(a.out, *hsaco);
+    if (!s.ok())
+      return fail(s.message());
+    std::cout << fmt::format("wrote {} ({} bytes)\n", a.out, hsaco->size());
+    return 0;
+  }
+  if (a.emit == "meta") {
+    StatusOr<lowering::CodeObjectInfo> info = lowering::readCodeObject(*hsaco);
+    if (!info.ok())
+      return fail(info.status().message());
+    if (!a.json) {
+      std::cout << info->metadataYaml;
+      return 0;
+    }
+    nlohmann::ordered_json j;
+    j["schema_version"] = 1;
+    j["target"] = info->target;
+    j["kernels"] = nlohmann::json::array();
+    for (const auto &r : info->kernels)
+      j["kernels"].push_back({{"name", r.name}, {"kernarg_bytes", r.kernargBytes},
+                              {"vgprs", r.vgprs}, {"sgprs", r.sgprs}, {"agprs", r.agprs},
+                              {"lds_bytes", r.ldsBytes}, {"scratch_bytes", r.scratchBytes},
+                              {"wavefront_size", r.wavefrontSize},
+                              {"waves_per_simd_estimate", r.wavesPerSimd}});
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  // asm: LLVM's disassembler through llvm-objdump (M3IDX_LLVM_OBJDUMP).
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            fmt::format("m3idx-{}-{}.hsaco", k.name, ::getpid()))
+                               .string();
+  Status s = writeFileAtomically(path, *hsaco);
+  if (!s.ok())
+    return fail(s.message());
+  const std::string cmd =
+      fmt::format("'{}' -d --mcpu=gfx950 '{}'", env::get("M3IDX_LLVM_OBJDUMP"), path);
+  std::FILE *pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe)
+    return fail("--emit asm: expected to run " + cmd + ", got a failure to start it");
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
+    std::cout.write(buf, static_cast<std::streamsize>(n));
+  const int rc = ::pclose(pipe);
+  std::filesystem::remove(path);
+  return rc == 0 ? 0 : fail("--emit asm: " + cmd + " failed");
+}
+
 int runInspect(const InspectArgs &a) {
   if (a.list) {
     for (kernels::KernelKind k : kernels::allKernels())
@@ -87,12 +148,11 @@ int runInspect(const InspectArgs &a) {
     return fail(fmt::format("KERNEL: expected one of score_decode, score_prefill, topk_decode, "
                             "topk_prefill, got '{}'",
                             a.kernel));
-  if (a.target != "host" && a.target != "sm_90")
-    return fail(fmt::format("--target: expected host or sm_90 (gfx950 is not built yet), got "
-                            "'{}'",
-                            a.target));
-  std::unique_ptr<lowering::Target> target =
-      a.target == "host" ? lowering::makeHostTarget() : lowering::makeSm90Target();
+  if (a.target != "host" && a.target != "sm_90" && a.target != "gfx950")
+    return fail(fmt::format("--target: expected host, sm_90 or gfx950, got '{}'", a.target));
+  std::unique_ptr<lowering::Target> target = a.target == "host"    ? lowering::makeHostTarget()
+                                             : a.target == "sm_90" ? lowering::makeSm90Target()
+                                                                   : lowering::makeGfx950Target();
   if (a.pipeline) {
     std::cout << target->pipelineText() << "\n";
     return 0;
@@ -109,7 +169,20 @@ int runInspect(const InspectArgs &a) {
       {"asm", lowering::Stage::Asm}};
   std::string perPass;
   StatusOr<std::string> text = Status::error("");
-  if (a.target == "sm_90") {
+  if (a.target == "gfx950") {
+    static const std::map<std::string, lowering::GpuStage> gpuStages = {
+        {"mlir", lowering::GpuStage::Mlir}, {"lowered", lowering::GpuStage::Lowered}};
+    if (a.emit == "dsl")
+      text = k->print();
+    else if (auto g = gpuStages.find(a.emit); g != gpuStages.end())
+      text = lowering::gpuStage(*k, *target, g->second, a.printAfterAll ? &perPass : nullptr);
+    else if (a.emit == "bin" || a.emit == "meta" || a.emit == "asm")
+      return inspectHsaco(a, *k, *target);
+    else
+      return fail(fmt::format("--emit: expected dsl, mlir, lowered, bin, meta or asm for gfx950, "
+                              "got '{}'",
+                              a.emit));
+  } else if (a.target == "sm_90") {
     static const std::map<std::string, lowering::GpuStage> gpuStages = {
         {"mlir", lowering::GpuStage::Mlir}, {"lowered", lowering::GpuStage::Lowered},
         {"ptx", lowering::GpuStage::Binary}};
@@ -147,13 +220,15 @@ void addInspectCommand(CLI::App &app, Runner &run) {
   cmd->add_option("KERNEL", args->kernel,
                   "score_decode, score_prefill, topk_decode, topk_prefill, or a cache entry file "
                   "or AOT bundle folder");
-  cmd->add_flag("--json", args->json, "JSON output for a cache entry or bundle");
+  cmd->add_flag("--json", args->json, "JSON output for a cache entry, a bundle or gfx950 meta");
+  cmd->add_option("--out", args->out, "File for --emit bin (gfx950 .hsaco)");
   cmd->add_flag("--list", args->list, "List kernel names, one per line");
   cmd->add_option("--heads", args->heads, "num_index_heads of the config")->capture_default_str();
   cmd->add_option("--query-rows", args->queryRows, "decode_query_len of the config (default 4)");
   cmd->add_option("--target", args->target, "host or sm_90")->capture_default_str();
   cmd->add_option("--emit", args->emit,
-                  "dsl, mlir, lowered (LLVM/NVVM dialect), llvm or asm (host), ptx (sm_90)")
+                  "dsl, mlir, lowered (LLVM/NVVM/ROCDL dialect), llvm or asm (host), ptx (sm_90), "
+                  "bin, meta or asm (gfx950)")
       ->capture_default_str();
   cmd->add_flag("--print-ir-after-all", args->printAfterAll,
                 "Also print the IR after every pipeline pass");

@@ -1,19 +1,39 @@
 #!/usr/bin/env bash
-# Run on the H200 (device tool, with .gpu carried; make it with bench/gpu-prepare.sh): builds the
-# LLVM-free CUDA checker with the machine's g++ and checks every case in .gpu/cases on the GPU
-# against the scalar reference. Writes the log to $OUT/gpu-check.log when OUT is set.
+# Run on the H200 (device tool, with .gpu carried; make it with bench/gpu-prepare.sh). Stages, each
+# fitting one device call: `check` builds the LLVM-free CUDA checker with the machine's g++ and
+# checks every case in .gpu/cases against the scalar reference; `bench` times generated decode steps
+# (checked against the reference on the CPU, so about 7 minutes) next to the copy bandwidth; `torch`
+# runs PyTorch eager and torch.compile implementations of SPEC on the same shapes (checked on the
+# golden decode cases). Logs go to $OUT when it is set. Usage: bench/gpu.sh [check|bench|torch]...
 set -euo pipefail
 OUT=${OUT:-/tmp}
+stages=("$@")
+[[ ${#stages[@]} -eq 0 ]] && stages=(check bench)
+build() {
+  [[ -x /tmp/m3idx-cuda-check ]] && return
+  mkdir -p /tmp/m3idx-obj
+  ls core/*.cpp casefile/*.cpp reference/*.cpp dsl/*.cpp kernels_src/*.cpp runtime/cuda/*.cpp \
+    tools/m3idx-cuda-check.cpp |
+    xargs -P "$(nproc)" -I{} sh -c 'g++ -std=c++20 -O2 -DFMT_HEADER_ONLY -ffp-contract=off -I. \
+      -I.gpu/include -c {} -o /tmp/m3idx-obj/$(echo {} | tr / _).o'
+  g++ /tmp/m3idx-obj/*.o -ldl -o /tmp/m3idx-cuda-check
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-mkdir -p /tmp/m3idx-obj
-ls core/*.cpp casefile/*.cpp reference/*.cpp dsl/*.cpp kernels_src/*.cpp runtime/cuda/*.cpp \
-  tools/m3idx-cuda-check.cpp |
-  xargs -P "$(nproc)" -I{} sh -c 'g++ -std=c++20 -O2 -DFMT_HEADER_ONLY -ffp-contract=off -I. \
-    -I.gpu/include -c {} -o /tmp/m3idx-obj/$(echo {} | tr / _).o'
-g++ /tmp/m3idx-obj/*.o -ldl -o /tmp/m3idx-cuda-check
-/tmp/m3idx-cuda-check .gpu/ptx .gpu/cases/* 2>&1 | tee "$OUT/gpu-check.log"
-# Timing baseline (issue 5's decode shapes that fit the run): generated on the device.
-for shape in "256 32768 1" "256 131072 1" "64 131072 4"; do
-  # shellcheck disable=SC2086
-  /tmp/m3idx-cuda-check .gpu/ptx --bench $shape 2>&1 | tee -a "$OUT/gpu-bench.log"
+for stage in "${stages[@]}"; do
+  case $stage in
+    check)
+      build
+      /tmp/m3idx-cuda-check .gpu/ptx .gpu/cases/* 2>&1 | tee "$OUT/gpu-check.log" ;;
+    bench)
+      build
+      for shape in "256 32768 1" "256 131072 1" "64 131072 4"; do
+        # shellcheck disable=SC2086
+        /tmp/m3idx-cuda-check .gpu/ptx --bench $shape 2>&1 | tee -a "$OUT/gpu-bench.log"
+      done ;;
+    torch)
+      python3 bench/torch_reference.py --check .gpu/cases/decode_exact \
+        .gpu/cases/decode_edge_nan_scales --bench "256 32768 1" "256 131072 1" "64 131072 4" \
+        2>&1 | tee "$OUT/torch-bench.log" ;;
+    *) echo "unknown stage $stage (check, bench, torch)" >&2; exit 2 ;;
+  esac
 done

@@ -6,6 +6,15 @@
 #include <cstdlib>
 #include <cstring>
 
+// Configure-time tool paths (core/CMakeLists.txt); a build without CMake (bench/gpu.sh on a GPU
+// machine) falls back to the plain names on PATH.
+#ifndef M3IDX_DEFAULT_LLD
+#define M3IDX_DEFAULT_LLD "ld.lld"
+#endif
+#ifndef M3IDX_DEFAULT_OBJDUMP
+#define M3IDX_DEFAULT_OBJDUMP "llvm-objdump"
+#endif
+
 namespace m3idx::env {
 
 const std::vector<Variable> &table() {

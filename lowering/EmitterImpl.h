@@ -53,6 +53,12 @@ private:
   mlir::Value maxNum(mlir::Value a, mlir::Value b);
   mlir::Value gpuExtractDynamic(mlir::Value t, int64_t tileLanes, mlir::Value lane);
   int64_t scaleLanes_ = 0;
+  // GPU: extf(nvfp4.decode(p, s)) as one lookup per element in a table of the 16 x 256 exact key
+  // values (core/Nvfp4), instead of the decode's arithmetic and the widening's.
+  mlir::Value gpuKeysF32(const dsl::Op &decode);
+  void declareKeyTable(mlir::Block *moduleBody);
+  std::vector<int32_t> definingOp_; // ValueId -> index of the op that makes it
+  mlir::Value keyTable_;
   mlir::Value constant(mlir::Type t, double v);
   mlir::Value toIndex(mlir::Value v);
   mlir::Value get(dsl::ValueId v) { return values_[v.id]; }

@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 
+#include "core/Nvfp4.h"
 #include "lowering/EmitterImpl.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -208,6 +209,46 @@ void Emitter::gpuStoreTile(mlir::Value buf, mlir::Value off, mlir::Value v, int6
   vector::StoreOp::create(b_, v, buf, ValueRange{toIndex(at)});
 }
 
+void Emitter::declareKeyTable(Block *moduleBody) {
+  // Entry [scale * 16 + nibble] = E4M3 value of e4m3_rn_satfinite(E2M1(nibble) * E4M3(scale)).
+  std::vector<float> table(16 * 256);
+  for (int sc = 0; sc < 256; ++sc)
+    for (int n = 0; n < 16; ++n)
+      table[sc * 16 + n] = nvfp4::e4m3Table()[nvfp4::keyByteTable()[n][sc]];
+  auto type = MemRefType::get({16 * 256}, b_.getF32Type());
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPointToStart(moduleBody);
+  memref::GlobalOp::create(b_, "m3idx_nvfp4_keys", b_.getStringAttr("private"), type,
+                           DenseElementsAttr::get(RankedTensorType::get({16 * 256}, b_.getF32Type()),
+                                                  ArrayRef<float>(table)),
+                           /*constant=*/true, /*alignment=*/IntegerAttr());
+}
+
+mlir::Value Emitter::gpuKeysF32(const dsl::Op &decode) {
+  mlir::Value packed = values_[decode.operands[0].id], scales = values_[decode.operands[1].id];
+  const int64_t kp = cast<VectorType>(packed.getType()).getNumElements(), ko = 2 * kp;
+  mlir::Type i32 = b_.getI32Type(), i64 = b_.getI64Type();
+  // This thread's ko elements share one scale (checked when the decode was emitted).
+  mlir::Value scale = gpuExtractDynamic(
+      scales, scaleLanes_,
+      arith::DivSIOp::create(b_, arith::MulIOp::create(b_, laneI64(), constant(i64, ko)),
+                             constant(i64, 16)));
+  mlir::Value row = arith::MulIOp::create(b_, arith::ExtUIOp::create(b_, i32, scale), constant(i32, 16));
+  mlir::Value out = constant(VectorType::get({ko}, b_.getF32Type()), 0);
+  for (int64_t j = 0; j < ko; ++j) {
+    mlir::Value byte = arith::ExtUIOp::create(
+        b_, i32, vector::ExtractOp::create(b_, packed, ArrayRef<int64_t>{j / 2}));
+    mlir::Value nibble = arith::AndIOp::create(
+        b_, j % 2 ? mlir::Value(arith::ShRUIOp::create(b_, byte, constant(i32, 4))) : byte,
+        constant(i32, 15));
+    mlir::Value idx = arith::IndexCastOp::create(b_, b_.getIndexType(),
+                                                 arith::AddIOp::create(b_, row, nibble));
+    mlir::Value v = memref::LoadOp::create(b_, keyTable_, ValueRange{idx});
+    out = vector::InsertOp::create(b_, v, out, ArrayRef<int64_t>{j});
+  }
+  return out;
+}
+
 StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   OwningOpRef<ModuleOp> module = ModuleOp::create(b_.getLoc());
   (*module)->setAttr("gpu.container_module", b_.getUnitAttr());
@@ -231,6 +272,15 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   SmallVector<mlir::Type> smemTypes;
   for (auto [e, n] : smemLanes)
     smemTypes.push_back(MemRefType::get({n}, elemType(static_cast<Elem>(e)), MemRefLayoutAttrInterface{}, workgroup));
+  bool decodes = false;
+  definingOp_.assign(k_.valueTypes.size(), -1);
+  for (size_t i = 0; i < k_.ops.size(); ++i) {
+    for (dsl::ValueId r : k_.ops[i].results)
+      definingOp_[r.id] = static_cast<int32_t>(i);
+    decodes |= k_.ops[i].kind == OpKind::DecodeNvfp4;
+  }
+  if (decodes)
+    declareKeyTable(gpuModule.getBody());
   auto fn = gpu::GPUFuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}), smemTypes);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({kGpuThreads, 1, 1}));
@@ -245,6 +295,9 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   for (auto [e, n] : smemLanes)
     smem_[e] = fn.getWorkgroupAttributions()[w++];
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
+  if (decodes)
+    keyTable_ = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()),
+                                            "m3idx_nvfp4_keys");
   programId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));
   emitRegion(k_.body);
   gpu::ReturnOp::create(b_);

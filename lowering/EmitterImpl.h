@@ -56,6 +56,8 @@ private:
   // GPU: extf(nvfp4.decode(p, s)) as one lookup per element in a table of the 16 x 256 exact key
   // values (core/Nvfp4), instead of the decode's arithmetic and the widening's.
   mlir::Value gpuKeysF32(const dsl::Op &decode);
+  // The scale byte this thread's `perThread` consecutive decoded elements share.
+  mlir::Value gpuThreadScale(mlir::Value scales, int64_t perThread);
   void declareKeyTable(mlir::Block *moduleBody);
   std::vector<int32_t> definingOp_; // ValueId -> index of the op that makes it
   mlir::Value keyTable_;

@@ -224,15 +224,21 @@ void Emitter::declareKeyTable(Block *moduleBody) {
                            /*constant=*/true, /*alignment=*/IntegerAttr());
 }
 
+// This thread's elements start at lane * perThread and 16 % perThread == 0 (checked when the decode
+// was emitted), so they share scale lane * perThread / 16, held by another thread.
+mlir::Value Emitter::gpuThreadScale(mlir::Value scales, int64_t perThread) {
+  mlir::Type i64 = b_.getI64Type();
+  return gpuExtractDynamic(
+      scales, scaleLanes_,
+      arith::DivSIOp::create(b_, arith::MulIOp::create(b_, laneI64(), constant(i64, perThread)),
+                             constant(i64, 16)));
+}
+
 mlir::Value Emitter::gpuKeysF32(const dsl::Op &decode) {
   mlir::Value packed = values_[decode.operands[0].id], scales = values_[decode.operands[1].id];
   const int64_t kp = cast<VectorType>(packed.getType()).getNumElements(), ko = 2 * kp;
-  mlir::Type i32 = b_.getI32Type(), i64 = b_.getI64Type();
-  // This thread's ko elements share one scale (checked when the decode was emitted).
-  mlir::Value scale = gpuExtractDynamic(
-      scales, scaleLanes_,
-      arith::DivSIOp::create(b_, arith::MulIOp::create(b_, laneI64(), constant(i64, ko)),
-                             constant(i64, 16)));
+  mlir::Type i32 = b_.getI32Type();
+  mlir::Value scale = gpuThreadScale(scales, ko);
   mlir::Value row = arith::MulIOp::create(b_, arith::ExtUIOp::create(b_, i32, scale), constant(i32, 16));
   mlir::Value out = constant(VectorType::get({ko}, b_.getF32Type()), 0);
   for (int64_t j = 0; j < ko; ++j) {

@@ -81,11 +81,7 @@ mlir::Value Emitter::emitDecodeNvfp4(mlir::Value packed, mlir::Value scales) {
 
   mlir::Value scaleN;
   if (gpu_) {
-    // This thread's N consecutive elements share one scale (16 % N == 0, checked by the caller):
-    // fetch it from the thread holding that lane of the scale tile.
-    mlir::Value byte = gpuExtractDynamic(scales, scaleLanes_, arith::DivSIOp::create(
-        b_, arith::MulIOp::create(b_, laneI64(), constant(b_.getI64Type(), N)),
-        constant(b_.getI64Type(), 16)));
+    mlir::Value byte = gpuThreadScale(scales, N);
     auto f8 = VectorType::get({1}, b_.getType<Float8E4M3FNType>());
     mlir::Value one = vector::BroadcastOp::create(b_, VectorType::get({1}, b_.getI8Type()), byte);
     mlir::Value bits = arith::BitcastOp::create(b_, f8, one);

@@ -68,6 +68,24 @@ void copyHeadRows(int32_t *topk, int64_t T, int64_t first, const int32_t *src, i
                 rows * spec::kTopkBlocks * sizeof(int32_t));
 }
 
+// A part of the step (decode or prefill) as the backend sees it.
+BatchView partView(const IndexerParams &params, const uint8_t *q, int64_t rows,
+                   const TensorView &kv, const TensorView &blockTable, const TensorView &seqLens,
+                   const int32_t *queryStartLoc) {
+  BatchView v;
+  v.params = params;
+  v.q = q;
+  v.numRows = rows;
+  v.kv = static_cast<const uint8_t *>(kv.data);
+  v.numPages = kv.shape[0];
+  v.blockTable = static_cast<const int32_t *>(blockTable.data);
+  v.numRequests = seqLens.shape[0];
+  v.maxBlocks = blockTable.shape[1];
+  v.seqLens = static_cast<const int32_t *>(seqLens.data);
+  v.queryStartLoc = queryStartLoc;
+  return v;
+}
+
 void warnOnce(std::set<std::string> &warned, const std::string &message) {
   if (warned.insert(message).second)
     std::cerr << "m3idx: warning: " << message << "\n";
@@ -274,16 +292,9 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
     int32_t *qsl = im.decodeQsl.ensure(D + 1);
     for (int64_t i = 0; i <= D; ++i)
       qsl[i] = static_cast<int32_t>(i * d->decodeQueryLen);
-    decode.params = im.params(static_cast<int>(D), d->decodeQueryLen, H);
-    decode.q = static_cast<const uint8_t *>(q.data);
-    decode.numRows = D * d->decodeQueryLen;
-    decode.kv = static_cast<const uint8_t *>(kv.data);
-    decode.numPages = kv.shape[0];
-    decode.blockTable = static_cast<const int32_t *>(d->blockTable.data);
-    decode.numRequests = D;
-    decode.maxBlocks = d->blockTable.shape[1];
-    decode.seqLens = static_cast<const int32_t *>(d->seqLens.data);
-    decode.queryStartLoc = qsl;
+    decode = partView(im.params(static_cast<int>(D), d->decodeQueryLen, H),
+                      static_cast<const uint8_t *>(q.data), D * d->decodeQueryLen, kv,
+                      d->blockTable, d->seqLens, qsl);
     M3IDX_RETURN_IF_ERROR(prefixed("decode.", validateBatch(decode)));
     M3IDX_RETURN_IF_ERROR(
         checkMaxSeqLen("decode.", decode.seqLens, D, d->maxSeqLen, im.config.maxModelLen));
@@ -299,16 +310,10 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
         expectTensor(p->queryStartLoc, "prefill.query_start_loc", DType::I32, 1, dev));
     M3IDX_RETURN_IF_ERROR(
         expectDim(p->queryStartLoc, "prefill.query_start_loc", 0, P + 1, "num_prefills + 1"));
-    prefill.params = im.params(0, 4, H);
-    prefill.q = static_cast<const uint8_t *>(q.data) + decodeRows * H * spec::kIndexHeadDim;
-    prefill.numRows = T - decodeRows;
-    prefill.kv = static_cast<const uint8_t *>(kv.data);
-    prefill.numPages = kv.shape[0];
-    prefill.blockTable = static_cast<const int32_t *>(p->blockTable.data);
-    prefill.numRequests = P;
-    prefill.maxBlocks = p->blockTable.shape[1];
-    prefill.seqLens = static_cast<const int32_t *>(p->seqLens.data);
-    prefill.queryStartLoc = static_cast<const int32_t *>(p->queryStartLoc.data);
+    prefill = partView(im.params(0, 4, H),
+                       static_cast<const uint8_t *>(q.data) + decodeRows * H * spec::kIndexHeadDim,
+                       T - decodeRows, kv, p->blockTable, p->seqLens,
+                       static_cast<const int32_t *>(p->queryStartLoc.data));
     M3IDX_RETURN_IF_ERROR(prefixed("prefill.", validateBatch(prefill)));
     for (int64_t i = 0; i < P; ++i) {
       const int64_t qLen = prefill.queryStartLoc[i + 1] - prefill.queryStartLoc[i];

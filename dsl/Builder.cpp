@@ -1,5 +1,7 @@
 #include "dsl/Builder.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace m3idx::dsl {
@@ -223,6 +225,15 @@ Value KernelBuilder::reduceMax(Value t) {
   return emit1(OpKind::ReduceMax, {t}, scalar(t.type().elem));
 }
 
+Value KernelBuilder::reduceMaxGroups(Value t, int groups) {
+  if (!live({t}))
+    return poison(tile(Elem::F32, std::max(groups, 1)));
+  check(t.type().isTile() && t.type().elem == Elem::F32 && groups > 0 && t.type().lanes % groups == 0,
+        fmt::format("reduce.max.groups: needs an f32 tile of a multiple of {} lanes, got {}", groups,
+                    t.type().str()));
+  return emit1(OpKind::ReduceMaxGroups, {t}, tile(Elem::F32, std::max(groups, 1)), groups);
+}
+
 Value KernelBuilder::load(Buffer buf, Value offset) {
   if (!live({offset}))
     return poison(scalar(buf.elem));
@@ -243,6 +254,29 @@ Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes) {
   check(lanes > 0, "load.tile: lanes must be > 0");
   check(buf.access == Access::Read, "load.tile: buffer is write-only");
   return emit1(OpKind::LoadTile, {offset}, tile(buf.elem, lanes), buf.index);
+}
+
+Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, Value limit) {
+  if (!live({offset, limit}))
+    return poison(tile(buf.elem, lanes));
+  check(buf.index >= 0 && buf.index < static_cast<int>(k_.buffers.size()),
+        "load.tile.masked: unknown buffer");
+  check(offset.type() == scalar(Elem::I64) && limit.type() == scalar(Elem::I64),
+        fmt::format("load.tile.masked: offset and limit must be i64, got {} and {}",
+                    offset.type().str(), limit.type().str()));
+  check(lanes > 0, "load.tile.masked: lanes must be > 0");
+  check(buf.access == Access::Read, "load.tile.masked: buffer is write-only");
+  return emit1(OpKind::LoadTileMasked, {offset, limit}, tile(buf.elem, lanes), buf.index);
+}
+
+Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, int alignBytes) {
+  Value v = loadTile(buf, offset, lanes);
+  if (!check(alignBytes > 0 && alignBytes <= 16 && (alignBytes & (alignBytes - 1)) == 0,
+             fmt::format("load.tile: alignment must be a power of two up to 16, got {}", alignBytes)))
+    return v;
+  if (v.id().valid() && !k_.ops.empty() && k_.ops.back().kind == OpKind::LoadTile)
+    k_.ops.back().alignAttr = alignBytes;
+  return v;
 }
 
 void KernelBuilder::store(Buffer buf, Value offset, Value v) {
@@ -286,6 +320,21 @@ Value KernelBuilder::dot(Value a, Value b) {
         fmt::format("dot: needs two f32 tiles of one length, got {} and {}", a.type().str(),
                     b.type().str()));
   return emit1(OpKind::Dot, {a, b}, scalar(Elem::F32));
+}
+
+Value KernelBuilder::dotTiles(Value a, Value b, int k) {
+  if (!live({a, b}))
+    return poison(tile(Elem::F32, 1));
+  Type ta = a.type(), tb = b.type();
+  const bool ok = ta.isTile() && tb.isTile() && ta.elem == tb.elem &&
+                  (ta.elem == Elem::F32 || ta.elem == Elem::F8E4M3FN) && k > 0 &&
+                  ta.lanes % k == 0 && tb.lanes % k == 0;
+  check(ok, fmt::format("dot.tiles: needs two f32 or two f8E4M3FN tiles of whole rows of {}, got "
+                        "{} and {}",
+                        k, ta.str(), tb.str()));
+  if (!ok)
+    return poison(tile(Elem::F32, 1));
+  return emit1(OpKind::DotTiles, {a, b}, tile(Elem::F32, (ta.lanes / k) * (tb.lanes / k)), k);
 }
 
 Value KernelBuilder::packScoreKey(Value score, Value block) {

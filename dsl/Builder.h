@@ -66,9 +66,17 @@ public:
   Value shuffle(Value a, Value b, std::vector<int32_t> mask); // lanes of a then b
   Value reduceAdd(Value t);
   Value reduceMax(Value t);
+  // tile<G*S x f32> -> tile<G x f32>: lane g is the fmaxf (NaN dropped) of lanes [g*S, g*S + S).
+  Value reduceMaxGroups(Value t, int groups);
 
   Value load(Buffer buf, Value offset);
   Value loadTile(Buffer buf, Value offset, int lanes);
+  // The same, promising that the element at `offset` sits at an address aligned to alignBytes (a
+  // power of two, at most 16) when the buffer's base is 16-byte aligned, as GPU backends require:
+  // GPU targets then issue wide loads.
+  Value loadTile(Buffer buf, Value offset, int lanes, int alignBytes);
+  // Lanes at or past `limit` (an i64 scalar) read 0 and touch no memory (Triton's masked load).
+  Value loadTile(Buffer buf, Value offset, int lanes, Value limit);
   void store(Buffer buf, Value offset, Value v);
   void storeTile(Buffer buf, Value offset, Value v);
 
@@ -77,6 +85,11 @@ public:
   Value decodeNvfp4(Value packed, Value scales);
   // sum of a[i] * b[i] over f32 tiles in fp32; the order of the sum is the target's.
   Value dot(Value a, Value b);
+  // Every row of a against every row of b, rows being k consecutive lanes (Triton's tl.dot with b
+  // transposed): a is tile<M*k>, b tile<N*k>, both f32 or both f8E4M3FN; the result is
+  // tile<N*M x f32> with lane n*M + m = sum_i a[m*k + i] * b[n*k + i], in fp32 (exact products,
+  // the target's order of the sum). Targets with matrix units run it on them.
+  Value dotTiles(Value a, Value b, int k);
   // SPEC §5 top-k key: (ordered bits of score, NaN -> -inf, -0 -> +0) << 32 | block.
   Value packScoreKey(Value score, Value block);
 

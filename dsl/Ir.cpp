@@ -47,12 +47,15 @@ const char *opName(OpKind k) {
   case OpKind::Shuffle: return "shuffle";
   case OpKind::ReduceAdd: return "reduce.add";
   case OpKind::ReduceMax: return "reduce.max";
+  case OpKind::ReduceMaxGroups: return "reduce.max.groups";
   case OpKind::Load: return "load";
   case OpKind::LoadTile: return "load.tile";
+  case OpKind::LoadTileMasked: return "load.tile.masked";
   case OpKind::Store: return "store";
   case OpKind::StoreTile: return "store.tile";
   case OpKind::DecodeNvfp4: return "nvfp4.decode";
   case OpKind::Dot: return "dot";
+  case OpKind::DotTiles: return "dot.tiles";
   case OpKind::PackScoreKey: return "topk.pack_key";
   case OpKind::For: return "for";
   case OpKind::If: return "if";
@@ -85,8 +88,13 @@ void printOp(const Kernel &k, const Op &op, int indent, std::string &out) {
   case OpKind::Extract: attrs = fmt::format(" [{}]", op.intAttr); break;
   case OpKind::ClampF: attrs = fmt::format(" {:a}", op.floatAttr); break;
   case OpKind::Shuffle: attrs = fmt::format(" [{}]", fmt::join(op.lanesAttr, ", ")); break;
-  case OpKind::Load: case OpKind::LoadTile: case OpKind::Store: case OpKind::StoreTile:
+  case OpKind::DotTiles: attrs = fmt::format(" k={}", op.intAttr); break;
+  case OpKind::ReduceMaxGroups: attrs = fmt::format(" groups={}", op.intAttr); break;
+  case OpKind::Load: case OpKind::LoadTile: case OpKind::LoadTileMasked: case OpKind::Store:
+  case OpKind::StoreTile:
     attrs = fmt::format(" @{}", k.buffers[op.intAttr].name);
+    if (op.alignAttr)
+      attrs += fmt::format(" align={}", op.alignAttr);
     break;
   default: break;
   }

@@ -21,11 +21,11 @@ enum class OpKind : uint8_t {
   // conversions
   ExtS, ExtU, Trunc, SIToFP, ExtF, TruncF, Bitcast, ClampF,
   // tiles
-  Splat, Extract, Shuffle, ReduceAdd, ReduceMax,
+  Splat, Extract, Shuffle, ReduceAdd, ReduceMax, ReduceMaxGroups,
   // memory (buffers are 1-D; offsets are i64 element indices)
-  Load, LoadTile, Store, StoreTile,
+  Load, LoadTile, LoadTileMasked, Store, StoreTile,
   // domain ops
-  DecodeNvfp4, Dot, PackScoreKey,
+  DecodeNvfp4, Dot, DotTiles, PackScoreKey,
   // structure
   For, If, Yield,
 };
@@ -49,6 +49,7 @@ struct Op {
   int64_t intAttr = 0;            // constants, lane index, buffer index, arg index
   double floatAttr = 0;
   std::vector<int32_t> lanesAttr; // shuffle mask
+  int32_t alignAttr = 0;          // load.tile: bytes the offset's address is known to be aligned to
   std::vector<Region> regions;    // for: body; if: then, else
 };
 

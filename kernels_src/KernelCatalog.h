@@ -15,6 +15,8 @@ enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill };
 
 // Rows of one prefill program: each decoded key is reused by this many query rows.
 inline constexpr int kPrefillRowTile = 4;
+// Key tokens a score program decodes and dots at once: the M of one 16x16 MFMA / MMA tile.
+inline constexpr int kTokenTile = 16;
 
 struct KernelConfig {
   int numHeads = 1;

@@ -4,6 +4,7 @@
 // kPrefillRowTile consecutive rows of one request, listed by the runtime's tile table.
 #include "kernels_src/ScoreKernels.h"
 
+#include <functional>
 #include <limits>
 
 #include "core/Spec.h"
@@ -55,52 +56,59 @@ struct TileRow {
   Value causal; // tokens the row sees; 0 for padding slots
 };
 
-// Scores block `blk` of request `req` for every row of the tile and every head.
+// A program's query rows: rows [firstRow, firstRow + rows.size()) of the batch, of which the q
+// elements below qLimit exist (rows past the batch's end read 0 and are padding).
+struct RowTile {
+  Value firstRow, qLimit;
+  std::vector<TileRow> rows;
+  std::function<Value(Value)> causalOf; // i64 tile of row slots -> tokens each sees
+};
+
+// Scores block `blk` of request `req` for every row of the tile and every head. Keys are taken
+// kTokenTile tokens at a time: one dot.tiles of (tokens x 128) against (rows*heads x 128), which
+// matrix units run as one MFMA / MMA tile, then a masked max over the tile's tokens.
 void scoreBlock(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, Value blk,
-                const std::vector<TileRow> &rows, Value tokens) {
-  const int D = spec::kIndexHeadDim;
+                const RowTile &rt, Value tokens) {
+  const int D = spec::kIndexHeadDim, T = kTokenTile;
+  const int N = static_cast<int>(rt.rows.size()) * numHeads; // (row, head) pairs, row-major
   Value page = loadI64(b, a.blockTable, req * a.maxBlocks + blk);
   Value pageBase = page * spec::kPageBytes;
 
-  // Query rows as f32, loaded once per program.
-  std::vector<Value> qf, accs;
-  for (const TileRow &r : rows)
-    for (int h = 0; h < numHeads; ++h) {
-      Value bytes = b.loadTile(a.q, (r.row * numHeads + h) * D, D);
-      qf.push_back(b.convert(OpKind::ExtF, b.convert(OpKind::Bitcast, bytes, Elem::F8E4M3FN),
-                             Elem::F32));
-      accs.push_back(b.constF32(-std::numeric_limits<double>::infinity()));
-    }
+  // [rows, heads, 128] of q is one contiguous tile, loaded once per program.
+  Value q = b.convert(OpKind::Bitcast, b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit),
+                      Elem::F8E4M3FN);
+  // Lane n*T + m of a dot.tiles result is token m against (row, head) n.
+  Value lane = b.iota(N * T);
+  Value token = lane % T;
+  Value causal = rt.causalOf(lane / (T * numHeads));
+  Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * T);
 
   Value tokenBase = blk * spec::kSparseBlockSize;
-  Value zero = b.constInt(0), one = b.constInt(1);
-  Values best = b.forLoop(zero, tokens, one, accs, [&](Value t, const Values &acc) {
-    Value packed = b.loadTile(a.kv, pageBase + t * spec::kDataBytesPerToken,
-                              spec::kDataBytesPerToken);
-    Value scales = b.loadTile(a.kv, pageBase + spec::kPageDataBytes + t * spec::kScalesPerToken,
-                              spec::kScalesPerToken);
-    Value key = b.convert(OpKind::ExtF, b.decodeNvfp4(packed, scales), Elem::F32);
-    Value pos = tokenBase + t;
-    Values next;
-    for (size_t r = 0; r < rows.size(); ++r) {
-      Value visible = pos < rows[r].causal;
-      for (int h = 0; h < numHeads; ++h) {
-        Value prev = acc[r * numHeads + h];
-        Value dot = b.dot(qf[r * numHeads + h], key);
-        next.push_back(b.select(visible, b.maxNumF(prev, dot), prev)); // fmaxf drops NaN dots
-      }
-    }
-    return next;
+  Value tiles = (tokens + (T - 1)) / T; // the last tile reads slots past `tokens`, inside the page
+  Value none = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N);
+  Values best = b.forLoop(b.constInt(0), tiles, b.constInt(1), {none}, [&](Value j, const Values &acc) {
+    Value tok0 = j * T;
+    // Pages are 9216 = 16 x 576 bytes and tiles start at multiples of 16 tokens: both loads
+    // are 16-byte aligned when kv is (SPEC §3's reason for splitting data and scales).
+    Value packed = b.loadTile(a.kv, pageBase + tok0 * spec::kDataBytesPerToken,
+                              T * spec::kDataBytesPerToken, 16);
+    Value scales = b.loadTile(a.kv, pageBase + spec::kPageDataBytes + tok0 * spec::kScalesPerToken,
+                              T * spec::kScalesPerToken, 16);
+    Value dots = b.dotTiles(b.decodeNvfp4(packed, scales), q, D);
+    Value visible = b.splat(tokenBase + tok0, N * T) + token < causal;
+    // fmaxf drops NaN dots; invisible tokens count as -inf
+    return Values{b.maxNumF(acc[0], b.reduceMaxGroups(b.select(visible, dots, negInf), N))};
   });
 
   Value local = b.constF32(spec::kLocalSentinel), init = b.constF32(spec::kInitSentinel);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    Value nblk = blocksFor(rows[r].causal);
+  for (size_t r = 0; r < rt.rows.size(); ++r) {
+    Value nblk = blocksFor(rt.rows[r].causal);
     b.ifThen(blk < nblk, [&] {
       for (int h = 0; h < numHeads; ++h) {
+        Value dot = b.extract(best[0], static_cast<int>(r) * numHeads + h);
         Value s = b.select(blk >= nblk - a.localBlocks, local,
-                           b.select(blk < a.initBlocks, init, best[r * numHeads + h]));
-        b.store(a.scores, (b.constInt(h) * a.numRows + rows[r].row) * a.width + blk, s);
+                           b.select(blk < a.initBlocks, init, dot));
+        b.store(a.scores, (b.constInt(h) * a.numRows + rt.rows[r].row) * a.width + blk, s);
       }
     });
   }
@@ -116,12 +124,17 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   Value blk = a.blockBegin + (pid % a.gridBlocks) * a.blockStep;
   Value seqLen = loadI64(b, a.seqLens, req);
   b.ifThen(blk < blocksFor(seqLen), [&] {
-    Value row0 = loadI64(b, a.queryStartLoc, req);
-    std::vector<TileRow> rows;
-    for (int r = 0; r < c.queryRows; ++r) // row r sees L - Q + r + 1 tokens (at least 0)
-      rows.push_back({row0 + r, b.maxS(seqLen - (c.queryRows - r - 1), b.constInt(0))});
+    const int Q = c.queryRows;
+    RowTile rt;
+    rt.firstRow = loadI64(b, a.queryStartLoc, req);
+    rt.qLimit = b.constInt(static_cast<int64_t>(Q) * c.numHeads * spec::kIndexHeadDim);
+    for (int r = 0; r < Q; ++r) // row r sees L - Q + r + 1 tokens (at least 0)
+      rt.rows.push_back({rt.firstRow + r, b.maxS(seqLen - (Q - r - 1), b.constInt(0))});
+    rt.causalOf = [&](Value r) {
+      return b.maxS(r + b.splat(seqLen - (Q - 1), r.type().lanes), b.splat(b.constInt(0), r.type().lanes));
+    };
     Value tokens = b.minS(seqLen - blk * spec::kSparseBlockSize, b.constInt(spec::kSparseBlockSize));
-    scoreBlock(b, a, c.numHeads, req, blk, rows, tokens);
+    scoreBlock(b, a, c.numHeads, req, blk, rt, tokens);
   });
   return b.finish();
 }
@@ -143,15 +156,22 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   auto causalOf = [&](Value rowInRequest) { return b.maxS(seqLen - qLen + rowInRequest + 1, zero); };
   Value tileCausal = causalOf(rowBegin + numValid - 1 - qStart); // the tile's last row sees most
   b.ifThen(blk < blocksFor(tileCausal), [&] {
-    std::vector<TileRow> rows;
+    RowTile rt;
+    rt.firstRow = rowBegin;
+    rt.qLimit = numValid * (c.numHeads * spec::kIndexHeadDim);
     for (int r = 0; r < c.queryRows; ++r) {
       Value valid = b.constInt(r) < numValid;
-      rows.push_back({b.select(valid, rowBegin + r, rowBegin),
-                      b.select(valid, causalOf(rowBegin + r - qStart), zero)});
+      rt.rows.push_back({b.select(valid, rowBegin + r, rowBegin),
+                         b.select(valid, causalOf(rowBegin + r - qStart), zero)});
     }
+    rt.causalOf = [&](Value r) { // slots past numValid are padding: they see nothing
+      const int n = r.type().lanes;
+      Value seen = b.maxS(r + b.splat(seqLen - qLen + rowBegin - qStart + 1, n), b.splat(zero, n));
+      return b.select(r < b.splat(numValid, n), seen, b.splat(zero, n));
+    };
     Value tokens =
         b.minS(tileCausal - blk * spec::kSparseBlockSize, b.constInt(spec::kSparseBlockSize));
-    scoreBlock(b, a, c.numHeads, req, blk, rows, tokens);
+    scoreBlock(b, a, c.numHeads, req, blk, rt, tokens);
   });
   return b.finish();
 }

@@ -25,10 +25,15 @@ using mlir::OwningOpRef;
 using mlir::ImplicitLocOpBuilder;
 using mlir::MLIRContext;
 
+// Workgroup memory the dot.tiles buffers of one program may take (of the 48 KiB both targets give
+// a kernel without opting in to more).
+inline constexpr int64_t kMaxDotWorkgroupBytes = 32 * 1024;
+
 class Emitter {
 public:
-  Emitter(mlir::MLIRContext &ctx, const dsl::Kernel &k, bool gpu)
-      : k_(k), b_(mlir::UnknownLoc::get(&ctx), &ctx), values_(k.valueTypes.size()), gpu_(gpu) {}
+  Emitter(mlir::MLIRContext &ctx, const dsl::Kernel &k, bool gpu, GpuForm form = {})
+      : k_(k), b_(mlir::UnknownLoc::get(&ctx), &ctx), values_(k.valueTypes.size()), gpu_(gpu),
+        threads_(form.threads), gfx950_(form.gfx950) {}
 
   StatusOr<OwningOpRef<ModuleOp>> run();
   StatusOr<OwningOpRef<ModuleOp>> runGpu();
@@ -36,9 +41,9 @@ public:
 private:
   mlir::Type elemType(Elem e);
   mlir::Type type(dsl::Type t);
-  // GPU distribution of a tile of `lanes` lanes over kGpuThreads threads.
-  static int64_t chunk(int64_t lanes) { return lanes >= kGpuThreads ? lanes / kGpuThreads : 1; }
-  static bool partial(int64_t lanes) { return lanes < kGpuThreads; }
+  // GPU distribution of a tile of `lanes` lanes over threads_ threads.
+  int64_t chunk(int64_t lanes) const { return lanes >= threads_ ? lanes / threads_ : 1; }
+  bool partial(int64_t lanes) const { return lanes < threads_; }
   mlir::Value laneI64();
   mlir::Value laneBelow(int64_t n); // i1: this thread holds a lane of an n-lane tile
   mlir::Value shuffleIdx(mlir::Value v, mlir::Value srcLane); // any int/float scalar
@@ -47,7 +52,8 @@ private:
   mlir::Value gpuExtract(mlir::Value t, int64_t tileLanes, int64_t lane);
   mlir::Value gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
                          dsl::Elem elem);
-  mlir::Value gpuLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem);
+  mlir::Value gpuLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
+                          int64_t alignBytes = 0);
   void gpuStoreTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes);
   mlir::Value smemFor(dsl::Elem e);
   mlir::Value maxNum(mlir::Value a, mlir::Value b);
@@ -56,8 +62,25 @@ private:
   // GPU: extf(nvfp4.decode(p, s)) as one lookup per element in a table of the 16 x 256 exact key
   // values (core/Nvfp4), instead of the decode's arithmetic and the widening's.
   mlir::Value gpuKeysF32(const dsl::Op &decode);
-  // The scale byte this thread's `perThread` consecutive decoded elements share.
-  mlir::Value gpuThreadScale(mlir::Value scales, int64_t perThread);
+  // The scale bytes of this thread's `perThread` consecutive decoded elements, one per 16 (a
+  // vector<max(1, perThread / 16) x i8>).
+  mlir::Value gpuThreadScales(mlir::Value scales, int64_t perThread);
+  // dot.tiles: host loops over rows; GPU partial dots per thread against a workgroup copy of b
+  // (staged once where b is defined); gfx950 one MFMA 16x16x128 per tile.
+  mlir::Value hostDotTiles(mlir::Value a, mlir::Value b, int64_t k);
+  mlir::Value gpuDotTiles(const dsl::Op &op);
+  void stageDotOperand(dsl::ValueId v, bool barrierBefore);
+  mlir::Value gpuReduceMaxGroups(mlir::Value t, int64_t lanes, int64_t groups);
+  mlir::Value loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit, int64_t lanes,
+                             mlir::Type elem);
+  mlir::Value toF32(mlir::Value v);
+  mlir::Value entryAlloca(int64_t n, mlir::Type elem); // host scratch, allocated once per call
+  // gfx950 (rocdl/Gfx950Emitter.cpp): the decode as v_cvt_scalef32_pk_f32_fp4, an f32 multiply,
+  // a NaN-keeping clamp and v_cvt_pk_fp8_f32; dot.tiles as v_mfma_f32_16x16x128_f8f6f4.
+  mlir::Value gfx950DecodeNvfp4(mlir::Value packed, mlir::Value scales);
+  bool mfmaFits(const dsl::Op &dotTiles) const;
+  mlir::Value mfmaDotTiles(const dsl::Op &op);
+  mlir::Value mfmaFragmentB(mlir::Value stagedBytes, int64_t rows, int64_t k);
   void declareKeyTable(mlir::Block *moduleBody);
   std::vector<int32_t> definingOp_; // ValueId -> index of the op that makes it
   mlir::Value keyTable_;
@@ -75,6 +98,14 @@ private:
   std::vector<mlir::Value> buffers_, scalars_;
   mlir::Value programId_;
   bool gpu_ = false;
+  int threads_ = 32;                          // gpu: threads of a program
+  bool gfx950_ = false;
+  mlir::Block *entry_ = nullptr;              // host: where scratch allocas go
+  std::map<int32_t, mlir::Value> dotStage_;   // gpu: b operand id -> staged copy (f32 or bytes)
+  std::map<int32_t, mlir::Value> dotResult_;  // gpu: dot.tiles op index -> result buffer
+  std::map<int32_t, mlir::Value> mfmaB_;      // gfx950: b operand id -> this lane's B fragment
+  std::vector<int32_t> dotStageOf_;           // ValueId -> index into stageBufs_, or -1
+  std::vector<mlir::Value> stageBufs_;
   mlir::Value lane_;                          // gpu: thread id (index)
   std::map<int, mlir::Value> smem_;           // gpu: workgroup buffer per element type
   std::string error_;                         // first lowering error

@@ -1,10 +1,11 @@
-// The GPU form of the DSL (see MlirEmitter.h): a program is a CTA of kGpuThreads threads; a tile
+// The GPU form of the DSL (see MlirEmitter.h): a program is a CTA of threads_ threads; a tile
 // is spread blocked over them; cross-lane ops become warp shuffles or go through a workgroup
 // buffer between barriers; scalars are uniform.
 #include <limits>
 #include <map>
 
 #include "core/Nvfp4.h"
+#include "core/Spec.h"
 #include "lowering/EmitterImpl.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -29,7 +30,7 @@ mlir::Value Emitter::laneBelow(int64_t n) {
 
 // gpu.shuffle moves 32-bit values: narrower values are widened, i64 goes as two halves.
 mlir::Value Emitter::shuffleIdx(mlir::Value v, mlir::Value srcLane) {
-  mlir::Value width = constant(b_.getI32Type(), kGpuThreads);
+  mlir::Value width = constant(b_.getI32Type(), threads_);
   mlir::Value src = arith::TruncIOp::create(b_, b_.getI32Type(), srcLane);
   auto move32 = [&](mlir::Value x) {
     return gpu::ShuffleOp::create(b_, x.getType(), b_.getI1Type(), x, src, width,
@@ -51,7 +52,7 @@ mlir::Value Emitter::shuffleIdx(mlir::Value v, mlir::Value srcLane) {
 }
 
 mlir::Value Emitter::shuffleXor(mlir::Value v, int32_t mask) {
-  auto op = gpu::ShuffleOp::create(b_, v, mask, kGpuThreads, gpu::ShuffleMode::XOR);
+  auto op = gpu::ShuffleOp::create(b_, v, mask, threads_, gpu::ShuffleMode::XOR);
   return op.getShuffleResult();
 }
 
@@ -76,7 +77,7 @@ mlir::Value Emitter::warpReduce(mlir::Value perThread, int64_t lanes, bool add, 
                     : constant(e, static_cast<double>(INT32_MIN));
   if (partial(lanes))
     s = arith::SelectOp::create(b_, laneBelow(lanes), s, identity);
-  for (int32_t off = kGpuThreads / 2; off >= 1; off /= 2) {
+  for (int32_t off = threads_ / 2; off >= 1; off /= 2) {
     mlir::Value other = shuffleXor(s, off);
     s = add ? (isFloat ? mlir::Value(arith::AddFOp::create(b_, s, other))
                        : mlir::Value(arith::AddIOp::create(b_, s, other)))
@@ -158,7 +159,7 @@ mlir::Value Emitter::gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, Arr
     // Which source lane: a select chain for short masks (a dynamic index into a constant vector
     // would go through local memory), an indexed read of the table otherwise.
     mlir::Value src;
-    if (outLanes <= kGpuThreads) {
+    if (outLanes <= threads_) {
       src = constant(i64, static_cast<double>(table[0]));
       for (int64_t m = 1; m < outLanes; ++m)
         src = arith::SelectOp::create(
@@ -176,13 +177,18 @@ mlir::Value Emitter::gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, Arr
   return out;
 }
 
-mlir::Value Emitter::gpuLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem) {
+mlir::Value Emitter::gpuLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
+                                 int64_t alignBytes) {
   const int64_t k = chunk(lanes);
   auto vt = VectorType::get({k}, elem);
   mlir::Value at = arith::AddIOp::create(
       b_, off, arith::MulIOp::create(b_, laneI64(), constant(b_.getI64Type(), k)));
+  // A thread's part starts k elements after its neighbour's: aligned to the smaller of the two.
+  const int64_t partBytes = k * elem.getIntOrFloatBitWidth() / 8;
+  const int64_t align = alignBytes ? std::min(alignBytes, partBytes & -partBytes) : 0;
   if (!partial(lanes))
-    return vector::LoadOp::create(b_, vt, buf, ValueRange{toIndex(at)});
+    return vector::LoadOp::create(b_, vt, buf, ValueRange{toIndex(at)}, /*nontemporal=*/false,
+                                  align ? llvm::MaybeAlign(align) : llvm::MaybeAlign());
   // An scf.if with results is built without terminators: each branch yields its value.
   auto guard = scf::IfOp::create(b_, TypeRange{vt}, laneBelow(lanes), true);
   {
@@ -224,22 +230,31 @@ void Emitter::declareKeyTable(Block *moduleBody) {
                            /*constant=*/true, /*alignment=*/IntegerAttr());
 }
 
-// This thread's elements start at lane * perThread and 16 % perThread == 0 (checked when the decode
-// was emitted), so they share scale lane * perThread / 16, held by another thread.
-mlir::Value Emitter::gpuThreadScale(mlir::Value scales, int64_t perThread) {
+// This thread's elements start at lane * perThread. Either they cover whole scale groups and the
+// thread holds exactly their scales (checked when the decode was emitted), or perThread divides
+// 16 and the one scale they share is held by another thread.
+mlir::Value Emitter::gpuThreadScales(mlir::Value scales, int64_t perThread) {
+  if (perThread >= 16)
+    return scales;
   mlir::Type i64 = b_.getI64Type();
-  return gpuExtractDynamic(
+  mlir::Value s = gpuExtractDynamic(
       scales, scaleLanes_,
       arith::DivSIOp::create(b_, arith::MulIOp::create(b_, laneI64(), constant(i64, perThread)),
                              constant(i64, 16)));
+  return vector::BroadcastOp::create(b_, VectorType::get({1}, b_.getI8Type()), s);
 }
 
 mlir::Value Emitter::gpuKeysF32(const dsl::Op &decode) {
   mlir::Value packed = values_[decode.operands[0].id], scales = values_[decode.operands[1].id];
   const int64_t kp = cast<VectorType>(packed.getType()).getNumElements(), ko = 2 * kp;
   mlir::Type i32 = b_.getI32Type();
-  mlir::Value scale = gpuThreadScale(scales, ko);
-  mlir::Value row = arith::MulIOp::create(b_, arith::ExtUIOp::create(b_, i32, scale), constant(i32, 16));
+  mlir::Value scaleBytes = gpuThreadScales(scales, ko);
+  const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
+  std::vector<mlir::Value> rows; // table row of each scale: scale * 16
+  for (int64_t g = 0; g < S; ++g)
+    rows.push_back(arith::MulIOp::create(
+        b_, arith::ExtUIOp::create(b_, i32, vector::ExtractOp::create(b_, scaleBytes, ArrayRef<int64_t>{g})),
+        constant(i32, 16)));
   mlir::Value out = constant(VectorType::get({ko}, b_.getF32Type()), 0);
   for (int64_t j = 0; j < ko; ++j) {
     mlir::Value byte = arith::ExtUIOp::create(
@@ -247,12 +262,125 @@ mlir::Value Emitter::gpuKeysF32(const dsl::Op &decode) {
     mlir::Value nibble = arith::AndIOp::create(
         b_, j % 2 ? mlir::Value(arith::ShRUIOp::create(b_, byte, constant(i32, 4))) : byte,
         constant(i32, 15));
-    mlir::Value idx = arith::IndexCastOp::create(b_, b_.getIndexType(),
-                                                 arith::AddIOp::create(b_, row, nibble));
+    mlir::Value idx = arith::IndexCastOp::create(
+        b_, b_.getIndexType(), arith::AddIOp::create(b_, rows[S == 1 ? 0 : j / 16], nibble));
     mlir::Value v = memref::LoadOp::create(b_, keyTable_, ValueRange{idx});
     out = vector::InsertOp::create(b_, v, out, ArrayRef<int64_t>{j});
   }
   return out;
+}
+
+// Writes a dot.tiles b operand into its workgroup buffer (as f32, or as bytes for MFMA, whose
+// B fragment is then read once into registers).
+void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
+  mlir::Value buf = stageBufs_[dotStageOf_[v.id]];
+  const dsl::Type t = k_.typeOf(v);
+  if (barrierBefore)
+    gpu::BarrierOp::create(b_);
+  mlir::Value val = get(v);
+  const bool bytes = cast<MemRefType>(buf.getType()).getElementType().isInteger(8);
+  if (bytes)
+    val = arith::BitcastOp::create(b_, cast<VectorType>(val.getType()).clone(b_.getI8Type()), val);
+  else
+    val = toF32(val);
+  gpuStoreTile(buf, constant(b_.getI64Type(), 0), val, t.lanes);
+  gpu::BarrierOp::create(b_);
+  dotStage_[v.id] = buf;
+  if (bytes)
+    mfmaB_[v.id] = mfmaFragmentB(buf, t.lanes / spec::kIndexHeadDim, spec::kIndexHeadDim);
+}
+
+// FFMA form: thread t holds ca consecutive lanes of a, i.e. a slice of one row m; it dots the
+// slice with every row of the staged b, the g threads of a row sum their parts with xor
+// shuffles, and the N x M results reach their owners through a workgroup buffer.
+mlir::Value Emitter::gpuDotTiles(const dsl::Op &op) {
+  if (gfx950_ && mfmaFits(op))
+    return mfmaDotTiles(op);
+  const int64_t k = op.intAttr, aLanes = k_.typeOf(op.operands[0]).lanes;
+  const int64_t M = aLanes / k, N = k_.typeOf(op.operands[1]).lanes / k, ca = chunk(aLanes);
+  mlir::Type f32 = b_.getF32Type(), i64 = b_.getI64Type();
+  const auto resultType = VectorType::get({chunk(N * M)}, f32);
+  if (partial(aLanes) || k % ca != 0 || (k / ca) > threads_) {
+    if (error_.empty())
+      error_ = fmt::format("dot.tiles: rows of {} lanes do not split evenly over the threads of a "
+                           "tile of {} lanes",
+                           k, aLanes);
+    return constant(resultType, 0);
+  }
+  const int64_t g = k / ca; // threads per row of a
+  if (!dotStage_.count(op.operands[1].id))
+    stageDotOperand(op.operands[1], /*barrierBefore=*/true);
+  mlir::Value staged = dotStage_[op.operands[1].id];
+  const int32_t def = definingOp_[op.operands[0].id];
+  mlir::Value a = keyTable_ && def >= 0 && k_.ops[def].kind == OpKind::DecodeNvfp4
+                      ? gpuKeysF32(k_.ops[def]) // the decode itself becomes dead and is removed
+                      : toF32(get(op.operands[0]));
+  mlir::Value lane = laneI64();
+  mlir::Value m = arith::DivSIOp::create(b_, lane, constant(i64, g));
+  mlir::Value part = arith::RemSIOp::create(b_, lane, constant(i64, g));
+  mlir::Value koff = arith::MulIOp::create(b_, part, constant(i64, ca));
+  mlir::Value res = dotResult_.at(static_cast<int32_t>(&op - k_.ops.data()));
+  for (int64_t n = 0; n < N; ++n) {
+    mlir::Value at = arith::AddIOp::create(b_, koff, constant(i64, n * k));
+    mlir::Value vb = vector::LoadOp::create(b_, VectorType::get({ca}, f32), staged, ValueRange{toIndex(at)});
+    // Products of E4M3 values are exact in f32, so contracting them into FMAs changes nothing.
+    auto fm = arith::FastMathFlags::reassoc | arith::FastMathFlags::contract;
+    mlir::Value s = vector::ReductionOp::create(b_, vector::CombiningKind::ADD,
+                                                arith::MulFOp::create(b_, a, vb, fm), mlir::Value(), fm);
+    for (int64_t off = g / 2; off >= 1; off /= 2)
+      s = arith::AddFOp::create(b_, s, shuffleXor(s, static_cast<int32_t>(off)));
+    // Thread (m, n % g) of the row's g threads writes result n.
+    auto mine = scf::IfOp::create(
+        b_, TypeRange{}, arith::CmpIOp::create(b_, arith::CmpIPredicate::eq, part, constant(i64, n % g)),
+        false);
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPoint(mine.thenBlock()->getTerminator());
+    memref::StoreOp::create(b_, s, res,
+                            ValueRange{toIndex(arith::AddIOp::create(b_, m, constant(i64, n * M)))});
+  }
+  gpu::BarrierOp::create(b_);
+  mlir::Value out = gpuLoadTile(res, constant(i64, 0), N * M, f32);
+  gpu::BarrierOp::create(b_); // the buffer is written again by the next tile
+  return out;
+}
+
+// Groups of S lanes: whole groups per thread reduce in registers; a group spread over several
+// threads (consecutive ones, as tiles are blocked) reduces with xor shuffles, and output lane g
+// comes from the group's first thread.
+mlir::Value Emitter::gpuReduceMaxGroups(mlir::Value t, int64_t lanes, int64_t groups) {
+  mlir::Type f32 = b_.getF32Type(), i64 = b_.getI64Type();
+  const int64_t S = lanes / groups, c = chunk(lanes);
+  const double ninf = -std::numeric_limits<double>::infinity();
+  auto slice = [&](int64_t from, int64_t n) {
+    mlir::Value part = vector::ExtractStridedSliceOp::create(b_, t, ArrayRef<int64_t>{from},
+                                                             ArrayRef<int64_t>{n}, ArrayRef<int64_t>{1});
+    return vector::ReductionOp::create(b_, vector::CombiningKind::MAXNUMF, part,
+                                       constant(f32, ninf), arith::FastMathFlags::none)
+        .getResult();
+  };
+  if (!partial(lanes) && c >= S) {
+    mlir::Value out = constant(VectorType::get({c / S}, f32), 0);
+    for (int64_t g = 0; g < c / S; ++g)
+      out = vector::InsertOp::create(b_, slice(g * S, S), out, ArrayRef<int64_t>{g});
+    return out;
+  }
+  if (!partial(lanes) && S % c != 0) {
+    if (error_.empty())
+      error_ = fmt::format("reduce.max.groups: groups of {} lanes do not align with {} lanes per "
+                           "thread",
+                           S, c);
+    return constant(VectorType::get({chunk(groups)}, f32), 0);
+  }
+  const int64_t span = partial(lanes) ? S : S / c; // threads per group
+  mlir::Value s = slice(0, c);
+  if (partial(lanes))
+    s = arith::SelectOp::create(b_, laneBelow(lanes), s, constant(f32, ninf));
+  for (int64_t off = span / 2; off >= 1; off /= 2)
+    s = maxNum(s, shuffleXor(s, static_cast<int32_t>(off)));
+  mlir::Value src = arith::SelectOp::create(b_, laneBelow(groups),
+                                            arith::MulIOp::create(b_, laneI64(), constant(i64, span)),
+                                            constant(i64, 0));
+  return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), shuffleIdx(s, src));
 }
 
 StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
@@ -275,9 +403,40 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
       smemLanes[e] = std::max<int64_t>(smemLanes[e], 2 * t.lanes);
     }
   auto workgroup = gpu::AddressSpaceAttr::get(b_.getContext(), gpu::AddressSpace::Workgroup);
+  auto wgBuffer = [&](int64_t n, mlir::Type e) {
+    return MemRefType::get({n}, e, MemRefLayoutAttrInterface{}, workgroup);
+  };
   SmallVector<mlir::Type> smemTypes;
   for (auto [e, n] : smemLanes)
-    smemTypes.push_back(MemRefType::get({n}, elemType(static_cast<Elem>(e)), MemRefLayoutAttrInterface{}, workgroup));
+    smemTypes.push_back(wgBuffer(n, elemType(static_cast<Elem>(e))));
+  // dot.tiles: a buffer per distinct b operand (bytes for MFMA, else f32) and, for the FFMA
+  // form, one for each op's results.
+  dotStageOf_.assign(k_.valueTypes.size(), -1);
+  std::vector<std::pair<int32_t, mlir::Type>> extraBuffers; // (-1 - b id) or op index, type
+  int64_t dotBytes = 0;
+  for (size_t i = 0; i < k_.ops.size(); ++i) {
+    const dsl::Op &op = k_.ops[i];
+    if (op.kind != OpKind::DotTiles)
+      continue;
+    const int64_t k = op.intAttr, M = k_.typeOf(op.operands[0]).lanes / k;
+    const int64_t bLanes = k_.typeOf(op.operands[1]).lanes, N = bLanes / k;
+    const bool mfma = gfx950_ && mfmaFits(op);
+    if (dotStageOf_[op.operands[1].id] < 0) {
+      dotStageOf_[op.operands[1].id] = static_cast<int32_t>(extraBuffers.size());
+      extraBuffers.push_back({-1 - op.operands[1].id, wgBuffer(bLanes, mfma ? mlir::Type(b_.getI8Type()) : mlir::Type(b_.getF32Type()))});
+      dotBytes += bLanes * (mfma ? 1 : 4);
+    }
+    if (!mfma) {
+      extraBuffers.push_back({static_cast<int32_t>(i), wgBuffer(N * M, b_.getF32Type())});
+      dotBytes += N * M * 4;
+    }
+  }
+  if (dotBytes > kMaxDotWorkgroupBytes)
+    return Status::error(fmt::format("kernel @{}: dot.tiles needs {} bytes of workgroup memory "
+                                     "(at most {}): too many rows x heads for one GPU program",
+                                     k_.name, dotBytes, kMaxDotWorkgroupBytes));
+  for (auto &[key, type] : extraBuffers)
+    smemTypes.push_back(type);
   bool decodes = false;
   definingOp_.assign(k_.valueTypes.size(), -1);
   for (size_t i = 0; i < k_.ops.size(); ++i) {
@@ -285,11 +444,11 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
       definingOp_[r.id] = static_cast<int32_t>(i);
     decodes |= k_.ops[i].kind == OpKind::DecodeNvfp4;
   }
-  if (decodes)
+  if (decodes && !gfx950_) // gfx950 decodes with its conversion instructions instead
     declareKeyTable(gpuModule.getBody());
   auto fn = gpu::GPUFuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}), smemTypes);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
-  fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({kGpuThreads, 1, 1}));
+  fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
   Block *entry = &fn.getBody().front();
   b_.setInsertionPointToStart(entry);
   size_t a = 0;
@@ -300,8 +459,15 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   size_t w = 0;
   for (auto [e, n] : smemLanes)
     smem_[e] = fn.getWorkgroupAttributions()[w++];
+  for (auto &[key, type] : extraBuffers) {
+    mlir::Value buf = fn.getWorkgroupAttributions()[w++];
+    if (key < 0)
+      stageBufs_.push_back(buf);
+    else
+      dotResult_[key] = buf;
+  }
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
-  if (decodes)
+  if (decodes && !gfx950_)
     keyTable_ = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()),
                                             "m3idx_nvfp4_keys");
   programId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));

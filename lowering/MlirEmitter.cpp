@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 
+#include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -24,7 +25,7 @@ using dsl::Elem;
 using dsl::OpKind;
 
 void loadDialects(MLIRContext &ctx) {
-  ctx.loadDialect<arith::ArithDialect, func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
+  ctx.loadDialect<amdgpu::AMDGPUDialect, arith::ArithDialect, func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
                   memref::MemRefDialect, scf::SCFDialect, vector::VectorDialect>();
 }
 
@@ -79,26 +80,17 @@ mlir::Value Emitter::emitDecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   mlir::Value e2m1 = arith::BitcastOp::create(b_, f4, arith::TruncIOp::create(b_, i4, nibbles));
   mlir::Value values = arith::ExtFOp::create(b_, f32N, e2m1);
 
-  mlir::Value scaleN;
-  if (gpu_) {
-    mlir::Value byte = gpuThreadScale(scales, N);
-    auto f8 = VectorType::get({1}, b_.getType<Float8E4M3FNType>());
-    mlir::Value one = vector::BroadcastOp::create(b_, VectorType::get({1}, b_.getI8Type()), byte);
-    mlir::Value bits = arith::BitcastOp::create(b_, f8, one);
-    mlir::Value f = arith::ExtFOp::create(b_, VectorType::get({1}, b_.getF32Type()), bits);
-    scaleN = vector::BroadcastOp::create(b_, f32N, vector::ExtractOp::create(b_, f, ArrayRef<int64_t>{0}));
-  } else {
-    auto st = cast<VectorType>(scales.getType());
-    const int64_t S = st.getNumElements();
-    auto f8S = VectorType::get({S}, b_.getType<Float8E4M3FNType>());
-    mlir::Value scaleBits = arith::BitcastOp::create(b_, f8S, scales);
-    mlir::Value scaleF =
-        arith::ExtFOp::create(b_, VectorType::get({S}, b_.getF32Type()), scaleBits);
-    SmallVector<int64_t> perElement;
-    for (int64_t d = 0; d < N; ++d)
-      perElement.push_back(d / (N / S));
-    scaleN = vector::ShuffleOp::create(b_, scaleF, scaleF, perElement);
-  }
+  // One E4M3 scale per 16 elements: on a GPU, those of this thread's elements.
+  mlir::Value scaleBytes = gpu_ ? gpuThreadScales(scales, N) : scales;
+  const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
+  mlir::Value scaleF = arith::ExtFOp::create(
+      b_, VectorType::get({S}, b_.getF32Type()),
+      arith::BitcastOp::create(b_, VectorType::get({S}, b_.getType<Float8E4M3FNType>()), scaleBytes)
+          .getResult());
+  SmallVector<int64_t> perElement;
+  for (int64_t d = 0; d < N; ++d)
+    perElement.push_back(S == 1 ? 0 : d / 16);
+  mlir::Value scaleN = vector::ShuffleOp::create(b_, scaleF, scaleF, perElement);
   mlir::Value prod = arith::MulFOp::create(b_, values, scaleN);
   mlir::Value clamped = arith::MaximumFOp::create(
       b_, arith::MinimumFOp::create(b_, prod, constant(f32N, 448.0)), constant(f32N, -448.0));
@@ -122,8 +114,15 @@ mlir::Value Emitter::emitPackScoreKey(mlir::Value s, mlir::Value block) {
 }
 
 void Emitter::emitRegion(const dsl::Region &r) {
-  for (int32_t i : r.ops)
+  for (int32_t i : r.ops) {
     emitOp(k_.ops[i]);
+    if (!gpu_)
+      continue;
+    for (dsl::ValueId v : k_.ops[i].results) // a dot.tiles b operand: staged once, where defined
+      if (v.id < static_cast<int32_t>(dotStageOf_.size()) && dotStageOf_[v.id] >= 0 &&
+          !dotStage_.count(v.id))
+        stageDotOperand(v, /*barrierBefore=*/false);
+  }
 }
 
 void Emitter::emitOp(const dsl::Op &op) {
@@ -247,13 +246,41 @@ void Emitter::emitOp(const dsl::Op &op) {
                                     isF ? arith::FastMathFlags::reassoc : arith::FastMathFlags::none));
     return;
   }
+  case OpKind::ReduceMaxGroups: {
+    const int64_t lanes = k_.typeOf(op.operands[0]).lanes, groups = op.intAttr;
+    if (gpu_) {
+      set(gpuReduceMaxGroups(in(0), lanes, groups));
+      return;
+    }
+    // One reduction per group (vector.multi_reduction has no lowering in the host pipeline).
+    mlir::Type f32 = b_.getF32Type();
+    const int64_t S = lanes / groups;
+    mlir::Value out = constant(VectorType::get({groups}, f32), 0);
+    for (int64_t g = 0; g < groups; ++g) {
+      mlir::Value part = vector::ExtractStridedSliceOp::create(
+          b_, in(0), ArrayRef<int64_t>{g * S}, ArrayRef<int64_t>{S}, ArrayRef<int64_t>{1});
+      mlir::Value m = vector::ReductionOp::create(
+          b_, vector::CombiningKind::MAXNUMF, part,
+          constant(f32, -std::numeric_limits<double>::infinity()), arith::FastMathFlags::none);
+      out = vector::InsertOp::create(b_, m, out, ArrayRef<int64_t>{g});
+    }
+    set(out);
+    return;
+  }
+  case OpKind::LoadTileMasked:
+    set(loadTileMasked(buffers_[op.intAttr], in(0), in(1), k_.typeOf(op.results[0]).lanes,
+                       elemType(k_.typeOf(op.results[0]).elem)));
+    return;
+  case OpKind::DotTiles:
+    set(gpu_ ? gpuDotTiles(op) : hostDotTiles(in(0), in(1), op.intAttr));
+    return;
   case OpKind::Load:
     set(memref::LoadOp::create(b_, buffers_[op.intAttr], ValueRange{toIndex(in(0))}));
     return;
   case OpKind::LoadTile:
     if (gpu_) {
       set(gpuLoadTile(buffers_[op.intAttr], in(0), k_.typeOf(op.results[0]).lanes,
-                      elemType(k_.typeOf(op.results[0]).elem)));
+                      elemType(k_.typeOf(op.results[0]).elem), op.alignAttr));
       return;
     }
     set(vector::LoadOp::create(b_, cast<VectorType>(resultType()), buffers_[op.intAttr],
@@ -280,17 +307,19 @@ void Emitter::emitOp(const dsl::Op &op) {
     if (gpu_) {
       const int64_t P = k_.typeOf(op.operands[0]).lanes;
       const int64_t outChunk = chunk(2 * P);
-      if (partial(P) || outChunk != 2 * chunk(P) || 16 % outChunk != 0) {
+      const int64_t S = k_.typeOf(op.operands[1]).lanes;
+      const bool ownScales = outChunk % 16 == 0 && !partial(S) && chunk(S) * 16 == outChunk;
+      if (partial(P) || outChunk != 2 * chunk(P) || (16 % outChunk != 0 && !ownScales)) {
         if (error_.empty())
           error_ = fmt::format("nvfp4.decode of {} packed bytes does not distribute over {} "
                                "threads",
-                               P, kGpuThreads);
+                               P, threads_);
         set(constant(resultType(), 0));
         return;
       }
       scaleLanes_ = k_.typeOf(op.operands[1]).lanes;
     }
-    set(emitDecodeNvfp4(in(0), in(1)));
+    set(gpu_ && gfx950_ ? gfx950DecodeNvfp4(in(0), in(1)) : emitDecodeNvfp4(in(0), in(1)));
     return;
   }
   case OpKind::Dot: {
@@ -352,6 +381,70 @@ void Emitter::emitOp(const dsl::Op &op) {
 }
 
 
+mlir::Value Emitter::toF32(mlir::Value v) {
+  mlir::Type t = v.getType();
+  if (getElementTypeOrSelf(t).isF32())
+    return v;
+  auto vt = dyn_cast<VectorType>(t);
+  return arith::ExtFOp::create(b_, vt ? mlir::Type(vt.clone(b_.getF32Type())) : b_.getF32Type(), v);
+}
+
+mlir::Value Emitter::entryAlloca(int64_t n, mlir::Type elem) {
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPointToStart(entry_);
+  return memref::AllocaOp::create(b_, MemRefType::get({n}, elem), b_.getI64IntegerAttr(64));
+}
+
+// Rows go through stack scratch and two loops, so code size does not grow with M x N.
+mlir::Value Emitter::hostDotTiles(mlir::Value a, mlir::Value b, int64_t k) {
+  a = toF32(a);
+  b = toF32(b);
+  const int64_t M = cast<VectorType>(a.getType()).getNumElements() / k;
+  const int64_t N = cast<VectorType>(b.getType()).getNumElements() / k;
+  mlir::Type f32 = b_.getF32Type();
+  mlir::Value sa = entryAlloca(M * k, f32), sb = entryAlloca(N * k, f32), res = entryAlloca(N * M, f32);
+  mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
+  mlir::Value ck = arith::ConstantIndexOp::create(b_, k), cM = arith::ConstantIndexOp::create(b_, M);
+  vector::StoreOp::create(b_, a, sa, ValueRange{c0});
+  vector::StoreOp::create(b_, b, sb, ValueRange{c0});
+  auto overN = scf::ForOp::create(b_, c0, arith::ConstantIndexOp::create(b_, N), c1);
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPoint(overN.getBody()->getTerminator());
+    mlir::Value n = overN.getInductionVar();
+    auto overM = scf::ForOp::create(b_, c0, cM, c1);
+    b_.setInsertionPoint(overM.getBody()->getTerminator());
+    mlir::Value m = overM.getInductionVar();
+    auto vk = VectorType::get({k}, f32);
+    mlir::Value va = vector::LoadOp::create(b_, vk, sa, ValueRange{arith::MulIOp::create(b_, m, ck)});
+    mlir::Value vb = vector::LoadOp::create(b_, vk, sb, ValueRange{arith::MulIOp::create(b_, n, ck)});
+    mlir::Value d = vector::ReductionOp::create(b_, vector::CombiningKind::ADD,
+                                                arith::MulFOp::create(b_, va, vb), mlir::Value(),
+                                                arith::FastMathFlags::reassoc);
+    memref::StoreOp::create(b_, d, res,
+                            ValueRange{arith::AddIOp::create(b_, arith::MulIOp::create(b_, n, cM), m)});
+  }
+  return vector::LoadOp::create(b_, VectorType::get({N * M}, f32), res, ValueRange{c0});
+}
+
+// This thread's lanes [first, first + c) of the tile, those below min(limit, lanes) read from
+// memory, the rest 0 (a masked load touches no memory for them).
+mlir::Value Emitter::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit,
+                                    int64_t lanes, mlir::Type elem) {
+  mlir::Type i64 = b_.getI64Type();
+  const int64_t c = gpu_ ? chunk(lanes) : lanes;
+  mlir::Value first = gpu_ ? mlir::Value(arith::MulIOp::create(b_, laneI64(), constant(i64, c)))
+                           : constant(i64, 0);
+  mlir::Value lim = arith::MinSIOp::create(b_, limit, constant(i64, lanes));
+  mlir::Value count = arith::MaxSIOp::create(b_, arith::SubIOp::create(b_, lim, first), constant(i64, 0));
+  mlir::Value mask = vector::CreateMaskOp::create(b_, VectorType::get({c}, b_.getI1Type()),
+                                                  ValueRange{toIndex(count)});
+  auto vt = VectorType::get({c}, elem);
+  return vector::MaskedLoadOp::create(b_, vt, buf,
+                                      ValueRange{toIndex(arith::AddIOp::create(b_, off, first))},
+                                      mask, constant(vt, 0));
+}
+
 // fmaxf semantics (a NaN operand yields the other). On GPUs arith.maxnumf lowers to a libdevice
 // call (__nv_fmaxf) that stays unresolved unless a CUDA toolkit is found at compile time; the LLVM
 // intrinsic lowers to max.f32 everywhere.
@@ -373,6 +466,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
   auto fn = func::FuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}));
   fn->setAttr("llvm.emit_c_interface", b_.getUnitAttr());
   Block *entry = fn.addEntryBlock();
+  entry_ = entry;
   b_.setInsertionPointToEnd(entry);
   size_t a = 0;
   for (size_t i = 0; i < k_.buffers.size(); ++i)
@@ -402,9 +496,10 @@ StatusOr<OwningOpRef<ModuleOp>> emitHostModule(MLIRContext &ctx, const dsl::Kern
   return e.run();
 }
 
-StatusOr<OwningOpRef<ModuleOp>> emitGpuModule(MLIRContext &ctx, const dsl::Kernel &kernel) {
+StatusOr<OwningOpRef<ModuleOp>> emitGpuModule(MLIRContext &ctx, const dsl::Kernel &kernel,
+                                              const GpuForm &form) {
   loadDialects(ctx);
-  Emitter e(ctx, kernel, /*gpu=*/true);
+  Emitter e(ctx, kernel, /*gpu=*/true, form);
   return e.runGpu();
 }
 

@@ -22,14 +22,22 @@ void loadDialects(mlir::MLIRContext &ctx);
 StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> emitHostModule(mlir::MLIRContext &ctx,
                                                              const dsl::Kernel &kernel);
 
-// Threads of one GPU program (a CTA / workgroup): one warp.
-inline constexpr int kGpuThreads = 32;
+// How a GPU target runs a program: one warp / wavefront of `threads` threads, and which matrix
+// and conversion instructions the emitter may use directly.
+struct GpuForm {
+  int threads = 32;
+  bool gfx950 = false; // MFMA f8f6f4 for dot.tiles, v_cvt_scalef32_pk_f32_fp4 / v_cvt_pk_fp8_f32
+};
+inline constexpr GpuForm kSm90Form{32, false};
+inline constexpr GpuForm kGfx950Form{64, true};
 
 // gpu.module @m3idx_kernels { gpu.func @<kernel>(buffers as memref<?xT>..., scalars...) kernel }:
-// a program is a CTA of kGpuThreads threads (program id = block id); a tile of N lanes is spread
-// blocked over the threads (N >= 32: N/32 consecutive lanes each; N < 32: thread t holds lane t);
-// scalars are uniform. Cross-lane ops use gpu.shuffle and a workgroup buffer.
+// a program is a CTA / workgroup of form.threads threads (program id = block id); a tile of N
+// lanes is spread blocked over the threads (N >= threads: N/threads consecutive lanes each;
+// otherwise thread t holds lane t); scalars are uniform. Cross-lane ops use gpu.shuffle and
+// workgroup buffers.
 StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> emitGpuModule(mlir::MLIRContext &ctx,
-                                                            const dsl::Kernel &kernel);
+                                                            const dsl::Kernel &kernel,
+                                                            const GpuForm &form);
 
 } // namespace m3idx::lowering

@@ -37,6 +37,7 @@ public:
             "convert-arith-to-llvm",
             "convert-cf-to-llvm",
             "convert-func-to-llvm",
+            "convert-ub-to-llvm",
             "reconcile-unrealized-casts"};
   }
 

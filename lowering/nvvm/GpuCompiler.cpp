@@ -34,7 +34,7 @@ private:
 StatusOr<std::string> gpuStage(const dsl::Kernel &k, const Target &target, GpuStage stage,
                                std::string *irAfterEachPass) {
   std::unique_ptr<mlir::MLIRContext> ctx = makeContext();
-  auto module = emitGpuModule(*ctx, k);
+  auto module = emitGpuModule(*ctx, k, target.desc().kind == "gfx950" ? kGfx950Form : kSm90Form);
   if (!module.ok())
     return module.status();
   std::string out;

@@ -23,8 +23,8 @@ public:
             "cse",
             "gpu.module(convert-vector-to-scf,convert-scf-to-cf)",
             "nvvm-attach-target{chip=sm_90 features=+ptx81 O=3}",
-            "gpu.module(convert-gpu-to-nvvm,convert-vector-to-llvm,canonicalize,cse,"
-            "reconcile-unrealized-casts)",
+            "gpu.module(convert-gpu-to-nvvm,convert-vector-to-llvm,convert-arith-to-llvm,canonicalize,cse,"
+            "convert-ub-to-llvm,reconcile-unrealized-casts)",
             "gpu-module-to-binary{format=isa}"};
   }
 

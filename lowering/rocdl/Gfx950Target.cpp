@@ -1,6 +1,5 @@
 // The AMD MI355X target: the DSL's GPU form lowered through ROCDL to a gfx950 code object (HSACO),
-// linked by ld.lld in-process through MLIR's gpu-module-to-binary. The GPU form uses 32-thread
-// programs, which run as half a wave64 for now.
+// linked by ld.lld in-process through MLIR's gpu-module-to-binary. A program is one wave64.
 #include "lowering/Target.h"
 
 #include <filesystem>
@@ -23,13 +22,14 @@ public:
   const TargetDesc &desc() const override { return desc_; }
   BinaryKind binaryKind() const override { return BinaryKind::Hsaco; }
   std::vector<std::string> pipeline() const override {
-    return {"m3idx-expand-small-floats",
+    return {"m3idx-expand-small-floats{keep-small-float-data=true}",
             "canonicalize",
             "cse",
             "gpu.module(convert-vector-to-scf,convert-scf-to-cf)",
             "rocdl-attach-target{chip=gfx950 O=3}",
-            "gpu.module(convert-gpu-to-rocdl{chipset=gfx950},convert-vector-to-llvm,canonicalize,"
-            "cse,reconcile-unrealized-casts)",
+            "gpu.module(convert-amdgpu-to-rocdl{chipset=gfx950},convert-gpu-to-rocdl{chipset=gfx950},"
+            "convert-vector-to-llvm,convert-arith-to-llvm,canonicalize,"
+            "cse,convert-ub-to-llvm,reconcile-unrealized-casts)",
             "gpu-module-to-binary{format=bin toolkit=" + rocmToolkitDir() + "}"};
   }
 

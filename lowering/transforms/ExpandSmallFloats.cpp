@@ -162,6 +162,13 @@ struct FoldBitcastRoundTrip : OpRewritePattern<arith::BitcastOp> {
 struct ExpandSmallFloatsPass
     : PassWrapper<ExpandSmallFloatsPass, OperationPass<>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ExpandSmallFloatsPass)
+  ExpandSmallFloatsPass() = default;
+  ExpandSmallFloatsPass(const ExpandSmallFloatsPass &other) : PassWrapper(other) {}
+  // gfx950 moves f8/f4 vectors into its conversion and MFMA instructions (the amdgpu dialect
+  // lowers them as bytes): there, small-float values may stay; only extf/truncf are expanded.
+  Option<bool> keepSmallFloatData{*this, "keep-small-float-data",
+                                  llvm::cl::desc("allow small-float values that are not converted"),
+                                  llvm::cl::init(false)};
   StringRef getArgument() const override { return "m3idx-expand-small-floats"; }
   StringRef getDescription() const override {
     return "Expand f4E2M1FN/f8E4M3FN arith.extf and f8E4M3FN arith.truncf into integer arithmetic";
@@ -174,6 +181,8 @@ struct ExpandSmallFloatsPass
     patterns.add<ExpandExtF, ExpandTruncF, FoldBitcastRoundTrip>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
+    if (keepSmallFloatData)
+      return;
     // A small-float value left behind would reach LLVM with no lowering: fail loudly here.
     WalkResult r = getOperation()->walk([](Operation *op) {
       for (Type t : op->getResultTypes())

@@ -2,7 +2,8 @@
 # Run on the H200 (device tool, with .gpu carried; make it with bench/gpu-prepare.sh). Stages, each
 # fitting one device call: `check` builds the LLVM-free CUDA checker with the machine's g++ and
 # checks every case in .gpu/cases against the scalar reference; `bench` times generated decode steps
-# (checked against the reference on the CPU, so about 7 minutes) next to the copy bandwidth; `torch`
+# next to the copy bandwidth (`bench-checked` also checks each against the reference on the CPU,
+# about 7 minutes); `torch`
 # runs PyTorch eager and torch.compile implementations of SPEC on the same shapes (checked on the
 # golden decode cases). Logs go to $OUT when it is set. Usage: bench/gpu.sh [check|bench|torch]...
 set -euo pipefail
@@ -24,16 +25,17 @@ for stage in "${stages[@]}"; do
     check)
       build
       /tmp/m3idx-cuda-check .gpu/ptx .gpu/cases/* 2>&1 | tee "$OUT/gpu-check.log" ;;
-    bench)
+    bench|bench-checked)
       build
-      for shape in "256 32768 1" "256 131072 1" "64 131072 4"; do
+      flag=$([[ $stage == bench-checked ]] && echo --check || true)
+      for shape in "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1"; do
         # shellcheck disable=SC2086
-        /tmp/m3idx-cuda-check .gpu/ptx --bench $shape 2>&1 | tee -a "$OUT/gpu-bench.log"
+        /tmp/m3idx-cuda-check .gpu/ptx --bench $shape $flag 2>&1 | tee -a "$OUT/gpu-bench.log"
       done ;;
     torch)
       python3 bench/torch_reference.py --check .gpu/cases/decode_exact \
         .gpu/cases/decode_edge_nan_scales --bench "256 32768 1" "256 131072 1" "64 131072 4" \
         2>&1 | tee "$OUT/torch-bench.log" ;;
-    *) echo "unknown stage $stage (check, bench, torch)" >&2; exit 2 ;;
+    *) echo "unknown stage $stage (check, bench, bench-checked, torch)" >&2; exit 2 ;;
   esac
 done

@@ -351,7 +351,9 @@ mlir::Value Emitter::gpuReduceMaxGroups(mlir::Value t, int64_t lanes, int64_t gr
   mlir::Type f32 = b_.getF32Type(), i64 = b_.getI64Type();
   const int64_t S = lanes / groups, c = chunk(lanes);
   const double ninf = -std::numeric_limits<double>::infinity();
-  auto slice = [&](int64_t from, int64_t n) {
+  auto slice = [&](int64_t from, int64_t n) -> mlir::Value {
+    if (n == 1) // a one-lane vector.reduction folds to arith.maxnumf, a libdevice call on NVVM
+      return maxNum(vector::ExtractOp::create(b_, t, ArrayRef<int64_t>{from}), constant(f32, ninf));
     mlir::Value part = vector::ExtractStridedSliceOp::create(b_, t, ArrayRef<int64_t>{from},
                                                              ArrayRef<int64_t>{n}, ArrayRef<int64_t>{1});
     return vector::ReductionOp::create(b_, vector::CombiningKind::MAXNUMF, part,

@@ -13,7 +13,7 @@ stages=("$@")
 build() {
   [[ -x /tmp/m3idx-cuda-check ]] && return
   mkdir -p /tmp/m3idx-obj
-  ls core/*.cpp casefile/*.cpp reference/*.cpp dsl/*.cpp kernels_src/*.cpp runtime/cuda/*.cpp \
+  ls core/*.cpp casefile/*.cpp reference/*.cpp dsl/*.cpp kernels_src/*.cpp runtime/cuda/*.cpp runtime/gpu/*.cpp \
     tools/m3idx-cuda-check.cpp |
     xargs -P "$(nproc)" -I{} sh -c 'g++ -std=c++20 -O2 -DFMT_HEADER_ONLY -ffp-contract=off -I. \
       -I.gpu/include -c {} -o /tmp/m3idx-obj/$(echo {} | tr / _).o'

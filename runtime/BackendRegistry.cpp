@@ -4,6 +4,7 @@
 #include "runtime/Backend.h"
 #include "runtime/HostBackend.h"
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/hip/HipBackend.h"
 #include "lowering/Target.h"
 #include "lowering/nvvm/GpuCompiler.h"
 
@@ -21,15 +22,17 @@ public:
 
 } // namespace
 
-std::vector<std::string> backendNames() { return {"ref", "host", "cuda"}; }
+std::vector<std::string> backendNames() { return {"ref", "host", "cuda", "hip"}; }
 
 namespace {
-// sm_90 PTX compiled in-process from the DSL kernels.
-StatusOr<std::string> compileSm90(kernels::KernelKind kind, const kernels::KernelConfig &config) {
-  StatusOr<dsl::Kernel> k = kernels::buildKernel(kind, config);
-  if (!k.ok())
-    return k.status();
-  return lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
+// A GPU target's code object (sm_90 PTX, gfx950 HSACO) compiled in-process from the DSL kernels.
+runtime::CodeSource compileFor(std::unique_ptr<lowering::Target> (*makeTarget)()) {
+  return [makeTarget](kernels::KernelKind kind, const kernels::KernelConfig &config) -> StatusOr<std::string> {
+    StatusOr<dsl::Kernel> k = kernels::buildKernel(kind, config);
+    if (!k.ok())
+      return k.status();
+    return lowering::gpuStage(*k, *makeTarget(), lowering::GpuStage::Binary);
+  };
 }
 } // namespace
 
@@ -39,10 +42,16 @@ StatusOr<std::unique_ptr<Backend>> makeBackend(const std::string &name) {
   if (name == "host")
     return std::unique_ptr<Backend>(std::make_unique<HostBackend>());
   if (name == "cuda") {
-    auto cuda = cuda::CudaBackend::create(0, compileSm90);
+    auto cuda = cuda::createCudaBackend(0, compileFor(lowering::makeSm90Target));
     if (!cuda.ok())
       return cuda.status();
     return std::unique_ptr<Backend>(std::move(cuda).value());
+  }
+  if (name == "hip") {
+    auto hip = hip::createHipBackend(0, compileFor(lowering::makeGfx950Target));
+    if (!hip.ok())
+      return hip.status();
+    return std::unique_ptr<Backend>(std::move(hip).value());
   }
   return invalidArgument("--backend", fmt::format("one of {}", fmt::join(backendNames(), ", ")),
                          "'" + name + "'");

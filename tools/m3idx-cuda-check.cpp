@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
     std::cerr << "usage: m3idx-cuda-check PTX_DIR CASE...\n";
     return 2;
   }
-  auto backend = cuda::CudaBackend::create(0, cuda::ptxFromDirectory(argv[1]));
+  auto backend = cuda::createCudaBackend(0, cuda::ptxFromDirectory(argv[1]));
   if (!backend.ok()) {
     std::cerr << "m3idx-cuda-check: " << backend.status().message() << "\n";
     return 1;

@@ -1,84 +1,17 @@
 #include "runtime/cuda/CudaBackend.h"
 
-#include <algorithm>
-#include <chrono>
 #include <fstream>
-#include <limits>
-#include <vector>
 
-#include "core/Spec.h"
-#include "kernels_src/LaunchPlan.h"
+#include "runtime/cuda/CudaDriver.h"
 
 namespace m3idx::cuda {
 
-using kernels::KernelKind;
-using kernels::maxRequestBlocks;
-
-namespace {
-
-constexpr unsigned kThreads = 32; // lowering::kGpuThreads: one warp per program
-
-// Device memory freed when it goes out of scope.
-class DeviceBuffer {
-public:
-  DeviceBuffer(const DriverApi *api) : api_(api) {}
-  ~DeviceBuffer() {
-    if (ptr_)
-      api_->memFree(ptr_);
-  }
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  Status allocate(size_t bytes) {
-    bytes_ = bytes;
-    return api_->check(api_->memAlloc(&ptr_, std::max<size_t>(bytes, 4)), "cuMemAlloc");
-  }
-  Status upload(const void *src, size_t bytes) {
-    M3IDX_RETURN_IF_ERROR(allocate(bytes));
-    return bytes ? api_->check(api_->memcpyHtoD(ptr_, src, bytes), "cuMemcpyHtoD") : Status();
-  }
-  Status download(void *dst, size_t bytes) const {
-    return bytes ? api_->check(api_->memcpyDtoH(dst, ptr_, bytes), "cuMemcpyDtoH") : Status();
-  }
-  CUdeviceptr ptr() const { return ptr_; }
-
-private:
-  const DriverApi *api_;
-  CUdeviceptr ptr_ = 0;
-  size_t bytes_ = 0;
-};
-
-// Kernel parameters as convert-gpu-to-nvvm lays them out: per buffer its memref descriptor
-// (allocated, aligned, offset, size, stride), then the scalars.
-class LaunchArgs {
-public:
-  LaunchArgs &buffer(const DeviceBuffer &b, int64_t elements) {
-    for (uint64_t v : {static_cast<uint64_t>(b.ptr()), static_cast<uint64_t>(b.ptr()), uint64_t{0},
-                       static_cast<uint64_t>(elements), uint64_t{1}})
-      values_.push_back(v);
-    return *this;
-  }
-  LaunchArgs &scalar(int64_t v) {
-    values_.push_back(static_cast<uint64_t>(v));
-    return *this;
-  }
-  std::vector<void *> pointers() {
-    std::vector<void *> p;
-    for (uint64_t &v : values_)
-      p.push_back(&v);
-    return p;
-  }
-
-private:
-  std::vector<uint64_t> values_;
-};
-
-} // namespace
-
-std::string ptxFileName(KernelKind kind, const kernels::KernelConfig &config) {
+std::string ptxFileName(kernels::KernelKind kind, const kernels::KernelConfig &config) {
   return fmt::format("{}.{}.ptx", kernels::kernelName(kind), config.str());
 }
 
-PtxSource ptxFromDirectory(const std::string &dir) {
-  return [dir](KernelKind kind, const kernels::KernelConfig &config) -> StatusOr<std::string> {
+runtime::CodeSource ptxFromDirectory(const std::string &dir) {
+  return [dir](kernels::KernelKind kind, const kernels::KernelConfig &config) -> StatusOr<std::string> {
     const std::string path = dir + "/" + ptxFileName(kind, config);
     std::ifstream in(path);
     if (!in)
@@ -87,149 +20,11 @@ PtxSource ptxFromDirectory(const std::string &dir) {
   };
 }
 
-StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, PtxSource source) {
+StatusOr<std::unique_ptr<runtime::GpuBackend>> createCudaBackend(int device, runtime::CodeSource ptx) {
   auto api = loadDriver();
   if (!api.ok())
     return api.status();
-  const DriverApi *a = *api;
-  CUdevice dev;
-  M3IDX_RETURN_IF_ERROR(a->check(a->deviceGet(&dev, device), "cuDeviceGet"));
-  char name[256] = {};
-  M3IDX_RETURN_IF_ERROR(a->check(a->deviceGetName(name, sizeof name, dev), "cuDeviceGetName"));
-  CUcontext ctx;
-  M3IDX_RETURN_IF_ERROR(a->check(a->primaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain"));
-  M3IDX_RETURN_IF_ERROR(a->check(a->ctxSetCurrent(ctx), "cuCtxSetCurrent"));
-  return std::unique_ptr<CudaBackend>(new CudaBackend(a, name, std::move(source)));
-}
-
-StatusOr<CUfunction> CudaBackend::function(KernelKind kind, const kernels::KernelConfig &config) {
-  auto key = std::make_pair(static_cast<int>(kind), config.str());
-  if (auto it = functions_.find(key); it != functions_.end())
-    return it->second;
-  StatusOr<std::string> ptx = source_(kind, config);
-  if (!ptx.ok())
-    return ptx.status();
-  CUmodule module;
-  M3IDX_RETURN_IF_ERROR(api_->check(api_->moduleLoadData(&module, ptx->c_str()), "cuModuleLoadData"));
-  CUfunction fn;
-  M3IDX_RETURN_IF_ERROR(api_->check(
-      api_->moduleGetFunction(&fn, module, kernels::kernelName(kind)), "cuModuleGetFunction"));
-  functions_[key] = fn;
-  return fn;
-}
-
-StatusOr<double> CudaBackend::copyBandwidthGBs(size_t bytes, int repeat) {
-  DeviceBuffer src(api_), dst(api_);
-  M3IDX_RETURN_IF_ERROR(src.allocate(bytes));
-  M3IDX_RETURN_IF_ERROR(dst.allocate(bytes));
-  std::vector<double> ms;
-  for (int i = 0; i <= repeat; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->memcpyDtoD(dst.ptr(), src.ptr(), bytes), "cuMemcpyDtoD"));
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->ctxSynchronize(), "cuCtxSynchronize"));
-    if (i) // the first copy is a warm-up
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * bytes / (ms[ms.size() / 2] * 1e6);
-}
-
-StatusOr<IndexerOutput> CudaBackend::run(const BatchView &b, const runtime::RunOptions &options) {
-  M3IDX_RETURN_IF_ERROR(validateBatch(b));
-  const RowPlan plan = planRows(b);
-  const int H = b.params.numHeads, Q = b.params.decodeQueryLen;
-  const int64_t T = b.numRows, W = plan.scoreWidth, R = b.numRequests, D = b.params.numDecodes;
-  const int64_t decodeRows = b.queryStartLoc[D];
-  const int64_t scoreCount = H * T * W, topkCount = H * T * spec::kTopkBlocks;
-
-  DeviceBuffer q(api_), kv(api_), bt(api_), sl(api_), qsl(api_), scores(api_), topk(api_),
-      tileReq(api_), tileRow(api_), rowBlocks(api_);
-  M3IDX_RETURN_IF_ERROR(q.upload(b.q, T * H * spec::kIndexHeadDim));
-  M3IDX_RETURN_IF_ERROR(kv.upload(b.kv, b.numPages * spec::kPageBytes));
-  M3IDX_RETURN_IF_ERROR(bt.upload(b.blockTable, R * b.maxBlocks * 4));
-  M3IDX_RETURN_IF_ERROR(sl.upload(b.seqLens, R * 4));
-  M3IDX_RETURN_IF_ERROR(qsl.upload(b.queryStartLoc, (R + 1) * 4));
-  M3IDX_RETURN_IF_ERROR(scores.allocate(scoreCount * 4)); // never initialised
-  M3IDX_RETURN_IF_ERROR(topk.allocate(topkCount * 4));
-  const int64_t tileCount = kernels::prefillTileCount(b);
-  std::vector<int32_t> tileRequest(tileCount), tileRowBegin(tileCount), blocks(T, 0);
-  kernels::fillPrefillTiles(b, tileRequest.data(), tileRowBegin.data());
-  kernels::fillPrefillRowBlocks(b, blocks.data());
-  M3IDX_RETURN_IF_ERROR(tileReq.upload(tileRequest.data(), tileRequest.size() * 4));
-  M3IDX_RETURN_IF_ERROR(tileRow.upload(tileRowBegin.data(), tileRowBegin.size() * 4));
-  M3IDX_RETURN_IF_ERROR(rowBlocks.upload(blocks.data(), blocks.size() * 4));
-
-  auto batchArgs = [&](LaunchArgs &a) {
-    a.buffer(q, T * H * spec::kIndexHeadDim).buffer(kv, b.numPages * spec::kPageBytes)
-        .buffer(bt, R * b.maxBlocks).buffer(sl, R).buffer(qsl, R + 1);
-  };
-  auto launch = [&](KernelKind kind, LaunchArgs &a, int64_t programs) -> Status {
-    if (programs <= 0)
-      return Status();
-    if (programs > std::numeric_limits<int32_t>::max())
-      return invalidArgument("grid", "at most 2^31 - 1 programs", programs);
-    auto fn = function(kind, kernels::configFor(kind, H, Q));
-    if (!fn.ok())
-      return fn.status();
-    std::vector<void *> params = a.pointers();
-    return api_->check(api_->launchKernel(*fn, static_cast<unsigned>(programs), 1, 1, kThreads, 1,
-                                          1, 0, nullptr, params.data(), nullptr),
-                       kernels::kernelName(kind));
-  };
-
-  // Compile or load every function first, so the timed region is launches only.
-  for (KernelKind k : kernels::allKernels())
-    if (auto fn = function(k, kernels::configFor(k, H, Q)); !fn.ok())
-      return fn.status();
-  auto t0 = std::chrono::steady_clock::now();
-  if (D > 0) {
-    const int64_t gridBlocks = std::max<int64_t>(1, maxRequestBlocks(b, 0, D));
-    LaunchArgs a;
-    batchArgs(a);
-    a.buffer(scores, scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W).scalar(gridBlocks)
-        .scalar(b.params.initBlocks).scalar(b.params.localBlocks).scalar(0).scalar(1);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScoreDecode, a, D * gridBlocks));
-  }
-  if (!tileRequest.empty()) {
-    const int64_t gridBlocks = std::max<int64_t>(1, maxRequestBlocks(b, D, R));
-    const int64_t tiles = static_cast<int64_t>(tileRequest.size());
-    LaunchArgs a;
-    batchArgs(a);
-    a.buffer(tileReq, tiles).buffer(tileRow, tiles).buffer(scores, scoreCount).scalar(T)
-        .scalar(b.maxBlocks).scalar(W).scalar(gridBlocks).scalar(b.params.initBlocks)
-        .scalar(b.params.localBlocks);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScorePrefill, a, tiles * gridBlocks));
-  }
-  if (decodeRows > 0) {
-    LaunchArgs a;
-    a.buffer(scores, scoreCount).buffer(sl, R).buffer(topk, topkCount).scalar(T).scalar(W)
-        .scalar(decodeRows);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkDecode, a, H * decodeRows));
-  }
-  if (T - decodeRows > 0) {
-    LaunchArgs a;
-    a.buffer(scores, scoreCount).buffer(rowBlocks, T).buffer(topk, topkCount).scalar(T).scalar(W)
-        .scalar(decodeRows).scalar(T - decodeRows);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkPrefill, a, H * (T - decodeRows)));
-  }
-  M3IDX_RETURN_IF_ERROR(api_->check(api_->ctxSynchronize(), "cuCtxSynchronize"));
-  lastKernelMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-
-  IndexerOutput out;
-  out.numHeads = H;
-  out.numRows = T;
-  out.scoreWidth = W;
-  out.topk.resize(topkCount);
-  M3IDX_RETURN_IF_ERROR(topk.download(out.topk.data(), topkCount * 4));
-  if (options.keepScores) {
-    out.scores.resize(scoreCount);
-    M3IDX_RETURN_IF_ERROR(scores.download(out.scores.data(), scoreCount * 4));
-    for (int h = 0; h < H; ++h)
-      for (int64_t r = 0; r < T; ++r)
-        std::fill(out.scores.begin() + (h * T + r) * W + plan.rows[r].nblk,
-                  out.scores.begin() + (h * T + r + 1) * W, std::numeric_limits<float>::quiet_NaN());
-  }
-  return out;
+  return runtime::GpuBackend::create(*api, "cuda", device, 32, std::move(ptx));
 }
 
 } // namespace m3idx::cuda

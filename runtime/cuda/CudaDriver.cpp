@@ -1,6 +1,7 @@
 #include "runtime/cuda/CudaDriver.h"
 
 #include <dlfcn.h>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -9,60 +10,119 @@
 
 namespace m3idx::cuda {
 
-Status DriverApi::check(CUresult r, const char *call) const {
-  if (r == 0)
-    return Status();
-  const char *text = nullptr;
-  if (getErrorString)
-    getErrorString(r, &text);
-  return Status::error(fmt::format("CUDA {} failed: {} (code {})", call, text ? text : "unknown error", r));
+namespace {
+
+// The driver's own declarations (cuda.h), reduced to what m3idx calls.
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = void *;
+using CUmodule = void *;
+using CUfunction = void *;
+using CUstream = void *;
+
+struct Entry {
+  CUresult (*getErrorString)(CUresult, const char **) = nullptr;
+  CUresult (*init)(unsigned) = nullptr;
+  CUresult (*deviceGet)(CUdevice *, int) = nullptr;
+  CUresult (*deviceGetName)(char *, int, CUdevice) = nullptr;
+  CUresult (*primaryCtxRetain)(CUcontext *, CUdevice) = nullptr;
+  CUresult (*ctxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*ctxSynchronize)() = nullptr;
+  CUresult (*moduleLoadData)(CUmodule *, const void *) = nullptr;
+  CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr;
+  CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, CUstream, void **, void **) = nullptr;
+  CUresult (*memAlloc)(CUdeviceptr *, size_t) = nullptr;
+  CUresult (*memFree)(CUdeviceptr) = nullptr;
+  CUresult (*memcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
+  CUresult (*memcpyDtoH)(void *, CUdeviceptr, size_t) = nullptr;
+  CUresult (*memcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t) = nullptr;
+};
+
+StatusOr<runtime::DeviceApi> load(const std::string &path) {
+  using runtime::resolveSymbol;
+  void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    return Status::error(fmt::format("cuda: cannot load the driver library {}: {}", path, dlerror()));
+  Entry e;
+  for (Status s : {resolveSymbol(h, path, "cuGetErrorString", e.getErrorString),
+                   resolveSymbol(h, path, "cuInit", e.init),
+                   resolveSymbol(h, path, "cuDeviceGet", e.deviceGet),
+                   resolveSymbol(h, path, "cuDeviceGetName", e.deviceGetName),
+                   resolveSymbol(h, path, "cuDevicePrimaryCtxRetain", e.primaryCtxRetain),
+                   resolveSymbol(h, path, "cuCtxSetCurrent", e.ctxSetCurrent),
+                   resolveSymbol(h, path, "cuCtxSynchronize", e.ctxSynchronize),
+                   resolveSymbol(h, path, "cuModuleLoadData", e.moduleLoadData),
+                   resolveSymbol(h, path, "cuModuleGetFunction", e.moduleGetFunction),
+                   resolveSymbol(h, path, "cuLaunchKernel", e.launchKernel),
+                   resolveSymbol(h, path, "cuMemAlloc_v2", e.memAlloc),
+                   resolveSymbol(h, path, "cuMemFree_v2", e.memFree),
+                   resolveSymbol(h, path, "cuMemcpyHtoD_v2", e.memcpyHtoD),
+                   resolveSymbol(h, path, "cuMemcpyDtoH_v2", e.memcpyDtoH),
+                   resolveSymbol(h, path, "cuMemcpyDtoD_v2", e.memcpyDtoD)})
+    if (!s.ok()) {
+      dlclose(h);
+      return Status::error("cuda: " + s.message());
+    }
+  runtime::DeviceApi a;
+  a.platform = "CUDA";
+  a.library = path;
+  a.errorString = [e](int code) {
+    const char *text = nullptr;
+    e.getErrorString(code, &text);
+    return text;
+  };
+  a.openDevice = [e](int device, std::string *name) {
+    CUdevice dev;
+    char buf[256] = {};
+    CUcontext ctx;
+    CUresult r = e.deviceGet(&dev, device);
+    if (r == 0)
+      r = e.deviceGetName(buf, sizeof buf, dev);
+    if (r == 0)
+      r = e.primaryCtxRetain(&ctx, dev);
+    if (r == 0)
+      r = e.ctxSetCurrent(ctx);
+    *name = buf;
+    return r;
+  };
+  a.alloc = [e](uint64_t *p, size_t n) {
+    CUdeviceptr d = 0;
+    CUresult r = e.memAlloc(&d, n);
+    *p = d;
+    return r;
+  };
+  a.free = [e](uint64_t p) { return e.memFree(p); };
+  a.upload = [e](uint64_t d, const void *s, size_t n) { return e.memcpyHtoD(d, s, n); };
+  a.download = [e](void *d, uint64_t s, size_t n) { return e.memcpyDtoH(d, s, n); };
+  a.copy = [e](uint64_t d, uint64_t s, size_t n) { return e.memcpyDtoD(d, s, n); };
+  a.synchronize = [e] { return e.ctxSynchronize(); };
+  a.loadModule = [e](void **m, const void *image) { return e.moduleLoadData(m, image); };
+  a.getFunction = [e](void **f, void *m, const char *name) { return e.moduleGetFunction(f, m, name); };
+  a.launch = [e](void *f, unsigned programs, unsigned threads, void *stream, void **params) {
+    return e.launchKernel(f, programs, 1, 1, threads, 1, 1, 0, stream, params, nullptr);
+  };
+  if (Status s = a.check(e.init(0), "cuInit"); !s.ok())
+    return s;
+  return a;
 }
 
-using runtime::resolveSymbol;
+} // namespace
 
-StatusOr<const DriverApi *> loadDriver() {
+StatusOr<const runtime::DeviceApi *> loadDriver() {
   static std::mutex mutex;
-  static std::unique_ptr<DriverApi> api;
-  static std::string failure;
+  static std::map<std::string, std::unique_ptr<runtime::DeviceApi>> loaded;
   std::lock_guard<std::mutex> lock(mutex);
-  if (api)
-    return api.get();
-  if (!failure.empty())
-    return Status::error(failure);
-  std::string path = env::get("M3IDX_CUDA_LIBRARY");
-  void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    failure = fmt::format("cuda: cannot load the driver library {}: {}", path, dlerror());
-    return Status::error(failure);
-  }
-  auto a = std::make_unique<DriverApi>();
-  a->path = path;
-  for (Status s : {resolveSymbol(h, path, "cuGetErrorString", a->getErrorString),
-                   resolveSymbol(h, path, "cuInit", a->init),
-                   resolveSymbol(h, path, "cuDeviceGet", a->deviceGet),
-                   resolveSymbol(h, path, "cuDeviceGetName", a->deviceGetName),
-                   resolveSymbol(h, path, "cuDevicePrimaryCtxRetain", a->primaryCtxRetain),
-                   resolveSymbol(h, path, "cuCtxSetCurrent", a->ctxSetCurrent),
-                   resolveSymbol(h, path, "cuCtxSynchronize", a->ctxSynchronize),
-                   resolveSymbol(h, path, "cuModuleLoadData", a->moduleLoadData),
-                   resolveSymbol(h, path, "cuModuleGetFunction", a->moduleGetFunction),
-                   resolveSymbol(h, path, "cuLaunchKernel", a->launchKernel),
-                   resolveSymbol(h, path, "cuMemAlloc_v2", a->memAlloc),
-                   resolveSymbol(h, path, "cuMemFree_v2", a->memFree),
-                   resolveSymbol(h, path, "cuMemcpyHtoD_v2", a->memcpyHtoD),
-                   resolveSymbol(h, path, "cuMemcpyDtoH_v2", a->memcpyDtoH),
-                   resolveSymbol(h, path, "cuMemcpyDtoD_v2", a->memcpyDtoD)})
-    if (!s.ok()) {
-      failure = s.message();
-      dlclose(h);
-      return s;
-    }
-  if (Status s = a->check(a->init(0), "cuInit"); !s.ok()) {
-    failure = s.message();
-    return s;
-  }
-  api = std::move(a);
-  return api.get();
+  const std::string path = env::get("M3IDX_CUDA_LIBRARY");
+  if (auto it = loaded.find(path); it != loaded.end())
+    return it->second.get();
+  StatusOr<runtime::DeviceApi> api = load(path);
+  if (!api.ok())
+    return api.status();
+  auto &slot = loaded[path];
+  slot = std::make_unique<runtime::DeviceApi>(std::move(api).value());
+  return slot.get();
 }
 
 } // namespace m3idx::cuda

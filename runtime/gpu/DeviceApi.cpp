@@ -1,0 +1,13 @@
+#include "runtime/gpu/DeviceApi.h"
+
+namespace m3idx::runtime {
+
+Status DeviceApi::check(int code, const char *call) const {
+  if (code == 0)
+    return Status();
+  const char *text = errorString ? errorString(code) : nullptr;
+  return Status::error(
+      fmt::format("{} {} failed: {} (code {})", platform, call, text ? text : "unknown error", code));
+}
+
+} // namespace m3idx::runtime

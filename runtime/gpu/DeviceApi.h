@@ -1,0 +1,38 @@
+// The driver operations a GPU backend needs, the same for the CUDA driver and the HIP runtime. Each
+// loader (cuda/CudaDriver, hip/HipRuntime) fills them from its library, found with dlopen at run
+// time, so no GPU SDK is needed to build; every call returns the platform's error code (0: success).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/Status.h"
+
+namespace m3idx::runtime {
+
+struct DeviceApi {
+  std::string platform; // "CUDA", "HIP": prefixes every error
+  std::string library;  // the library that was loaded
+  // Selects `device` for this thread (and its primary context) and reads its name.
+  std::function<int(int device, std::string *name)> openDevice;
+  std::function<int(uint64_t *ptr, size_t bytes)> alloc;
+  std::function<int(uint64_t ptr)> free;
+  std::function<int(uint64_t dst, const void *src, size_t bytes)> upload;
+  std::function<int(void *dst, uint64_t src, size_t bytes)> download;
+  std::function<int(uint64_t dst, uint64_t src, size_t bytes)> copy;
+  std::function<int()> synchronize;
+  std::function<int(void **module, const void *image)> loadModule;
+  std::function<int(void **function, void *module, const char *name)> getFunction;
+  // One-dimensional grid of `programs` blocks of `threads`, on `stream` (null: the default one).
+  std::function<int(void *function, unsigned programs, unsigned threads, void *stream,
+                    void **params)>
+      launch;
+  std::function<const char *(int code)> errorString;
+
+  // "<platform> <call> failed: <error string> (code N)", or ok.
+  Status check(int code, const char *call) const;
+};
+
+} // namespace m3idx::runtime

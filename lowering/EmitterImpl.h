@@ -28,6 +28,9 @@ using mlir::MLIRContext;
 // Workgroup memory the dot.tiles buffers of one program may take (of the 48 KiB both targets give
 // a kernel without opting in to more).
 inline constexpr int64_t kMaxDotWorkgroupBytes = 32 * 1024;
+// Bytes per key row of the sm_90 A staging buffer: 128 plus 16 of padding, so the 8 rows one
+// fragment load touches fall in different banks.
+inline constexpr int64_t kMmaRowBytes = 144;
 
 class Emitter {
 public:
@@ -81,6 +84,12 @@ private:
   bool mfmaFits(const dsl::Op &dotTiles) const;
   mlir::Value mfmaDotTiles(const dsl::Op &op);
   mlir::Value mfmaFragmentB(mlir::Value stagedBytes, int64_t rows, int64_t k);
+  // sm_90 (nvvm/Sm90Emitter.cpp): the decode's rounding as cvt.rn.satfinite.e4m3x2.f32, and
+  // dot.tiles as mma.sync m16n8k32 e4m3 (tensor cores) with the keys staged into the A layout.
+  mlir::Value sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales);
+  bool mmaFits(const dsl::Op &dotTiles) const;
+  mlir::Value mmaDotTiles(const dsl::Op &op);
+  mlir::Value mmaFragmentsB(mlir::Value stagedBytes, int64_t rows);
   void declareKeyTable(mlir::Block *moduleBody);
   std::vector<int32_t> definingOp_; // ValueId -> index of the op that makes it
   mlir::Value keyTable_;
@@ -103,7 +112,9 @@ private:
   mlir::Block *entry_ = nullptr;              // host: where scratch allocas go
   std::map<int32_t, mlir::Value> dotStage_;   // gpu: b operand id -> staged copy (f32 or bytes)
   std::map<int32_t, mlir::Value> dotResult_;  // gpu: dot.tiles op index -> result buffer
-  std::map<int32_t, mlir::Value> mfmaB_;      // gfx950: b operand id -> this lane's B fragment
+  std::map<int32_t, mlir::Value> mfmaB_;      // b operand id -> this lane's B fragment(s)
+  std::map<int32_t, mlir::Value> dotAStage_;  // sm_90: dot.tiles op index -> A layout buffer
+  size_t stageCount_ = 0;
   std::vector<int32_t> dotStageOf_;           // ValueId -> index into stageBufs_, or -1
   std::vector<mlir::Value> stageBufs_;
   mlir::Value lane_;                          // gpu: thread id (index)

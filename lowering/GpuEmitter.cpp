@@ -287,7 +287,8 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
   gpu::BarrierOp::create(b_);
   dotStage_[v.id] = buf;
   if (bytes)
-    mfmaB_[v.id] = mfmaFragmentB(buf, t.lanes / spec::kIndexHeadDim, spec::kIndexHeadDim);
+    mfmaB_[v.id] = gfx950_ ? mfmaFragmentB(buf, t.lanes / spec::kIndexHeadDim, spec::kIndexHeadDim)
+                           : mmaFragmentsB(buf, t.lanes / spec::kIndexHeadDim);
 }
 
 // FFMA form: thread t holds ca consecutive lanes of a, i.e. a slice of one row m; it dots the
@@ -296,6 +297,8 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
 mlir::Value Emitter::gpuDotTiles(const dsl::Op &op) {
   if (gfx950_ && mfmaFits(op))
     return mfmaDotTiles(op);
+  if (!gfx950_ && mmaFits(op))
+    return mmaDotTiles(op);
   const int64_t k = op.intAttr, aLanes = k_.typeOf(op.operands[0]).lanes;
   const int64_t M = aLanes / k, N = k_.typeOf(op.operands[1]).lanes / k, ca = chunk(aLanes);
   mlir::Type f32 = b_.getF32Type(), i64 = b_.getI64Type();
@@ -411,42 +414,57 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   SmallVector<mlir::Type> smemTypes;
   for (auto [e, n] : smemLanes)
     smemTypes.push_back(wgBuffer(n, elemType(static_cast<Elem>(e))));
-  // dot.tiles: a buffer per distinct b operand (bytes for MFMA, else f32) and, for the FFMA
-  // form, one for each op's results.
+  // dot.tiles: a buffer per distinct b operand (bytes for matrix units, else f32), one for each
+  // op's results (all but MFMA, whose results move by shuffles), and for mma.sync one to put the
+  // keys into the A layout.
+  enum class Role { StageB, Result, StageA };
+  struct PlannedBuffer {
+    Role role;
+    int32_t key; // b operand id, or op index
+    mlir::Type type;
+  };
   dotStageOf_.assign(k_.valueTypes.size(), -1);
-  std::vector<std::pair<int32_t, mlir::Type>> extraBuffers; // (-1 - b id) or op index, type
+  std::vector<PlannedBuffer> extraBuffers;
   int64_t dotBytes = 0;
+  bool keysAsF32 = false; // some extf or FFMA dot.tiles takes a decode's result as f32
+  definingOp_.assign(k_.valueTypes.size(), -1);
+  for (size_t i = 0; i < k_.ops.size(); ++i)
+    for (dsl::ValueId r : k_.ops[i].results)
+      definingOp_[r.id] = static_cast<int32_t>(i);
+  auto fromDecode = [&](dsl::ValueId v) {
+    return definingOp_[v.id] >= 0 && k_.ops[definingOp_[v.id]].kind == OpKind::DecodeNvfp4;
+  };
   for (size_t i = 0; i < k_.ops.size(); ++i) {
     const dsl::Op &op = k_.ops[i];
+    if (op.kind == OpKind::ExtF && fromDecode(op.operands[0]))
+      keysAsF32 = true;
     if (op.kind != OpKind::DotTiles)
       continue;
     const int64_t k = op.intAttr, M = k_.typeOf(op.operands[0]).lanes / k;
     const int64_t bLanes = k_.typeOf(op.operands[1]).lanes, N = bLanes / k;
-    const bool mfma = gfx950_ && mfmaFits(op);
+    const bool mfma = gfx950_ && mfmaFits(op), mma = !gfx950_ && mmaFits(op);
+    keysAsF32 |= !mfma && !mma && fromDecode(op.operands[0]);
+    auto add = [&](Role role, int32_t key, int64_t n, mlir::Type e) {
+      extraBuffers.push_back({role, key, wgBuffer(n, e)});
+      dotBytes += n * e.getIntOrFloatBitWidth() / 8;
+    };
     if (dotStageOf_[op.operands[1].id] < 0) {
-      dotStageOf_[op.operands[1].id] = static_cast<int32_t>(extraBuffers.size());
-      extraBuffers.push_back({-1 - op.operands[1].id, wgBuffer(bLanes, mfma ? mlir::Type(b_.getI8Type()) : mlir::Type(b_.getF32Type()))});
-      dotBytes += bLanes * (mfma ? 1 : 4);
+      dotStageOf_[op.operands[1].id] = static_cast<int32_t>(stageCount_++);
+      add(Role::StageB, op.operands[1].id, bLanes,
+          mfma || mma ? mlir::Type(b_.getI8Type()) : mlir::Type(b_.getF32Type()));
     }
-    if (!mfma) {
-      extraBuffers.push_back({static_cast<int32_t>(i), wgBuffer(N * M, b_.getF32Type())});
-      dotBytes += N * M * 4;
-    }
+    if (!mfma)
+      add(Role::Result, static_cast<int32_t>(i), N * M, b_.getF32Type());
+    if (mma)
+      add(Role::StageA, static_cast<int32_t>(i), kMmaRowBytes * M, b_.getI8Type());
   }
   if (dotBytes > kMaxDotWorkgroupBytes)
     return Status::error(fmt::format("kernel @{}: dot.tiles needs {} bytes of workgroup memory "
                                      "(at most {}): too many rows x heads for one GPU program",
                                      k_.name, dotBytes, kMaxDotWorkgroupBytes));
-  for (auto &[key, type] : extraBuffers)
-    smemTypes.push_back(type);
-  bool decodes = false;
-  definingOp_.assign(k_.valueTypes.size(), -1);
-  for (size_t i = 0; i < k_.ops.size(); ++i) {
-    for (dsl::ValueId r : k_.ops[i].results)
-      definingOp_[r.id] = static_cast<int32_t>(i);
-    decodes |= k_.ops[i].kind == OpKind::DecodeNvfp4;
-  }
-  if (decodes && !gfx950_) // gfx950 decodes with its conversion instructions instead
+  for (const PlannedBuffer &pb : extraBuffers)
+    smemTypes.push_back(pb.type);
+  if (keysAsF32 && !gfx950_) // a table of exact key values, for decodes widened to f32
     declareKeyTable(gpuModule.getBody());
   auto fn = gpu::GPUFuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}), smemTypes);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
@@ -461,15 +479,18 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   size_t w = 0;
   for (auto [e, n] : smemLanes)
     smem_[e] = fn.getWorkgroupAttributions()[w++];
-  for (auto &[key, type] : extraBuffers) {
+  stageBufs_.resize(stageCount_);
+  for (const PlannedBuffer &pb : extraBuffers) {
     mlir::Value buf = fn.getWorkgroupAttributions()[w++];
-    if (key < 0)
-      stageBufs_.push_back(buf);
+    if (pb.role == Role::StageB)
+      stageBufs_[dotStageOf_[pb.key]] = buf;
+    else if (pb.role == Role::Result)
+      dotResult_[pb.key] = buf;
     else
-      dotResult_[key] = buf;
+      dotAStage_[pb.key] = buf;
   }
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
-  if (decodes && !gfx950_)
+  if (keysAsF32 && !gfx950_)
     keyTable_ = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()),
                                             "m3idx_nvfp4_keys");
   programId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));

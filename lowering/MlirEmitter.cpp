@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -25,7 +26,7 @@ using dsl::Elem;
 using dsl::OpKind;
 
 void loadDialects(MLIRContext &ctx) {
-  ctx.loadDialect<amdgpu::AMDGPUDialect, arith::ArithDialect, func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
+  ctx.loadDialect<amdgpu::AMDGPUDialect, NVVM::NVVMDialect, arith::ArithDialect, func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
                   memref::MemRefDialect, scf::SCFDialect, vector::VectorDialect>();
 }
 
@@ -319,7 +320,9 @@ void Emitter::emitOp(const dsl::Op &op) {
       }
       scaleLanes_ = k_.typeOf(op.operands[1]).lanes;
     }
-    set(gpu_ && gfx950_ ? gfx950DecodeNvfp4(in(0), in(1)) : emitDecodeNvfp4(in(0), in(1)));
+    set(!gpu_     ? emitDecodeNvfp4(in(0), in(1))
+        : gfx950_ ? gfx950DecodeNvfp4(in(0), in(1))
+                  : sm90DecodeNvfp4(in(0), in(1)));
     return;
   }
   case OpKind::Dot: {

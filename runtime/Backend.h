@@ -15,6 +15,7 @@ namespace m3idx::runtime {
 struct RunOptions {
   bool keepScores = false; // fill IndexerOutput::scores ([H, T, W], NaN where b >= nblk)
   void *stream = nullptr;  // GPU backends: the caller's CUstream / hipStream_t (null: default)
+  bool timeEachKernel = false; // GPU backends: synchronize after each launch and time it
 };
 
 class Backend {

@@ -8,6 +8,7 @@
 // measured in the same run.
 #include <cmath>
 #include <iostream>
+#include <map>
 
 #include <algorithm>
 
@@ -48,20 +49,30 @@ int main(int argc, char **argv) {
     }
     const BatchView v = c->view();
     std::vector<double> ms;
-    for (int i = 0; i <= 10; ++i) {
-      auto got = (*backend)->run(v, {});
+    std::map<std::string, std::vector<double>> perKernel;
+    for (int i = 0; i <= 20; ++i) {
+      runtime::RunOptions opts;
+      opts.timeEachKernel = i > 10; // runs 11..20 give the per-kernel breakdown
+      auto got = (*backend)->run(v, opts);
       if (!got.ok()) {
         std::cerr << got.status().message() << "\n";
         return 1;
       }
-      if (i)
+      if (i >= 1 && i <= 10)
         ms.push_back((*backend)->lastKernelMs());
-      if (i == 10 && check) {
+      for (auto &[name, t] : (*backend)->lastKernelBreakdown())
+        perKernel[name].push_back(t);
+      if (i == 20 && check) {
         reference::CheckReport r = reference::checkTopk(v, got->topk);
         std::cout << (r.ok() ? "top-k OK" : "top-k MISMATCH") << "\n";
         if (!r.ok())
           return 1;
       }
+    }
+    for (auto &[name, t] : perKernel) {
+      std::sort(t.begin(), t.end());
+      std::cout << fmt::format("  {}: {:.3f} ms (median of {}, synchronized alone)\n", name,
+                               t[t.size() / 2], t.size());
     }
     std::sort(ms.begin(), ms.end());
     const double median = ms[ms.size() / 2];

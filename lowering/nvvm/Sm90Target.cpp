@@ -12,7 +12,7 @@ public:
   Sm90Target() {
     desc_.kind = "sm_90";
     desc_.arch = "sm_90";
-    desc_.features = "+ptx81";
+    desc_.features = "+ptx84";
     desc_.waveSize = 32;
   }
   const TargetDesc &desc() const override { return desc_; }
@@ -22,7 +22,7 @@ public:
             "canonicalize",
             "cse",
             "gpu.module(convert-vector-to-scf,convert-scf-to-cf)",
-            "nvvm-attach-target{chip=sm_90 features=+ptx81 O=3}",
+            "nvvm-attach-target{chip=sm_90 features=+ptx84 O=3}",
             "gpu.module(convert-gpu-to-nvvm,convert-vector-to-llvm,convert-arith-to-llvm,canonicalize,cse,"
             "convert-ub-to-llvm,reconcile-unrealized-casts)",
             "gpu-module-to-binary{format=isa}"};

@@ -29,6 +29,8 @@ public:
   StatusOr<IndexerOutput> run(const BatchView &batch, const RunOptions &options) override;
   // Milliseconds of the last run()'s kernel launches (host clock around synchronized launches).
   double lastKernelMs() const { return lastKernelMs_; }
+  // With RunOptions::timeEachKernel: milliseconds of each kernel of the last run, by name.
+  const std::map<std::string, double> &lastKernelBreakdown() const { return kernelMs_; }
   // Device-to-device copy bandwidth in GB/s (bytes read + written), median of `repeat` copies.
   StatusOr<double> copyBandwidthGBs(size_t bytes, int repeat);
 
@@ -45,6 +47,7 @@ private:
   CodeSource source_;
   std::map<std::pair<int, std::string>, void *> functions_;
   double lastKernelMs_ = 0;
+  std::map<std::string, double> kernelMs_;
 };
 
 } // namespace m3idx::runtime

@@ -1,6 +1,9 @@
 // Top-k kernels (SPEC §5): one program per (head, row) streams the row's scores once, keeping the
-// 16 largest packed keys in a sorted 16-lane tile (a compare-shift-select insertion network).
+// 16 largest packed keys in a sorted 16-lane tile (a compare-shift-select insertion network); the
+// scores come 32 at a time, and only a tile that may hold a key above the 16th is inserted key by key.
 #include "kernels_src/ScoreKernels.h"
+
+#include <limits>
 
 #include "core/Spec.h"
 
@@ -25,15 +28,36 @@ Value topkInsert(KernelBuilder &b, Value state, Value key) {
   return b.select(above, b.select(aboveBefore, shifted, keys), state);
 }
 
+// Scores looked at per step: a step whose best possible key cannot enter the top 16 (the common
+// case once the top 16 has filled) costs one tile load and one reduction instead of a serial pass.
+constexpr int kScanTile = 32;
+
 // Selects the top 16 of scores[base, base + nblk) into out[outBase, outBase + 16).
 void topkRow(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out, Value outBase) {
+  const int S = kScanTile;
   // Key 0 is below every real key (the ordered bits of -inf are 0x007FFFFF), so it marks empty.
   Value empty = b.splat(b.constInt(0), K);
-  Values top = b.forLoop(b.constInt(0), nblk, b.constInt(1), {empty}, [&](Value blk, const Values &s) {
-    Value key = b.packScoreKey(b.load(scores, base + blk), blk);
+  Value lanes = b.iota(S);
+  Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), S);
+  Value steps = (nblk + (S - 1)) / S;
+  Values top = b.forLoop(b.constInt(0), steps, b.constInt(1), {empty}, [&](Value i, const Values &s) {
+    Value first = i * S, left = nblk - first;
+    Value tile = b.loadTile(scores, base + first, S, left);
+    Value best = b.reduceMax(b.select(lanes < b.splat(left, S), tile, negInf)); // NaN dropped
+    // No key of this step exceeds (best's ordered bits, the step's last block id).
+    Value bound = b.packScoreKey(best, first + (S - 1));
     Value smallest = b.extract(s[0], K - 1);
     return b.ifElse(
-        b.cmp(OpKind::CmpGtU, key, smallest), [&] { return Values{topkInsert(b, s[0], key)}; },
+        b.cmp(OpKind::CmpGtU, bound, smallest),
+        [&] {
+          return b.forLoop(first, b.minS(first + S, nblk), b.constInt(1), s, [&](Value blk, const Values &t) {
+            Value key = b.packScoreKey(b.load(scores, base + blk), blk);
+            Value low = b.extract(t[0], K - 1);
+            return b.ifElse(
+                b.cmp(OpKind::CmpGtU, key, low), [&] { return Values{topkInsert(b, t[0], key)}; },
+                [&] { return t; });
+          });
+        },
         [&] { return s; });
   });
   Value ids = b.convert(OpKind::Trunc, top[0] & b.splat(b.constInt(0xFFFFFFFF), K), Elem::I32);

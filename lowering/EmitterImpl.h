@@ -84,7 +84,7 @@ private:
   bool mfmaFits(const dsl::Op &dotTiles) const;
   mlir::Value mfmaDotTiles(const dsl::Op &op);
   mlir::Value mfmaFragmentB(mlir::Value stagedBytes, int64_t rows, int64_t k);
-  // sm_90 (nvvm/Sm90Emitter.cpp): the decode's rounding as cvt.rn.satfinite.e4m3x2.f32, and
+  // sm_90 (nvvm/Sm90Emitter.cpp): the decode's rounding as cvt.rn.satfinite.e4m3x2.f16x2, and
   // dot.tiles as mma.sync m16n8k32 e4m3 (tensor cores) with the keys staged into the A layout.
   mlir::Value sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales);
   bool mmaFits(const dsl::Op &dotTiles) const;

@@ -1,5 +1,5 @@
-// The sm_90 parts of the DSL's GPU form (see EmitterImpl.h): the NVFP4 decode rounding through
-// cvt.rn.satfinite.e4m3x2.f32 and dot.tiles on the tensor cores as mma.sync m16n8k32 e4m3.
+// The sm_90 parts of the DSL's GPU form (see EmitterImpl.h): the NVFP4 decode in f16x2 rounded by
+// cvt.rn.satfinite.e4m3x2.f16x2, and dot.tiles on the tensor cores as mma.sync m16n8k32 e4m3.
 //
 // mma.sync.m16n8k32.row.col.f32.e4m3.e4m3.f32 (PTX ISA, warp-level matrix fragments), with
 // g = lane / 4 and t = lane % 4: A registers a0..a3 hold 4 bytes each of rows g, g+8, g, g+8 at
@@ -27,40 +27,44 @@ constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 32, kRowK = 128;
 constexpr const char *kMmaIntrinsic = "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32";
 } // namespace
 
-// SPEC §2 per pair of nibbles: E2M1 as f16 bits ((n & 7) << 9, sign to bit 15) is the value times
-// 2^-14, widened to f32 exactly; the E4M3 scale times 2^14 undoes that, so the f32 product is the
-// exact E2M1 x E4M3 product; cvt.rn.satfinite.e4m3x2.f32 then rounds two of them at once (to
-// nearest even, |x| > 448 to +-448, NaN to 0x7F).
+// SPEC §2 per packed byte, in f16x2: a nibble's bits s.eem placed as f16 bits (eem << 9, s << 15)
+// are its E2M1 value times 2^-14 (exact, subnormal for eem < 2); times 2^14 it is the value. An
+// E2M1 value (2 significant bits, at most 6) times an E4M3 scale (4 bits, 2^-9 to 448) has at most
+// 6 significant bits between 2^-10 and 2688, so both f16 multiplies are exact and
+// cvt.rn.satfinite.e4m3x2.f16x2 is the only rounding (to nearest even, |x| > 448 to +-448, NaN to
+// 0x7F), as SPEC's fp32 formulation rounds once.
 mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   const int64_t P = cast<VectorType>(packed.getType()).getNumElements(), N = 2 * P;
-  mlir::Type i16 = b_.getI16Type(), i32 = b_.getI32Type(), f32 = b_.getF32Type();
+  mlir::Type i16 = b_.getI16Type(), i32 = b_.getI32Type(), f16 = b_.getF16Type();
+  auto h2 = VectorType::get({2}, f16);
   mlir::Value scaleBytes = gpuThreadScales(scales, N);
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
   mlir::Value scaleF = arith::ExtFOp::create(
-      b_, VectorType::get({S}, f32),
+      b_, VectorType::get({S}, b_.getF32Type()),
       arith::BitcastOp::create(b_, VectorType::get({S}, b_.getType<Float8E4M3FNType>()), scaleBytes)
           .getResult());
-  std::vector<mlir::Value> scaled; // scale * 2^14 per group of 16
+  std::vector<mlir::Value> scaleH2; // per group of 16: (scale, scale) in f16, exact
   for (int64_t g = 0; g < S; ++g)
-    scaled.push_back(arith::MulFOp::create(
-        b_, vector::ExtractOp::create(b_, scaleF, ArrayRef<int64_t>{g}), constant(f32, 16384.0)));
-  auto e2m1 = [&](mlir::Value nibble) { // i32 nibble -> f32 value * 2^-14
-    mlir::Value bits = arith::OrIOp::create(
-        b_, arith::ShLIOp::create(b_, arith::AndIOp::create(b_, nibble, constant(i32, 7)), constant(i32, 9)),
-        arith::ShLIOp::create(b_, arith::AndIOp::create(b_, nibble, constant(i32, 8)), constant(i32, 12)));
-    mlir::Value h = arith::BitcastOp::create(b_, b_.getF16Type(), arith::TruncIOp::create(b_, i16, bits));
-    return arith::ExtFOp::create(b_, f32, h).getResult();
+    scaleH2.push_back(vector::BroadcastOp::create(
+        b_, h2,
+        arith::TruncFOp::create(b_, f16, vector::ExtractOp::create(b_, scaleF, ArrayRef<int64_t>{g}))));
+  mlir::Value pow14 = constant(h2, 16384.0);
+  auto field = [&](mlir::Value byte, int64_t mask, int64_t shift) {
+    return arith::ShLIOp::create(b_, arith::AndIOp::create(b_, byte, constant(i32, static_cast<double>(mask))),
+                                 constant(i32, static_cast<double>(shift)));
   };
   mlir::Value pairs = constant(VectorType::get({P}, i16), 0);
   for (int64_t j = 0; j < P; ++j) {
     mlir::Value byte = arith::ExtUIOp::create(b_, i32, vector::ExtractOp::create(b_, packed, ArrayRef<int64_t>{j}));
-    mlir::Value sc = scaled[S == 1 ? 0 : (2 * j) / 16];
-    mlir::Value lo = arith::MulFOp::create(b_, e2m1(byte), sc);
-    mlir::Value hi = arith::MulFOp::create(b_, e2m1(arith::ShRUIOp::create(b_, byte, constant(i32, 4))), sc);
-    // The first operand lands in the upper byte: element 2j + 1, as memory order wants.
-    mlir::Value pair = NVVM::ConvertF32x2ToF8x2Op::create(
-        b_, i16, hi, lo, NVVM::FPRoundingMode::RN, NVVM::SaturationMode::SATFINITE, false,
-        b_.getType<Float8E4M3FNType>());
+    // f16 lane 0: the high nibble (element 2j + 1), lane 1: the low one, because the convert puts
+    // lane 0 in the upper byte of its result.
+    mlir::Value bits = arith::OrIOp::create(
+        b_, arith::OrIOp::create(b_, field(byte, 0x70, 5), field(byte, 0x80, 8)),
+        arith::OrIOp::create(b_, field(byte, 0x7, 25), field(byte, 0x8, 28)));
+    mlir::Value x = vector::BitCastOp::create(
+        b_, h2, vector::BroadcastOp::create(b_, VectorType::get({1}, i32), bits));
+    x = arith::MulFOp::create(b_, arith::MulFOp::create(b_, x, pow14), scaleH2[S == 1 ? 0 : (2 * j) / 16]);
+    mlir::Value pair = NVVM::ConvertF16x2ToF8x2Op::create(b_, i16, x, false, b_.getType<Float8E4M3FNType>());
     pairs = vector::InsertOp::create(b_, pair, pairs, ArrayRef<int64_t>{j});
   }
   mlir::Value bytes = vector::BitCastOp::create(b_, VectorType::get({N}, b_.getI8Type()), pairs);

@@ -14,3 +14,12 @@ m3idx_bin = lit_config.params["m3idx_bin"]
 llvm_tools = lit_config.params["llvm_tools"]
 config.environment["PATH"] = os.pathsep.join([m3idx_bin, llvm_tools, config.environment.get("PATH", "")])
 config.environment["M3IDX_NUM_THREADS"] = "1"
+
+# ptxas (CUDA's PTX assembler), when installed, checks that every sm_90 kernel assembles without
+# spills; tests that need it say `REQUIRES: ptxas` and are reported unsupported elsewhere.
+import shutil
+
+ptxas = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if os.path.exists("/usr/local/cuda/bin/ptxas") else None)
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))

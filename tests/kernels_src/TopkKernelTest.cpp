@@ -1,0 +1,80 @@
+// The top-k kernel compiled for the host on crafted score rows that stress its tile skipping: a
+// 32-score step is skipped when its best key cannot beat the 16th, so rows where every step
+// enters, none does, ties (a later block with an equal score ranks higher), NaN, -inf and signed
+// zeros, and rows shorter than a step or than 16, must all give SPEC §5's order.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "core/Spec.h"
+#include "core/TopkKey.h"
+#include "kernels_src/KernelCatalog.h"
+#include "lowering/host/HostCompiler.h"
+#include "runtime/KernelArgs.h"
+
+using namespace m3idx;
+
+namespace {
+
+std::vector<int32_t> expectedTopk(const std::vector<float> &row) {
+  std::vector<uint64_t> keys;
+  for (size_t b = 0; b < row.size(); ++b)
+    keys.push_back(packScoreKey(row[b], static_cast<int32_t>(b)));
+  std::sort(keys.rbegin(), keys.rend());
+  std::vector<int32_t> ids(spec::kTopkBlocks, -1);
+  for (size_t s = 0; s < ids.size() && s < keys.size(); ++s)
+    ids[s] = static_cast<int32_t>(keys[s] & 0xFFFFFFFF);
+  return ids;
+}
+
+} // namespace
+
+TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uni(-100, 100);
+  std::vector<std::vector<float>> rows;
+  auto make = [&](int n, auto fn) {
+    std::vector<float> r(n);
+    for (int i = 0; i < n; ++i)
+      r[i] = fn(i);
+    rows.push_back(r);
+  };
+  make(1000, [](int i) { return static_cast<float>(i); });          // every step enters
+  make(1000, [](int i) { return static_cast<float>(1000 - i); });   // none after the first
+  make(700, [](int) { return 3.0f; });                              // ties: the last 16 blocks
+  make(300, [&](int i) { return i % 3 ? nan : -inf; });             // NaN counts as -inf
+  make(300, [&](int) { return nan; });
+  make(200, [](int i) { return i % 2 ? -0.0f : 0.0f; });            // -0 as +0: ties again
+  make(5, [](int i) { return static_cast<float>(i * 7 % 5); });     // fewer than 16
+  make(33, [&](int) { return uni(rng); });                          // one score past a step
+  make(0, [](int) { return 0.0f; });
+  make(8192, [&](int) { return uni(rng); });
+  make(640, [](int i) { return i == 639 ? 1e30f : (i == 0 ? 1e29f : 1.0f); }); // sentinels
+
+  auto k = kernels::buildKernel(kernels::KernelKind::TopkPrefill,
+                                kernels::configFor(kernels::KernelKind::TopkPrefill, 1, 4));
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  auto compiled = lowering::compileHostKernel(*k);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+
+  const int64_t T = static_cast<int64_t>(rows.size()), W = 8192;
+  std::vector<float> scores(T * W, nan); // never read past a row's nblk
+  std::vector<int32_t> nblk(T), topk(T * spec::kTopkBlocks, 12345);
+  for (int64_t r = 0; r < T; ++r) {
+    std::copy(rows[r].begin(), rows[r].end(), scores.begin() + r * W);
+    nblk[r] = static_cast<int32_t>(rows[r].size());
+  }
+  runtime::KernelArgs args;
+  args.buffer(scores.data(), T * W).buffer(nblk.data(), T).buffer(topk.data(), T * spec::kTopkBlocks);
+  args.scalar(T).scalar(W).scalar(0).scalar(T); // num_rows, width, row_begin, prefill_rows
+  args.call(**compiled, 0, T);
+  for (int64_t r = 0; r < T; ++r) {
+    std::vector<int32_t> got(topk.begin() + r * spec::kTopkBlocks,
+                             topk.begin() + (r + 1) * spec::kTopkBlocks);
+    EXPECT_EQ(got, expectedTopk(rows[r])) << "row " << r;
+  }
+}

@@ -56,11 +56,12 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   mlir::Value pairs = constant(VectorType::get({P}, i16), 0);
   for (int64_t j = 0; j < P; ++j) {
     mlir::Value byte = arith::ExtUIOp::create(b_, i32, vector::ExtractOp::create(b_, packed, ArrayRef<int64_t>{j}));
-    // f16 lane 0: the high nibble (element 2j + 1), lane 1: the low one, because the convert puts
-    // lane 0 in the upper byte of its result.
+    // f16 lane 0 (the register's low half): the low nibble, element 2j; lane 1: the high one.
+    // cvt...e4m3x2.f16x2 keeps halves in place (low half to the low byte), whatever MLIR's op
+    // description says about its "first element".
     mlir::Value bits = arith::OrIOp::create(
-        b_, arith::OrIOp::create(b_, field(byte, 0x70, 5), field(byte, 0x80, 8)),
-        arith::OrIOp::create(b_, field(byte, 0x7, 25), field(byte, 0x8, 28)));
+        b_, arith::OrIOp::create(b_, field(byte, 0x7, 9), field(byte, 0x8, 12)),
+        arith::OrIOp::create(b_, field(byte, 0x70, 21), field(byte, 0x80, 24)));
     mlir::Value x = vector::BitCastOp::create(
         b_, h2, vector::BroadcastOp::create(b_, VectorType::get({1}, i32), bits));
     x = arith::MulFOp::create(b_, arith::MulFOp::create(b_, x, pow14), scaleH2[S == 1 ? 0 : (2 * j) / 16]);

@@ -3,7 +3,8 @@
 # fitting one device call: `check` builds the LLVM-free CUDA checker with the machine's g++ and
 # checks every case in .gpu/cases against the scalar reference; `bench` times generated decode steps
 # next to the copy bandwidth (`bench-checked` also checks each against the reference on the CPU,
-# about 7 minutes); `torch`
+# about 7 minutes); `prefill` times 4 prompts of 32K tokens (H=1, 4) next to the fp8 tensor-core
+# peak measured by torch._scaled_mm; `torch`
 # runs PyTorch eager and torch.compile implementations of SPEC on the same shapes (checked on the
 # golden decode cases). Logs go to $OUT when it is set. Usage: bench/gpu.sh [check|bench|torch]...
 set -euo pipefail
@@ -32,10 +33,17 @@ for stage in "${stages[@]}"; do
         # shellcheck disable=SC2086
         /tmp/m3idx-cuda-check .gpu/ptx --bench $shape $flag 2>&1 | tee -a "$OUT/gpu-bench.log"
       done ;;
+    prefill)
+      build
+      for shape in "4 32768 1" "4 32768 4"; do
+        # shellcheck disable=SC2086
+        /tmp/m3idx-cuda-check .gpu/ptx --bench-prefill $shape 2>&1 | tee -a "$OUT/gpu-prefill.log"
+      done
+      python3 bench/torch_reference.py --fp8-peak 2>&1 | tee -a "$OUT/gpu-prefill.log" ;;
     torch)
       python3 bench/torch_reference.py --check .gpu/cases/decode_exact \
         .gpu/cases/decode_edge_nan_scales --bench "256 32768 1" "256 131072 1" "64 131072 4" \
         2>&1 | tee "$OUT/torch-bench.log" ;;
-    *) echo "unknown stage $stage (check, bench, bench-checked, torch)" >&2; exit 2 ;;
+    *) echo "unknown stage $stage (check, bench, bench-checked, prefill, torch)" >&2; exit 2 ;;
   esac
 done

@@ -122,14 +122,38 @@ def bench(shape, dev):
           f"({gb / results['compile'] * 1e3:.1f} GB/s of index-K)", flush=True)
 
 
+def fp8_peak(dev, n=8192):
+    """Dense e4m3 x e4m3 -> f32-accumulated matmul throughput (torch._scaled_mm, unit scales): the
+    tensor-core peak a prefill floor is measured against, in the same run."""
+    a = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
+    one = torch.ones((), device=dev)
+    for _ in range(3):
+        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    times = []
+    for _ in range(20):
+        x, y = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        x.record()
+        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        y.record()
+        torch.cuda.synchronize()
+        times.append(x.elapsed_time(y))
+    ms = sorted(times)[len(times) // 2]
+    print(f"fp8 e4m3 tensor-core peak (torch._scaled_mm {n}^3): {2 * n**3 / ms / 1e9:.0f} TFLOP/s "
+          f"({ms:.3f} ms, median of 20)", flush=True)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--check", nargs="*", default=[])
     p.add_argument("--bench", nargs="*", default=[])
+    p.add_argument("--fp8-peak", action="store_true")
     a = p.parse_args()
     dev = torch.device("cuda")
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}", flush=True)
     ok = check(a.check, dev) if a.check else True
     for shape in a.bench:
         bench(shape, dev)
+    if a.fp8_peak:
+        fp8_peak(dev)
     raise SystemExit(0 if ok else 1)

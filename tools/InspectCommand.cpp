@@ -171,7 +171,8 @@ int runInspect(const InspectArgs &a) {
   StatusOr<std::string> text = Status::error("");
   if (a.target == "gfx950") {
     static const std::map<std::string, lowering::GpuStage> gpuStages = {
-        {"mlir", lowering::GpuStage::Mlir}, {"lowered", lowering::GpuStage::Lowered}};
+        {"mlir", lowering::GpuStage::Mlir}, {"lowered", lowering::GpuStage::Lowered},
+        {"llvm", lowering::GpuStage::Llvm}};
     if (a.emit == "dsl")
       text = k->print();
     else if (auto g = gpuStages.find(a.emit); g != gpuStages.end())
@@ -179,19 +180,19 @@ int runInspect(const InspectArgs &a) {
     else if (a.emit == "bin" || a.emit == "meta" || a.emit == "asm")
       return inspectHsaco(a, *k, *target);
     else
-      return fail(fmt::format("--emit: expected dsl, mlir, lowered, bin, meta or asm for gfx950, "
+      return fail(fmt::format("--emit: expected dsl, mlir, lowered, llvm, bin, meta or asm for gfx950, "
                               "got '{}'",
                               a.emit));
   } else if (a.target == "sm_90") {
     static const std::map<std::string, lowering::GpuStage> gpuStages = {
         {"mlir", lowering::GpuStage::Mlir}, {"lowered", lowering::GpuStage::Lowered},
-        {"ptx", lowering::GpuStage::Binary}};
+        {"llvm", lowering::GpuStage::Llvm}, {"ptx", lowering::GpuStage::Binary}};
     if (a.emit == "dsl") {
       text = k->print();
     } else if (auto g = gpuStages.find(a.emit); g != gpuStages.end()) {
       text = lowering::gpuStage(*k, *target, g->second, a.printAfterAll ? &perPass : nullptr);
     } else {
-      return fail(fmt::format("--emit: expected dsl, mlir, lowered or ptx for sm_90, got '{}'",
+      return fail(fmt::format("--emit: expected dsl, mlir, lowered, llvm or ptx for sm_90, got '{}'",
                               a.emit));
     }
   } else {

@@ -2,7 +2,8 @@
 // it builds on a GPU machine with only the driver) and checks every output against the scalar
 // reference: exact-valued cases bit for bit (scores by value), others within the fp32 summation
 // bound up to near-tie swaps. Usage: m3idx-cuda-check PTX_DIR CASE... ; exit 1 on any mismatch.
-// `m3idx-cuda-check PTX_DIR --bench REQUESTS TOKENS HEADS [--check]` generates a decode step of that
+// `m3idx-cuda-check PTX_DIR --bench|--bench-prefill REQUESTS TOKENS HEADS [--check]` generates a
+// decode step (or REQUESTS prompts of TOKENS tokens) of that
 // size on the spot, times it (median of 10 after a warm-up), with --check checks it against the
 // reference (minutes on the CPU at 256 x 128K), and prints the ratio to the device's copy bandwidth
 // measured in the same run.
@@ -31,17 +32,27 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::cout << "device: " << (*backend)->deviceName() << "\n";
-  if (std::string(argv[2]) == "--bench" && (argc == 6 || argc == 7)) {
+  const std::string mode = argv[2];
+  if ((mode == "--bench" || mode == "--bench-prefill") && (argc == 6 || argc == 7)) {
     // The exact reference check of a whole step takes minutes on the CPU at these sizes: on request.
     const bool check = argc == 7 && std::string(argv[6]) == "--check";
+    const bool prefill = mode == "--bench-prefill";
     GenOptions o;
     o.seed = 7;
     o.mode = ValueMode::Exact; // random bytes: fast to make at this size
-    o.numDecodes = std::atoi(argv[3]);
-    o.decodeContext = {std::atoll(argv[4]), std::atoll(argv[4])};
+    const int64_t tokens = std::atoll(argv[4]);
     o.numHeads = std::atoi(argv[5]);
-    o.numPrefills = 0;
     o.extraPages = 0;
+    if (prefill) { // REQUESTS prompts of TOKENS tokens, all rows new: causal over the prompt
+      o.numDecodes = 0;
+      o.numPrefills = std::atoi(argv[3]);
+      o.prefillQueryLen = {tokens, tokens};
+      o.prefillContext = {tokens, tokens};
+    } else {
+      o.numDecodes = std::atoi(argv[3]);
+      o.decodeContext = {tokens, tokens};
+      o.numPrefills = 0;
+    }
     StatusOr<Case> c = generateCase(o);
     if (!c.ok()) {
       std::cerr << c.status().message() << "\n";
@@ -76,6 +87,15 @@ int main(int argc, char **argv) {
     }
     std::sort(ms.begin(), ms.end());
     const double median = ms[ms.size() / 2];
+    if (prefill) {
+      // Work: every row dots the tokens it sees (causal: row r of a prompt sees r + 1) with H heads.
+      const double n = double(tokens), macs = o.numPrefills * o.numHeads * 128.0 * n * (n + 1) / 2;
+      std::cout << fmt::format("prefill {} x {} tokens, H={}: {:.3f} ms (median of 10, launches + "
+                               "sync), {:.1f} TFLOP/s of q.k products ({:.2f} TFLOP)\n",
+                               o.numPrefills, tokens, o.numHeads, median,
+                               2 * macs / (median * 1e9), 2 * macs / 1e12);
+      return 0;
+    }
     const double bytes = double(o.numDecodes) * o.decodeContext.min * 72.0;
     auto copy = (*backend)->copyBandwidthGBs(size_t{1} << 30, 10);
     const double gbs = bytes / (median * 1e6);

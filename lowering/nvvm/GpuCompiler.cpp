@@ -4,7 +4,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
 #include "llvm/Support/raw_ostream.h"
+#include "mlir/Target/LLVMIR/Export.h"
 
 #include "lowering/MlirEmitter.h"
 #include "lowering/Pipeline.h"
@@ -43,9 +46,25 @@ StatusOr<std::string> gpuStage(const dsl::Kernel &k, const Target &target, GpuSt
     module->get()->print(os);
     return out;
   }
-  if (stage == GpuStage::Lowered) {
+  if (stage == GpuStage::Lowered || stage == GpuStage::Llvm) {
     M3IDX_RETURN_IF_ERROR(runPipeline(module->get(), WithoutSerialization(target), irAfterEachPass));
-    module->get()->print(os);
+    if (stage == GpuStage::Lowered) {
+      module->get()->print(os);
+      return out;
+    }
+    // What gpu-module-to-binary hands to the LLVM backend: the gpu.module translated on its own.
+    Status result = Status::error(fmt::format("kernel @{}: no gpu.module to translate", k.name));
+    module->get()->walk([&](mlir::gpu::GPUModuleOp gm) {
+      llvm::LLVMContext llvmCtx;
+      std::unique_ptr<llvm::Module> ir = mlir::translateModuleToLLVMIR(gm, llvmCtx, k.name);
+      if (!ir) {
+        result = Status::error(fmt::format("kernel @{}: LLVM IR translation failed", k.name));
+        return;
+      }
+      ir->print(os, nullptr);
+      result = Status();
+    });
+    M3IDX_RETURN_IF_ERROR(result);
     return out;
   }
   M3IDX_RETURN_IF_ERROR(runPipeline(module->get(), target, irAfterEachPass));

@@ -1,6 +1,6 @@
 // DSL kernel -> GPU code object text through a GPU target's pipeline (sm_90: PTX), and the named
-// stages `m3idx inspect --target sm_90` prints: mlir (the GPU form), lowered (NVVM/LLVM dialect
-// before serialization), ptx.
+// stages `m3idx inspect --target sm_90|gfx950` prints: mlir (the GPU form), lowered (NVVM/ROCDL and
+// LLVM dialects before serialization), llvm (the device module as LLVM IR), and the binary.
 #pragma once
 
 #include <string>
@@ -11,7 +11,7 @@
 
 namespace m3idx::lowering {
 
-enum class GpuStage { Mlir, Lowered, Binary };
+enum class GpuStage { Mlir, Lowered, Llvm, Binary };
 
 // The kernel at `stage` for `target` (a GPU target). Binary is the serialized object (PTX text for
 // sm_90). With `irAfterEachPass`, also the IR after every pipeline pass.

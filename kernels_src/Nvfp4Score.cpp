@@ -86,19 +86,27 @@ void scoreBlock(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, V
   Value tokenBase = blk * spec::kSparseBlockSize;
   Value tiles = (tokens + (T - 1)) / T; // the last tile reads slots past `tokens`, inside the page
   Value none = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N);
-  Values best = b.forLoop(b.constInt(0), tiles, b.constInt(1), {none}, [&](Value j, const Values &acc) {
-    Value tok0 = j * T;
-    // Pages are 9216 = 16 x 576 bytes and tiles start at multiples of 16 tokens: both loads
-    // are 16-byte aligned when kv is (SPEC §3's reason for splitting data and scales).
-    Value packed = b.loadTile(a.kv, pageBase + tok0 * spec::kDataBytesPerToken,
-                              T * spec::kDataBytesPerToken, 16);
-    Value scales = b.loadTile(a.kv, pageBase + spec::kPageDataBytes + tok0 * spec::kScalesPerToken,
-                              T * spec::kScalesPerToken, 16);
-    Value dots = b.dotTiles(b.decodeNvfp4(packed, scales), q, D);
-    Value visible = b.splat(tokenBase + tok0, N * T) + token < causal;
-    // fmaxf drops NaN dots; invisible tokens count as -inf
-    return Values{b.maxNumF(acc[0], b.reduceMaxGroups(b.select(visible, dots, negInf), N))};
-  });
+  // Pages are 9216 = 16 x 576 bytes and tiles start at multiples of 16 tokens: both loads are
+  // 16-byte aligned when kv is (SPEC §3's reason for splitting data and scales).
+  auto loadKeys = [&](Value tile) {
+    Value tok0 = tile * T;
+    return Values{b.loadTile(a.kv, pageBase + tok0 * spec::kDataBytesPerToken,
+                             T * spec::kDataBytesPerToken, 16),
+                  b.loadTile(a.kv, pageBase + spec::kPageDataBytes + tok0 * spec::kScalesPerToken,
+                             T * spec::kScalesPerToken, 16)};
+  };
+  // Software-pipelined: tile j + 1 is loaded before tile j is scored, so a load is always in
+  // flight behind the arithmetic (the last iteration reloads its own tile: in the page, unused).
+  Values first = loadKeys(b.constInt(0));
+  Values best = b.forLoop(
+      b.constInt(0), tiles, b.constInt(1), {none, first[0], first[1]}, [&](Value j, const Values &it) {
+        Values next = loadKeys(b.minS(j + 1, tiles - 1));
+        Value dots = b.dotTiles(b.decodeNvfp4(it[1], it[2]), q, D);
+        Value visible = b.splat(tokenBase + j * T, N * T) + token < causal;
+        // fmaxf drops NaN dots; invisible tokens count as -inf
+        return Values{b.maxNumF(it[0], b.reduceMaxGroups(b.select(visible, dots, negInf), N)),
+                      next[0], next[1]};
+      });
 
   Value local = b.constF32(spec::kLocalSentinel), init = b.constF32(spec::kInitSentinel);
   for (size_t r = 0; r < rt.rows.size(); ++r) {

@@ -1,5 +1,6 @@
-// The sm_90 parts of the DSL's GPU form (see EmitterImpl.h): the NVFP4 decode in f16x2 rounded by
-// cvt.rn.satfinite.e4m3x2.f16x2, and dot.tiles on the tensor cores as mma.sync m16n8k32 e4m3.
+// The sm_90 parts of the DSL's GPU form (see EmitterImpl.h): the NVFP4 decode as per-scale key
+// tables (rounded by cvt.rn.satfinite.e4m3x2.f16x2) looked up with prmt, and dot.tiles on the
+// tensor cores as mma.sync m16n8k32 e4m3.
 //
 // mma.sync.m16n8k32.row.col.f32.e4m3.e4m3.f32 (PTX ISA, warp-level matrix fragments), with
 // g = lane / 4 and t = lane % 4: A registers a0..a3 hold 4 bytes each of rows g, g+8, g, g+8 at
@@ -27,48 +28,73 @@ constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 32, kRowK = 128;
 constexpr const char *kMmaIntrinsic = "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32";
 } // namespace
 
-// SPEC §2 per packed byte, in f16x2: a nibble's bits s.eem placed as f16 bits (eem << 9, s << 15)
-// are its E2M1 value times 2^-14 (exact, subnormal for eem < 2); times 2^14 it is the value. An
-// E2M1 value (2 significant bits, at most 6) times an E4M3 scale (4 bits, 2^-9 to 448) has at most
-// 6 significant bits between 2^-10 and 2688, so both f16 multiplies are exact and
-// cvt.rn.satfinite.e4m3x2.f16x2 is the only rounding (to nearest even, |x| > 448 to +-448, NaN to
-// 0x7F), as SPEC's fp32 formulation rounds once.
+// SPEC §2 through byte permutes. Per scale group, the 8 key bytes of the positive E2M1 codes
+// (0, 0.5, 1, 1.5, 2, 3, 4, 6) times the scale: those products are exact in f16 (at most 6
+// significant bits, between 2^-10 and 2688), so cvt.rn.satfinite.e4m3x2.f16x2 is the only rounding
+// (to nearest even, |x| > 448 to +-448, NaN to 0x7F), as in SPEC's fp32 formulation. Then one
+// prmt looks up 4 elements at once (the packed nibbles, sign bits masked, are its selectors), and
+// the nibbles' sign bits are moved to bit 7 of each byte and XORed in (the table already carries
+// the scale's sign; rounding is symmetric; a NaN scale gives 0x7F or 0xFF, both NaN, and a NaN
+// dot is dropped from the max either way).
 mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   const int64_t P = cast<VectorType>(packed.getType()).getNumElements(), N = 2 * P;
   mlir::Type i16 = b_.getI16Type(), i32 = b_.getI32Type(), f16 = b_.getF16Type();
   auto h2 = VectorType::get({2}, f16);
+  if (P % 4 != 0) {
+    if (error_.empty())
+      error_ = fmt::format("nvfp4.decode: {} packed bytes per thread is not whole words", P);
+    return constant(VectorType::get({N}, b_.getType<Float8E4M3FNType>()), 0);
+  }
+  auto c32 = [&](uint32_t v) { return constant(i32, static_cast<double>(static_cast<int32_t>(v))); };
+  auto prmt = [&](mlir::Value lo, mlir::Value hi, mlir::Value sel) {
+    return NVVM::PermuteOp::create(b_, i32, lo, hi, sel, NVVM::PermuteMode::DEFAULT).getResult();
+  };
   mlir::Value scaleBytes = gpuThreadScales(scales, N);
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
   mlir::Value scaleF = arith::ExtFOp::create(
       b_, VectorType::get({S}, b_.getF32Type()),
       arith::BitcastOp::create(b_, VectorType::get({S}, b_.getType<Float8E4M3FNType>()), scaleBytes)
           .getResult());
-  std::vector<mlir::Value> scaleH2; // per group of 16: (scale, scale) in f16, exact
-  for (int64_t g = 0; g < S; ++g)
-    scaleH2.push_back(vector::BroadcastOp::create(
-        b_, h2,
-        arith::TruncFOp::create(b_, f16, vector::ExtractOp::create(b_, scaleF, ArrayRef<int64_t>{g}))));
-  mlir::Value pow14 = constant(h2, 16384.0);
-  auto field = [&](mlir::Value byte, int64_t mask, int64_t shift) {
-    return arith::ShLIOp::create(b_, arith::AndIOp::create(b_, byte, constant(i32, static_cast<double>(mask))),
-                                 constant(i32, static_cast<double>(shift)));
-  };
-  mlir::Value pairs = constant(VectorType::get({P}, i16), 0);
-  for (int64_t j = 0; j < P; ++j) {
-    mlir::Value byte = arith::ExtUIOp::create(b_, i32, vector::ExtractOp::create(b_, packed, ArrayRef<int64_t>{j}));
-    // f16 lane 0 (the register's low half): the low nibble, element 2j; lane 1: the high one.
-    // cvt...e4m3x2.f16x2 keeps halves in place (low half to the low byte), whatever MLIR's op
-    // description says about its "first element".
-    mlir::Value bits = arith::OrIOp::create(
-        b_, arith::OrIOp::create(b_, field(byte, 0x7, 9), field(byte, 0x8, 12)),
-        arith::OrIOp::create(b_, field(byte, 0x70, 21), field(byte, 0x80, 24)));
-    mlir::Value x = vector::BitCastOp::create(
-        b_, h2, vector::BroadcastOp::create(b_, VectorType::get({1}, i32), bits));
-    x = arith::MulFOp::create(b_, arith::MulFOp::create(b_, x, pow14), scaleH2[S == 1 ? 0 : (2 * j) / 16]);
-    mlir::Value pair = NVVM::ConvertF16x2ToF8x2Op::create(b_, i16, x, false, b_.getType<Float8E4M3FNType>());
-    pairs = vector::InsertOp::create(b_, pair, pairs, ArrayRef<int64_t>{j});
+  std::vector<std::pair<mlir::Value, mlir::Value>> tables; // per group: key bytes of codes 0-3, 4-7
+  for (int64_t g = 0; g < S; ++g) {
+    mlir::Value sc = vector::BroadcastOp::create(
+        b_, h2, arith::TruncFOp::create(b_, f16, vector::ExtractOp::create(b_, scaleF, ArrayRef<int64_t>{g})));
+    mlir::Value pair[4];
+    const double mags[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    for (int i = 0; i < 4; ++i) {
+      mlir::Value m = arith::ConstantOp::create(
+          b_, DenseElementsAttr::get(h2, ArrayRef<mlir::Attribute>{b_.getF16FloatAttr(mags[2 * i]),
+                                                                   b_.getF16FloatAttr(mags[2 * i + 1])}));
+      // lane 0 lands in the low byte (halves keep their place)
+      pair[i] = arith::ExtUIOp::create(
+          b_, i32,
+          NVVM::ConvertF16x2ToF8x2Op::create(b_, i16, arith::MulFOp::create(b_, m, sc), false,
+                                             b_.getType<Float8E4M3FNType>()));
+    }
+    tables.push_back({arith::OrIOp::create(b_, pair[0], arith::ShLIOp::create(b_, pair[1], c32(16))),
+                      arith::OrIOp::create(b_, pair[2], arith::ShLIOp::create(b_, pair[3], c32(16)))});
   }
-  mlir::Value bytes = vector::BitCastOp::create(b_, VectorType::get({N}, b_.getI8Type()), pairs);
+  const int64_t W = P / 4;
+  mlir::Value words = vector::BitCastOp::create(b_, VectorType::get({W}, i32), packed);
+  mlir::Value out = constant(VectorType::get({2 * W}, i32), 0);
+  mlir::Value zero = c32(0);
+  for (int64_t w = 0; w < W; ++w) { // 8 elements of one scale group
+    mlir::Value x = vector::ExtractOp::create(b_, words, ArrayRef<int64_t>{w});
+    auto [lo, hi] = tables[S == 1 ? 0 : (8 * w) / 16];
+    mlir::Value codes = arith::AndIOp::create(b_, x, c32(0x77777777));
+    for (int half = 0; half < 2; ++half) { // elements 4 half .. 4 half + 3
+      mlir::Value sel = half ? mlir::Value(arith::ShRUIOp::create(b_, codes, c32(16))) : codes;
+      mlir::Value mag = prmt(lo, hi, sel);
+      // Bytes [B, B, B', B'] of the packed pair: sign of element 2i at bit 3, of 2i+1 at bit 7.
+      mlir::Value u = prmt(x, zero, c32(half ? 0x3322 : 0x1100));
+      mlir::Value sign = arith::OrIOp::create(
+          b_, arith::AndIOp::create(b_, arith::ShLIOp::create(b_, u, c32(4)), c32(0x00800080)),
+          arith::AndIOp::create(b_, u, c32(0x80008000)));
+      out = vector::InsertOp::create(b_, arith::XOrIOp::create(b_, mag, sign), out,
+                                     ArrayRef<int64_t>{2 * w + half});
+    }
+  }
+  mlir::Value bytes = vector::BitCastOp::create(b_, VectorType::get({N}, b_.getI8Type()), out);
   return arith::BitcastOp::create(b_, VectorType::get({N}, b_.getType<Float8E4M3FNType>()), bytes);
 }
 

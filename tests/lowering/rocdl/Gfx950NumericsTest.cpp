@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "core/Nvfp4.h"
+#include "tests/lowering/Fp8Model.h"
 
 namespace {
 
@@ -24,46 +25,22 @@ float cvtScaleF32Fp4(uint8_t nibble, float scale) {
   return (nibble & 8) ? -v : v;
 }
 
-// v_cvt_f32_fp8 (OCP E4M3FN): bias 7, subnormals m * 2^-9, S.1111.111 is NaN, no infinity.
-float cvtF32Fp8(uint8_t byte) {
-  const int e = (byte >> 3) & 15, m = byte & 7;
-  float mag;
-  if (e == 15 && m == 7)
-    mag = std::numeric_limits<float>::quiet_NaN();
-  else
-    mag = e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(1.0f + m / 8.0f, e - 7);
-  return (byte & 0x80) ? -mag : mag;
-}
+// v_cvt_f32_fp8 (OCP E4M3FN to f32, exact).
+float cvtF32Fp8(uint8_t byte) { return m3idx::testing::e4m3Value(byte); }
 
 // IEEE 754-2019 minimum / maximum: NaN in, NaN out.
 float minimumf(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : std::fmin(a, b); }
 float maximumf(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : std::fmax(a, b); }
 
-// v_cvt_pk_fp8_f32, one element: the nearest E4M3 value by search over all finite codes (ties to
-// the even code), magnitudes at or beyond 448 + half an ulp (464) become NaN, NaN stays NaN.
-uint8_t cvtPkFp8F32(float x) {
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  if (std::isnan(x) || std::fabs(x) >= 464.0f)
-    return sign | 0x7F;
-  const double a = std::fabs(static_cast<double>(x));
-  int best = 0;
-  double bestErr = std::numeric_limits<double>::infinity();
-  for (int code = 0; code <= 0x7E; ++code) {
-    const double err = std::fabs(cvtF32Fp8(static_cast<uint8_t>(code)) - a);
-    if (err < bestErr || (err == bestErr && code % 2 == 0)) {
-      best = code;
-      bestErr = err;
-    }
-  }
-  return sign | static_cast<uint8_t>(best);
-}
+// v_cvt_pk_fp8_f32, one element: round to nearest even, not saturating (464 and beyond to NaN).
+uint8_t cvtPkFp8F32(float x) { return m3idx::testing::e4m3Round(x, /*saturate=*/false); }
 
 uint8_t gfx950KeyByte(uint8_t nibble, uint8_t scale) {
   const float x = cvtScaleF32Fp4(nibble, 1.0f) * cvtF32Fp8(scale);
   return cvtPkFp8F32(maximumf(minimumf(x, 448.0f), -448.0f));
 }
 
-bool isE4m3NaN(uint8_t b) { return (b & 0x7F) == 0x7F; }
+using m3idx::testing::isE4m3NaN;
 
 } // namespace
 

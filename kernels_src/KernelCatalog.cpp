@@ -35,7 +35,7 @@ std::optional<KernelKind> kernelByName(const std::string &name) {
 KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen) {
   switch (k) {
   case KernelKind::ScoreDecode: return {numHeads, decodeQueryLen};
-  case KernelKind::ScorePrefill: return {numHeads, kPrefillRowTile};
+  case KernelKind::ScorePrefill: return {numHeads, prefillRowTile(numHeads)};
   case KernelKind::TopkDecode: return {1, decodeQueryLen}; // heads come from the grid
   case KernelKind::TopkPrefill: return {1, 0};
   }

@@ -13,8 +13,9 @@ namespace m3idx::kernels {
 
 enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill };
 
-// Rows of one prefill program: each decoded key is reused by this many query rows.
-inline constexpr int kPrefillRowTile = 4;
+// Rows of one prefill program: each decoded key tile is reused by this many query rows. 16 / heads,
+// so a program's (row, head) columns fill one 16-wide matrix tile on every target.
+inline constexpr int prefillRowTile(int numHeads) { return numHeads >= 1 && numHeads <= 16 ? 16 / numHeads : 1; }
 // Key tokens a score program decodes and dots at once: the M of one 16x16 MFMA / MMA tile.
 inline constexpr int kTokenTile = 16;
 

@@ -15,16 +15,18 @@ int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last) {
 }
 
 int64_t prefillTileCount(const BatchView &b) {
+  const int64_t tile = prefillRowTile(b.params.numHeads);
   int64_t tiles = 0;
   for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i)
-    tiles += (b.queryStartLoc[i + 1] - b.queryStartLoc[i] + kPrefillRowTile - 1) / kPrefillRowTile;
+    tiles += (b.queryStartLoc[i + 1] - b.queryStartLoc[i] + tile - 1) / tile;
   return tiles;
 }
 
 void fillPrefillTiles(const BatchView &b, int32_t *request, int32_t *rowBegin) {
+  const int32_t tile = prefillRowTile(b.params.numHeads);
   int64_t t = 0;
   for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i)
-    for (int32_t row = b.queryStartLoc[i]; row < b.queryStartLoc[i + 1]; row += kPrefillRowTile, ++t) {
+    for (int32_t row = b.queryStartLoc[i]; row < b.queryStartLoc[i + 1]; row += tile, ++t) {
       request[t] = static_cast<int32_t>(i);
       rowBegin[t] = row;
     }

@@ -12,7 +12,8 @@ namespace m3idx::kernels {
 // The most blocks any request in [first, last) has: the block extent of a score grid.
 int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last);
 
-// Number of prefill row tiles, and the table itself: tile t covers rows [rowBegin[t], + tile) of
+// Number of prefill row tiles, and the table itself: tile t covers rows [rowBegin[t],
+// + prefillRowTile(heads)) of
 // request request[t]. Arrays hold prefillTileCount(b) entries.
 int64_t prefillTileCount(const BatchView &b);
 void fillPrefillTiles(const BatchView &b, int32_t *request, int32_t *rowBegin);

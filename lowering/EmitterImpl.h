@@ -71,6 +71,7 @@ private:
   // dot.tiles: host loops over rows; GPU partial dots per thread against a workgroup copy of b
   // (staged once where b is defined); gfx950 one MFMA 16x16x128 per tile.
   mlir::Value hostDotTiles(mlir::Value a, mlir::Value b, int64_t k);
+  mlir::Value hostDecodeNvfp4(mlir::Value packed, mlir::Value scales);
   mlir::Value gpuDotTiles(const dsl::Op &op);
   void stageDotOperand(dsl::ValueId v, bool barrierBefore);
   mlir::Value gpuReduceMaxGroups(mlir::Value t, int64_t lanes, int64_t groups);

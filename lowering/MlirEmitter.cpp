@@ -320,7 +320,7 @@ void Emitter::emitOp(const dsl::Op &op) {
       }
       scaleLanes_ = k_.typeOf(op.operands[1]).lanes;
     }
-    set(!gpu_     ? emitDecodeNvfp4(in(0), in(1))
+    set(!gpu_     ? hostDecodeNvfp4(in(0), in(1))
         : gfx950_ ? gfx950DecodeNvfp4(in(0), in(1))
                   : sm90DecodeNvfp4(in(0), in(1)));
     return;
@@ -398,31 +398,82 @@ mlir::Value Emitter::entryAlloca(int64_t n, mlir::Type elem) {
   return memref::AllocaOp::create(b_, MemRefType::get({n}, elem), b_.getI64IntegerAttr(64));
 }
 
-// Rows go through stack scratch and two loops, so code size does not grow with M x N.
-mlir::Value Emitter::hostDotTiles(mlir::Value a, mlir::Value b, int64_t k) {
-  a = toF32(a);
-  b = toF32(b);
-  const int64_t M = cast<VectorType>(a.getType()).getNumElements() / k;
-  const int64_t N = cast<VectorType>(b.getType()).getNumElements() / k;
-  mlir::Type f32 = b_.getF32Type();
-  mlir::Value sa = entryAlloca(M * k, f32), sb = entryAlloca(N * k, f32), res = entryAlloca(N * M, f32);
+// Host code size (and compile time) must not grow with tile widths: wide values go through stack
+// scratch and loops over 128-lane pieces, each emitted once.
+constexpr int64_t kHostPiece = 128;
+
+// Wide decodes run as a loop over 128-element pieces (64 packed bytes, 8 scales each).
+mlir::Value Emitter::hostDecodeNvfp4(mlir::Value packed, mlir::Value scales) {
+  const int64_t P = cast<VectorType>(packed.getType()).getNumElements(), N = 2 * P;
+  if (N <= kHostPiece)
+    return emitDecodeNvfp4(packed, scales);
+  const int64_t S = cast<VectorType>(scales.getType()).getNumElements();
+  mlir::Type i8 = b_.getI8Type();
+  mlir::Value sp = entryAlloca(P, i8), ss = entryAlloca(S, i8), out = entryAlloca(N, i8);
   mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
-  mlir::Value ck = arith::ConstantIndexOp::create(b_, k), cM = arith::ConstantIndexOp::create(b_, M);
-  vector::StoreOp::create(b_, a, sa, ValueRange{c0});
-  vector::StoreOp::create(b_, b, sb, ValueRange{c0});
-  auto overN = scf::ForOp::create(b_, c0, arith::ConstantIndexOp::create(b_, N), c1);
+  vector::StoreOp::create(b_, packed, sp, ValueRange{c0});
+  vector::StoreOp::create(b_, scales, ss, ValueRange{c0});
+  auto loop = scf::ForOp::create(b_, c0, arith::ConstantIndexOp::create(b_, N / kHostPiece), c1);
   {
     OpBuilder::InsertionGuard guard(b_);
-    b_.setInsertionPoint(overN.getBody()->getTerminator());
-    mlir::Value n = overN.getInductionVar();
-    auto overM = scf::ForOp::create(b_, c0, cM, c1);
+    b_.setInsertionPoint(loop.getBody()->getTerminator());
+    mlir::Value i = loop.getInductionVar();
+    auto at = [&](int64_t stride) {
+      return arith::MulIOp::create(b_, i, arith::ConstantIndexOp::create(b_, stride)).getResult();
+    };
+    mlir::Value p = vector::LoadOp::create(b_, VectorType::get({kHostPiece / 2}, i8), sp, ValueRange{at(kHostPiece / 2)});
+    mlir::Value sc = vector::LoadOp::create(b_, VectorType::get({kHostPiece / 16}, i8), ss, ValueRange{at(kHostPiece / 16)});
+    mlir::Value keys = emitDecodeNvfp4(p, sc);
+    vector::StoreOp::create(b_, arith::BitcastOp::create(b_, VectorType::get({kHostPiece}, i8), keys), out,
+                            ValueRange{at(kHostPiece)});
+  }
+  mlir::Value bytes = vector::LoadOp::create(b_, VectorType::get({N}, i8), out, ValueRange{c0});
+  return arith::BitcastOp::create(b_, VectorType::get({N}, b_.getType<Float8E4M3FNType>()), bytes);
+}
+
+// Rows go through stack scratch and loops: b's rows are widened to f32 once, then per row of a
+// (widened once) a loop over b's rows.
+mlir::Value Emitter::hostDotTiles(mlir::Value a, mlir::Value b, int64_t k) {
+  auto va = cast<VectorType>(a.getType()), vb = cast<VectorType>(b.getType());
+  const int64_t M = va.getNumElements() / k, N = vb.getNumElements() / k;
+  // Small floats are kept as their bytes in memory (no memref of f8 reaches LLVM).
+  mlir::Type f32 = b_.getF32Type(), e = va.getElementType();
+  const bool bytes = !e.isF32();
+  mlir::Type stored = bytes ? mlir::Type(b_.getI8Type()) : f32;
+  auto asStored = [&](mlir::Value v) {
+    return bytes ? mlir::Value(arith::BitcastOp::create(b_, cast<VectorType>(v.getType()).clone(stored), v)) : v;
+  };
+  mlir::Value sa = entryAlloca(M * k, stored), sbRaw = entryAlloca(N * k, stored);
+  mlir::Value sb = entryAlloca(N * k, f32), res = entryAlloca(N * M, f32);
+  mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
+  mlir::Value ck = arith::ConstantIndexOp::create(b_, k), cM = arith::ConstantIndexOp::create(b_, M);
+  mlir::Value cN = arith::ConstantIndexOp::create(b_, N);
+  vector::StoreOp::create(b_, asStored(a), sa, ValueRange{c0});
+  vector::StoreOp::create(b_, asStored(b), sbRaw, ValueRange{c0});
+  auto vk = VectorType::get({k}, f32);
+  auto loadRow = [&](mlir::Value buf, mlir::Value at) {
+    mlir::Value v = vector::LoadOp::create(b_, VectorType::get({k}, stored), buf, ValueRange{at});
+    return toF32(bytes ? mlir::Value(arith::BitcastOp::create(b_, VectorType::get({k}, e), v)) : v);
+  };
+  auto widenB = scf::ForOp::create(b_, c0, cN, c1);
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPoint(widenB.getBody()->getTerminator());
+    mlir::Value at = arith::MulIOp::create(b_, widenB.getInductionVar(), ck);
+    vector::StoreOp::create(b_, loadRow(sbRaw, at), sb, ValueRange{at});
+  }
+  auto overM = scf::ForOp::create(b_, c0, cM, c1);
+  {
+    OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(overM.getBody()->getTerminator());
     mlir::Value m = overM.getInductionVar();
-    auto vk = VectorType::get({k}, f32);
-    mlir::Value va = vector::LoadOp::create(b_, vk, sa, ValueRange{arith::MulIOp::create(b_, m, ck)});
-    mlir::Value vb = vector::LoadOp::create(b_, vk, sb, ValueRange{arith::MulIOp::create(b_, n, ck)});
+    mlir::Value rowA = loadRow(sa, arith::MulIOp::create(b_, m, ck));
+    auto overN = scf::ForOp::create(b_, c0, cN, c1);
+    b_.setInsertionPoint(overN.getBody()->getTerminator());
+    mlir::Value n = overN.getInductionVar();
+    mlir::Value rowB = vector::LoadOp::create(b_, vk, sb, ValueRange{arith::MulIOp::create(b_, n, ck)});
     mlir::Value d = vector::ReductionOp::create(b_, vector::CombiningKind::ADD,
-                                                arith::MulFOp::create(b_, va, vb), mlir::Value(),
+                                                arith::MulFOp::create(b_, rowA, rowB), mlir::Value(),
                                                 arith::FastMathFlags::reassoc);
     memref::StoreOp::create(b_, d, res,
                             ValueRange{arith::AddIOp::create(b_, arith::MulIOp::create(b_, n, cM), m)});
@@ -443,9 +494,21 @@ mlir::Value Emitter::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Valu
   mlir::Value mask = vector::CreateMaskOp::create(b_, VectorType::get({c}, b_.getI1Type()),
                                                   ValueRange{toIndex(count)});
   auto vt = VectorType::get({c}, elem);
-  return vector::MaskedLoadOp::create(b_, vt, buf,
-                                      ValueRange{toIndex(arith::AddIOp::create(b_, off, first))},
-                                      mask, constant(vt, 0));
+  mlir::Value at = toIndex(arith::AddIOp::create(b_, off, first));
+  if (!gpu_)
+    return vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{at}, mask, constant(vt, 0));
+  // On GPUs a masked load becomes one guarded load per lane: take the plain vector load when all
+  // of this thread's lanes are in (every thread but the tile's last, typically).
+  auto full = scf::IfOp::create(
+      b_, TypeRange{vt},
+      arith::CmpIOp::create(b_, arith::CmpIPredicate::sge, count, constant(i64, c)), true);
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPointToEnd(full.thenBlock());
+  scf::YieldOp::create(b_, ValueRange{vector::LoadOp::create(b_, vt, buf, ValueRange{at})});
+  b_.setInsertionPointToEnd(full.elseBlock());
+  scf::YieldOp::create(
+      b_, ValueRange{vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{at}, mask, constant(vt, 0))});
+  return full.getResult(0);
 }
 
 // fmaxf semantics (a NaN operand yields the other). On GPUs arith.maxnumf lowers to a libdevice

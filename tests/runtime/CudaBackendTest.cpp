@@ -3,9 +3,8 @@
 // matches the reference -- skipped here with the reason when no driver can be loaded.
 #include <gtest/gtest.h>
 
-#include "casefile/CaseGenerator.h"
-#include "reference/ReferenceIndexer.h"
 #include "runtime/Backend.h"
+#include "tests/runtime/GpuFamilies.h"
 #include "runtime/cuda/CudaDriver.h"
 
 using namespace m3idx;
@@ -25,19 +24,5 @@ TEST(CudaBackend, FamiliesMatchTheReferenceOnAGpu) {
   if (!backend.ok())
     GTEST_SKIP() << "no usable CUDA driver here (" << backend.status().message()
                  << "); bench/gpu.sh runs these checks on the H200";
-  for (auto [seed, heads, decodes, prefills] :
-       {std::tuple{1, 4, 6, 0}, std::tuple{2, 1, 0, 3}, std::tuple{3, 2, 4, 2}}) {
-    GenOptions o;
-    o.seed = seed;
-    o.mode = ValueMode::Exact;
-    o.numHeads = heads;
-    o.numDecodes = decodes;
-    o.numPrefills = prefills;
-    o.decodeContext = {0, 3000};
-    StatusOr<Case> c = generateCase(o);
-    ASSERT_TRUE(c.ok());
-    auto got = (*backend)->run(c->view(), {});
-    ASSERT_TRUE(got.ok()) << got.status().message();
-    EXPECT_EQ(got->topk, reference::runReference(c->view(), false)->topk) << "seed " << seed;
-  }
+  m3idx::testing::expectFamiliesMatchReference(**backend);
 }

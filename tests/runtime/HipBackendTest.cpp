@@ -3,9 +3,8 @@
 // with that reason, never passed silently.
 #include <gtest/gtest.h>
 
-#include "casefile/CaseGenerator.h"
-#include "reference/ReferenceIndexer.h"
 #include "runtime/Backend.h"
+#include "tests/runtime/GpuFamilies.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/hip/HipRuntime.h"
 
@@ -62,18 +61,5 @@ TEST(HipBackend, FamiliesMatchTheReferenceOnAnAmdGpu) {
   if (!backend.ok())
     GTEST_SKIP() << "no HIP runtime / AMD GPU here (" << backend.status().message()
                  << "); the gfx950 code objects are only built and inspected (tests/lit)";
-  for (auto [seed, heads, decodes, prefills] : {std::tuple{1, 4, 6, 0}, std::tuple{3, 2, 4, 2}}) {
-    GenOptions o;
-    o.seed = seed;
-    o.mode = ValueMode::Exact;
-    o.numHeads = heads;
-    o.numDecodes = decodes;
-    o.numPrefills = prefills;
-    o.decodeContext = {0, 3000};
-    StatusOr<Case> c = generateCase(o);
-    ASSERT_TRUE(c.ok());
-    auto got = (*backend)->run(c->view(), {});
-    ASSERT_TRUE(got.ok()) << got.status().message();
-    EXPECT_EQ(got->topk, reference::runReference(c->view(), false)->topk) << "seed " << seed;
-  }
+  m3idx::testing::expectFamiliesMatchReference(**backend);
 }

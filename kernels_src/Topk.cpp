@@ -40,17 +40,22 @@ void topkRow(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out
   Value lanes = b.iota(S);
   Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), S);
   Value steps = (nblk + (S - 1)) / S;
-  Values top = b.forLoop(b.constInt(0), steps, b.constInt(1), {empty}, [&](Value i, const Values &s) {
+  // The next step's scores are loaded before this step is looked at (a masked load: nothing past
+  // nblk is touched), so one load is always in flight behind the comparisons.
+  auto loadStep = [&](Value i) { return b.loadTile(scores, base + i * S, S, nblk - i * S); };
+  Values top = b.forLoop(b.constInt(0), steps, b.constInt(1), {empty, loadStep(b.constInt(0))},
+                         [&](Value i, const Values &s) {
     Value first = i * S, left = nblk - first;
-    Value tile = b.loadTile(scores, base + first, S, left);
-    Value best = b.reduceMax(b.select(lanes < b.splat(left, S), tile, negInf)); // NaN dropped
+    Value next = loadStep(i + 1);
+    Value best = b.reduceMax(b.select(lanes < b.splat(left, S), s[1], negInf)); // NaN dropped
     // No key of this step exceeds (best's ordered bits, the step's last block id).
     Value bound = b.packScoreKey(best, first + (S - 1));
     Value smallest = b.extract(s[0], K - 1);
-    return b.ifElse(
+    Values kept = b.ifElse(
         b.cmp(OpKind::CmpGtU, bound, smallest),
         [&] {
-          return b.forLoop(first, b.minS(first + S, nblk), b.constInt(1), s, [&](Value blk, const Values &t) {
+          return b.forLoop(first, b.minS(first + S, nblk), b.constInt(1), {s[0]},
+                           [&](Value blk, const Values &t) {
             Value key = b.packScoreKey(b.load(scores, base + blk), blk);
             Value low = b.extract(t[0], K - 1);
             return b.ifElse(
@@ -58,7 +63,8 @@ void topkRow(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out
                 [&] { return t; });
           });
         },
-        [&] { return s; });
+        [&] { return Values{s[0]}; });
+    return Values{kept[0], next};
   });
   Value ids = b.convert(OpKind::Trunc, top[0] & b.splat(b.constInt(0xFFFFFFFF), K), Elem::I32);
   Value filled = b.iota(K) < b.splat(nblk, K);

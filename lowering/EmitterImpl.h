@@ -51,6 +51,7 @@ private:
   mlir::Value laneBelow(int64_t n); // i1: this thread holds a lane of an n-lane tile
   mlir::Value shuffleIdx(mlir::Value v, mlir::Value srcLane); // any int/float scalar
   mlir::Value shuffleXor(mlir::Value v, int32_t mask);
+  void barrier(); // orders the program's workgroup-memory accesses
   mlir::Value warpReduce(mlir::Value perThread, int64_t lanes, bool add, bool isFloat);
   mlir::Value gpuExtract(mlir::Value t, int64_t tileLanes, int64_t lane);
   mlir::Value gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,

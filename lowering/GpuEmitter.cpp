@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -49,6 +50,15 @@ mlir::Value Emitter::shuffleIdx(mlir::Value v, mlir::Value srcLane) {
         arith::ExtUIOp::create(b_, t, lo));
   }
   return arith::TruncIOp::create(b_, t, move32(arith::ExtUIOp::create(b_, b_.getI32Type(), v)));
+}
+
+// A program is exactly one warp / wavefront, so a barrier only has to order that warp's shared
+// memory accesses: on NVVM bar.warp.sync (all lanes) does, and is cheaper than a CTA barrier.
+void Emitter::barrier() {
+  if (!gfx950_ && threads_ == 32)
+    NVVM::SyncWarpOp::create(b_, constant(b_.getI32Type(), -1));
+  else
+    gpu::BarrierOp::create(b_);
 }
 
 mlir::Value Emitter::shuffleXor(mlir::Value v, int32_t mask) {
@@ -145,7 +155,7 @@ mlir::Value Emitter::gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, Arr
   };
   writeTile(a, 0);
   writeTile(b, lanes);
-  gpu::BarrierOp::create(b_);
+  barrier();
   const int64_t outLanes = static_cast<int64_t>(mask.size()), kOut = chunk(outLanes);
   SmallVector<int64_t> table(mask.begin(), mask.end());
   mlir::Value maskTable = arith::ConstantOp::create(
@@ -173,7 +183,7 @@ mlir::Value Emitter::gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, Arr
       v = arith::TruncIOp::create(b_, e, v);
     out = vector::InsertOp::create(b_, v, out, ArrayRef<int64_t>{j});
   }
-  gpu::BarrierOp::create(b_);
+  barrier();
   return out;
 }
 
@@ -276,7 +286,7 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
   mlir::Value buf = stageBufs_[dotStageOf_[v.id]];
   const dsl::Type t = k_.typeOf(v);
   if (barrierBefore)
-    gpu::BarrierOp::create(b_);
+    barrier();
   mlir::Value val = get(v);
   const bool bytes = cast<MemRefType>(buf.getType()).getElementType().isInteger(8);
   if (bytes)
@@ -284,7 +294,7 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
   else
     val = toF32(val);
   gpuStoreTile(buf, constant(b_.getI64Type(), 0), val, t.lanes);
-  gpu::BarrierOp::create(b_);
+  barrier();
   dotStage_[v.id] = buf;
   if (bytes)
     mfmaB_[v.id] = gfx950_ ? mfmaFragmentB(buf, t.lanes / spec::kIndexHeadDim, spec::kIndexHeadDim)
@@ -341,9 +351,9 @@ mlir::Value Emitter::gpuDotTiles(const dsl::Op &op) {
     memref::StoreOp::create(b_, s, res,
                             ValueRange{toIndex(arith::AddIOp::create(b_, m, constant(i64, n * M)))});
   }
-  gpu::BarrierOp::create(b_);
+  barrier();
   mlir::Value out = gpuLoadTile(res, constant(i64, 0), N * M, f32);
-  gpu::BarrierOp::create(b_); // the buffer is written again by the next tile
+  barrier(); // the buffer is written again by the next tile
   return out;
 }
 

@@ -166,7 +166,7 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
                             ValueRange{toIndex(arith::AddIOp::create(b_, base, constant(i64, c)))},
                             false, llvm::MaybeAlign(16));
   }
-  gpu::BarrierOp::create(b_);
+  barrier();
   mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
   mlir::Value t = arith::RemSIOp::create(b_, lane, constant(i64, 4));
   mlir::Value aBase = arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, constant(i64, kMmaRowBytes)),
@@ -203,9 +203,9 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
       memref::StoreOp::create(b_, c[i], res, ValueRange{toIndex(at)});
     }
   }
-  gpu::BarrierOp::create(b_);
+  barrier();
   mlir::Value out = gpuLoadTile(res, constant(i64, 0), N * kMmaM, f32);
-  gpu::BarrierOp::create(b_); // both buffers are written again by the next tile
+  barrier(); // both buffers are written again by the next tile
   return out;
 }
 

@@ -19,6 +19,12 @@ for rows in 1 4; do
     > ".gpu/ptx/topk_decode.heads=1,rows=$rows.ptx"
 done
 "$M3IDX" inspect topk_prefill --target sm_90 --emit ptx > ".gpu/ptx/topk_prefill.heads=1,rows=0.ptx"
+# Cubins beside the PTX when ptxas is here (m3idx-cuda-check prefers them); the driver JITs the PTX
+# otherwise. PTX above is made with PATH limited to /usr/bin:/bin, so this names ptxas explicitly.
+PTXAS=${M3IDX_PTXAS:-/usr/local/cuda/bin/ptxas}
+if [[ -x $PTXAS ]]; then
+  for f in .gpu/ptx/*.ptx; do "$PTXAS" -arch=sm_90 -O3 "$f" -o "${f%.ptx}.cubin"; done
+fi
 
 gen() { "$M3IDX" gen --out ".gpu/cases/$1" "${@:2}" >/dev/null; }
 gen decode_exact_h4 --seed 1 --mode exact --heads 4 --decodes 8 --context 0:6000 --prefills 0 --init 1 --local 1

@@ -41,6 +41,8 @@ const std::vector<Variable> &table() {
        "seconds to wait for another process compiling the same kernel"},
       {"M3IDX_NUM_THREADS", "", false, "host launch threads; empty: all cores"},
       {"M3IDX_CUDA_LIBRARY", "libcuda.so.1", false, "CUDA driver library to dlopen"},
+      {"M3IDX_PTXAS", "", false,
+       "ptxas for sm_90 cubins; empty: ptxas on PATH or /usr/local/cuda/bin; 'none': PTX to the driver"},
       {"M3IDX_HIP_LIBRARY", "", false,
        "HIP runtime library to dlopen; empty: libamdhip64.so, then its versioned names"},
       {"M3IDX_NCCL_LIBRARY", "", false, "NCCL library to dlopen instead of libnccl.so.2"},

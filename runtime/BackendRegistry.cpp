@@ -7,6 +7,7 @@
 #include "runtime/hip/HipBackend.h"
 #include "lowering/Target.h"
 #include "lowering/nvvm/GpuCompiler.h"
+#include "lowering/nvvm/PtxAssembler.h"
 
 namespace m3idx::runtime {
 
@@ -42,7 +43,20 @@ StatusOr<std::unique_ptr<Backend>> makeBackend(const std::string &name) {
   if (name == "host")
     return std::unique_ptr<Backend>(std::make_unique<HostBackend>());
   if (name == "cuda") {
-    auto cuda = cuda::createCudaBackend(0, compileFor(lowering::makeSm90Target));
+    // PTX from the compiler, assembled to a cubin when ptxas is installed.
+    auto ptxas = lowering::findPtxas();
+    if (!ptxas.ok())
+      return ptxas.status();
+    runtime::CodeSource code = compileFor(lowering::makeSm90Target);
+    if (*ptxas)
+      code = [ptx = code, tool = **ptxas](kernels::KernelKind kind,
+                                          const kernels::KernelConfig &config) -> StatusOr<std::string> {
+        StatusOr<std::string> text = ptx(kind, config);
+        if (!text.ok())
+          return text.status();
+        return lowering::assemblePtx(tool, *text, "sm_90");
+      };
+    auto cuda = cuda::createCudaBackend(0, code);
     if (!cuda.ok())
       return cuda.status();
     return std::unique_ptr<Backend>(std::move(cuda).value());

@@ -12,8 +12,11 @@ std::string ptxFileName(kernels::KernelKind kind, const kernels::KernelConfig &c
 
 runtime::CodeSource ptxFromDirectory(const std::string &dir) {
   return [dir](kernels::KernelKind kind, const kernels::KernelConfig &config) -> StatusOr<std::string> {
-    const std::string path = dir + "/" + ptxFileName(kind, config);
-    std::ifstream in(path);
+    // A cubin made by ptxas next to the PTX is preferred: the driver loads it without a JIT.
+    std::string path = dir + "/" + ptxFileName(kind, config);
+    std::ifstream cubin(path.substr(0, path.size() - 4) + ".cubin", std::ios::binary);
+    std::ifstream ptx(path);
+    std::ifstream &in = cubin ? cubin : ptx;
     if (!in)
       return invalidArgument(path, "a PTX file", "a missing file");
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

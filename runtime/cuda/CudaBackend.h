@@ -9,7 +9,8 @@
 
 namespace m3idx::cuda {
 
-// PTX files named "<kernel>.<config>.ptx" in `dir` (what bench/gpu-prepare.sh writes).
+// PTX files named "<kernel>.<config>.ptx" in `dir` (what bench/gpu-prepare.sh writes); a
+// "<kernel>.<config>.cubin" beside one (ptxas's output) is taken instead.
 runtime::CodeSource ptxFromDirectory(const std::string &dir);
 std::string ptxFileName(kernels::KernelKind kind, const kernels::KernelConfig &config);
 

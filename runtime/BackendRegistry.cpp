@@ -2,6 +2,7 @@
 
 #include "reference/ReferenceIndexer.h"
 #include "runtime/Backend.h"
+#include "runtime/GpuCodeCache.h"
 #include "runtime/HostBackend.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/hip/HipBackend.h"
@@ -25,44 +26,23 @@ public:
 
 std::vector<std::string> backendNames() { return {"ref", "host", "cuda", "hip"}; }
 
-namespace {
-// A GPU target's code object (sm_90 PTX, gfx950 HSACO) compiled in-process from the DSL kernels.
-runtime::CodeSource compileFor(std::unique_ptr<lowering::Target> (*makeTarget)()) {
-  return [makeTarget](kernels::KernelKind kind, const kernels::KernelConfig &config) -> StatusOr<std::string> {
-    StatusOr<dsl::Kernel> k = kernels::buildKernel(kind, config);
-    if (!k.ok())
-      return k.status();
-    return lowering::gpuStage(*k, *makeTarget(), lowering::GpuStage::Binary);
-  };
-}
-} // namespace
-
 StatusOr<std::unique_ptr<Backend>> makeBackend(const std::string &name) {
   if (name == "ref")
     return std::unique_ptr<Backend>(std::make_unique<ReferenceBackend>());
   if (name == "host")
     return std::unique_ptr<Backend>(std::make_unique<HostBackend>());
   if (name == "cuda") {
-    // PTX from the compiler, assembled to a cubin when ptxas is installed.
+    // PTX from the compiler, assembled to a cubin when ptxas is installed, through the disk cache.
     auto ptxas = lowering::findPtxas();
     if (!ptxas.ok())
       return ptxas.status();
-    runtime::CodeSource code = compileFor(lowering::makeSm90Target);
-    if (*ptxas)
-      code = [ptx = code, tool = **ptxas](kernels::KernelKind kind,
-                                          const kernels::KernelConfig &config) -> StatusOr<std::string> {
-        StatusOr<std::string> text = ptx(kind, config);
-        if (!text.ok())
-          return text.status();
-        return lowering::assemblePtx(tool, *text, "sm_90");
-      };
-    auto cuda = cuda::createCudaBackend(0, code);
+    auto cuda = cuda::createCudaBackend(0, cachedGpuCode(lowering::makeSm90Target, *ptxas));
     if (!cuda.ok())
       return cuda.status();
     return std::unique_ptr<Backend>(std::move(cuda).value());
   }
   if (name == "hip") {
-    auto hip = hip::createHipBackend(0, compileFor(lowering::makeGfx950Target));
+    auto hip = hip::createHipBackend(0, cachedGpuCode(lowering::makeGfx950Target));
     if (!hip.ok())
       return hip.status();
     return std::unique_ptr<Backend>(std::move(hip).value());

@@ -1,8 +1,8 @@
 #include "runtime/GpuCodeCache.h"
 
-#include <cstdlib>
+#include "runtime/CacheOrCompile.h"
+
 #include <ctime>
-#include <iostream>
 
 #include <nlohmann/json.hpp>
 
@@ -40,53 +40,33 @@ CodeSource cachedGpuCode(std::unique_ptr<lowering::Target> (*makeTarget)(),
     in.environment = env::codeChangingFingerprint();
     const std::string key = cache::cacheKey(in);
     cache::DiskCache disk(cache::defaultCacheDirectory());
-    const bool read = !env::flag("M3IDX_ALWAYS_COMPILE");
-    if (read)
-      if (std::optional<cache::Entry> e = disk.read(key))
-        return std::string(e->binary.begin(), e->binary.end());
-    if (env::flag("M3IDX_RUN_ONLY"))
-      return Status::error(fmt::format("kernel {} ({}) for target {} is not in the cache {}, and "
-                                       "M3IDX_RUN_ONLY=1 forbids compiling it (key {})",
-                                       k->name, config.str(), target->desc().kind, disk.dir(), key));
-    if (env::flag("M3IDX_DISABLE_COMPILER"))
-      return Status::error(fmt::format("kernel {} ({}) for target {}: compiler disabled "
-                                       "(M3IDX_DISABLE_COMPILER=1)",
-                                       k->name, config.str(), target->desc().kind));
-    // One compile per key across processes, as for host kernels.
-    std::unique_ptr<cache::DiskCache::KeyLock> keyLock;
-    if (disk.usable()) {
-      auto l = disk.lock(key, std::atof(env::get("M3IDX_CACHE_LOCK_TIMEOUT_S").c_str()));
-      if (l.ok())
-        keyLock = std::move(l).value();
-      else
-        std::cerr << "m3idx: warning: " << l.status().message() << "; compiling without it\n";
-      if (keyLock && read)
-        if (std::optional<cache::Entry> e = disk.read(key))
-          return std::string(e->binary.begin(), e->binary.end());
-    }
-    StatusOr<std::string> code = lowering::gpuStage(*k, *target, lowering::GpuStage::Binary);
-    if (!code.ok())
-      return code.status();
-    if (ptxas) {
-      code = lowering::assemblePtx(*ptxas, *code, target->desc().arch);
-      if (!code.ok())
-        return code.status();
-    }
-    cache::Entry entry;
-    entry.producer = lowering::hostToolchainFingerprint();
-    entry.target = target->desc().kind;
-    entry.kernel = k->name;
-    entry.config = config.str();
-    entry.key = key;
-    entry.symbol = k->name;
-    entry.binary.assign(code->begin(), code->end());
-    entry.metadata = nlohmann::json{{"format", ptxas ? "cubin" : (entry.target == "sm_90" ? "ptx" : "hsaco")},
-                                    {"bytes", code->size()},
-                                    {"target", target->fingerprint()},
-                                    {"created_unix", static_cast<int64_t>(std::time(nullptr))}}
-                         .dump();
-    (void)disk.write(entry); // a failed write is warned about; the kernel still runs
-    return code;
+    StatusOr<CachedEntry> found = cacheOrCompile(
+        disk, key, fmt::format("kernel {} ({}) for target {}", k->name, config.str(), target->desc().kind),
+        fmt::format("the cache {}", disk.dir()), [&]() -> StatusOr<cache::Entry> {
+          StatusOr<std::string> code = lowering::gpuStage(*k, *target, lowering::GpuStage::Binary);
+          if (code.ok() && ptxas)
+            code = lowering::assemblePtx(*ptxas, *code, target->desc().arch);
+          if (!code.ok())
+            return code.status();
+          cache::Entry entry;
+          entry.producer = lowering::hostToolchainFingerprint();
+          entry.target = target->desc().kind;
+          entry.kernel = k->name;
+          entry.config = config.str();
+          entry.key = key;
+          entry.symbol = k->name;
+          entry.binary.assign(code->begin(), code->end());
+          entry.metadata =
+              nlohmann::json{{"format", ptxas ? "cubin" : (entry.target == "sm_90" ? "ptx" : "hsaco")},
+                             {"bytes", code->size()},
+                             {"target", target->fingerprint()},
+                             {"created_unix", static_cast<int64_t>(std::time(nullptr))}}
+                  .dump();
+          return entry;
+        });
+    if (!found.ok())
+      return found.status();
+    return std::string(found->entry.binary.begin(), found->entry.binary.end());
   };
 }
 

@@ -1,7 +1,7 @@
 // GPU code objects (sm_90 PTX or cubin, gfx950 HSACO) from the DSL kernels through the same disk
 // cache as host kernels: keyed by toolchain, DSL text, config, target fingerprint, the assembler
-// used and code-changing variables; a hit needs no compiler. M3IDX_ALWAYS_COMPILE and
-// M3IDX_RUN_ONLY act as for host kernels; M3IDX_DISABLE_COMPILER makes a miss an error.
+// used and code-changing variables; a hit needs no compiler. M3IDX_ALWAYS_COMPILE, M3IDX_RUN_ONLY
+// and M3IDX_DISABLE_COMPILER act as for host kernels (runtime/CacheOrCompile).
 #pragma once
 
 #include <memory>

@@ -1,5 +1,7 @@
 #include "runtime/KernelStore.h"
 
+#include "runtime/CacheOrCompile.h"
+
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -150,60 +152,38 @@ KernelStore::obtain(kernels::KernelKind kind, const kernels::KernelConfig &confi
       std::cerr << "m3idx: warning: AOT bundle entry " << path << " is unusable ("
                 << (e.ok() ? "an entry for another key" : e.status().message()) << "); skipped\n";
     }
-    if (std::optional<cache::Entry> e = disk_.read(key))
-      return useEntry(*e, KernelSource::DiskCache, t0);
   }
-  if (env::flag("M3IDX_RUN_ONLY"))
-    return Status::error(fmt::format("kernel {} ({}) for target host is not in memory, any AOT "
-                                     "bundle or the cache {}, and M3IDX_RUN_ONLY=1 forbids "
-                                     "compiling it (key {})",
-                                     k->name, config.str(), disk_.dir(), key));
-
-  // One compile per key across processes: take the key's lock, then look again.
-  std::unique_ptr<cache::DiskCache::KeyLock> keyLock;
-  if (disk_.usable()) {
-    const double timeout = std::atof(env::get("M3IDX_CACHE_LOCK_TIMEOUT_S").c_str());
-    auto l = disk_.lock(key, timeout);
-    if (!l.ok())
-      std::cerr << "m3idx: warning: " << l.status().message() << "; compiling without it\n";
-    else
-      keyLock = std::move(l).value();
-    if (keyLock && readCaches) {
-      auto t0 = Clock::now();
-      if (std::optional<cache::Entry> e = disk_.read(key))
-        return useEntry(*e, KernelSource::DiskCache, t0);
-    }
-  }
-  auto object = lowering::compileHostObject(*k, &record.compile);
-  if (!object.ok())
-    return object.status();
-  cache::Entry entry;
-  entry.producer = lowering::hostToolchainFingerprint();
-  entry.target = "host";
-  entry.kernel = k->name;
-  entry.config = config.str();
-  entry.key = key;
-  entry.symbol = object->symbol;
-  entry.binary = object->bytes;
-  entry.metadata = nlohmann::json{{"compile_ms", record.compile.totalMs()},
-                                  {"emit_ms", record.compile.emitMs},
-                                  {"pipeline_ms", record.compile.pipelineMs},
-                                  {"llvm_ms", record.compile.jitMs},
-                                  {"object_bytes", object->bytes.size()},
-                                  {"target", hostTargetFingerprint()},
-                                  {"created_unix", static_cast<int64_t>(std::time(nullptr))}}
-                       .dump();
-  (void)disk_.write(entry); // a failed write is warned about; the kernel still runs
-  (void)disk_.prune(env::get("M3IDX_CACHE_POLICY"), /*force=*/false);
-  keyLock.reset();
   auto t0 = Clock::now();
-  auto loaded = loadEntry(entry);
-  if (!loaded.ok())
-    return loaded.status();
-  record.source = KernelSource::Compiled;
-  record.loadMs = msSince(t0);
-  dumpStages(*k, config, key, entry.binary);
-  return loaded;
+  StatusOr<CachedEntry> found = cacheOrCompile(
+      disk_, key, fmt::format("kernel {} ({}) for target host", k->name, config.str()),
+      fmt::format("memory, any AOT bundle or the cache {}", disk_.dir()),
+      [&]() -> StatusOr<cache::Entry> {
+        auto object = lowering::compileHostObject(*k, &record.compile);
+        if (!object.ok())
+          return object.status();
+        cache::Entry entry;
+        entry.producer = lowering::hostToolchainFingerprint();
+        entry.target = "host";
+        entry.kernel = k->name;
+        entry.config = config.str();
+        entry.key = key;
+        entry.symbol = object->symbol;
+        entry.binary = object->bytes;
+        entry.metadata = nlohmann::json{{"compile_ms", record.compile.totalMs()},
+                                        {"emit_ms", record.compile.emitMs},
+                                        {"pipeline_ms", record.compile.pipelineMs},
+                                        {"llvm_ms", record.compile.jitMs},
+                                        {"object_bytes", object->bytes.size()},
+                                        {"target", hostTargetFingerprint()},
+                                        {"created_unix", static_cast<int64_t>(std::time(nullptr))}}
+                             .dump();
+        return entry;
+      });
+  if (!found.ok())
+    return found.status();
+  if (found->compiled)
+    t0 = Clock::now(); // load time excludes the compile, which record.compile holds
+  return useEntry(found->entry, found->compiled ? KernelSource::Compiled : KernelSource::DiskCache, t0);
 }
 
 } // namespace m3idx::runtime

@@ -1,5 +1,7 @@
 #include "lowering/nvvm/GpuCompiler.h"
 
+#include "core/EnvTable.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -67,6 +69,10 @@ StatusOr<std::string> gpuStage(const dsl::Kernel &k, const Target &target, GpuSt
     M3IDX_RETURN_IF_ERROR(result);
     return out;
   }
+  if (env::flag("M3IDX_DISABLE_COMPILER")) // as the host compiler: proves a run used only caches
+    return Status::error(fmt::format("kernel @{}: the compiler is disabled for target {} "
+                                     "(M3IDX_DISABLE_COMPILER=1)",
+                                     k.name, target.desc().kind));
   M3IDX_RETURN_IF_ERROR(runPipeline(module->get(), target, irAfterEachPass));
   std::string object;
   module->get()->walk([&](mlir::gpu::BinaryOp binary) {

@@ -71,7 +71,9 @@ private:
   mlir::Value gpuThreadScales(mlir::Value scales, int64_t perThread);
   // dot.tiles: host loops over rows; GPU partial dots per thread against a workgroup copy of b
   // (staged once where b is defined); gfx950 one MFMA 16x16x128 per tile.
-  mlir::Value hostDotTiles(mlir::Value a, mlir::Value b, int64_t k);
+  mlir::Value hostDotTiles(const dsl::Op &op);
+  mlir::Value hostWidenRows(mlir::Value b, int64_t k);
+  std::map<int32_t, int64_t> hostDotB_; // host: dot.tiles b operand id -> row length
   mlir::Value hostDecodeNvfp4(mlir::Value packed, mlir::Value scales);
   mlir::Value gpuDotTiles(const dsl::Op &op);
   void stageDotOperand(dsl::ValueId v, bool barrierBefore);

@@ -117,8 +117,12 @@ mlir::Value Emitter::emitPackScoreKey(mlir::Value s, mlir::Value block) {
 void Emitter::emitRegion(const dsl::Region &r) {
   for (int32_t i : r.ops) {
     emitOp(k_.ops[i]);
-    if (!gpu_)
+    if (!gpu_) {
+      for (dsl::ValueId v : k_.ops[i].results) // a dot.tiles b operand: widened once, where defined
+        if (auto it = hostDotB_.find(v.id); it != hostDotB_.end())
+          dotStage_[v.id] = hostWidenRows(get(v), it->second);
       continue;
+    }
     for (dsl::ValueId v : k_.ops[i].results) // a dot.tiles b operand: staged once, where defined
       if (v.id < static_cast<int32_t>(dotStageOf_.size()) && dotStageOf_[v.id] >= 0 &&
           !dotStage_.count(v.id))
@@ -273,7 +277,7 @@ void Emitter::emitOp(const dsl::Op &op) {
                        elemType(k_.typeOf(op.results[0]).elem)));
     return;
   case OpKind::DotTiles:
-    set(gpu_ ? gpuDotTiles(op) : hostDotTiles(in(0), in(1), op.intAttr));
+    set(gpu_ ? gpuDotTiles(op) : hostDotTiles(op));
     return;
   case OpKind::Load:
     set(memref::LoadOp::create(b_, buffers_[op.intAttr], ValueRange{toIndex(in(0))}));
@@ -433,35 +437,51 @@ mlir::Value Emitter::hostDecodeNvfp4(mlir::Value packed, mlir::Value scales) {
 
 // Rows go through stack scratch and loops: b's rows are widened to f32 once, then per row of a
 // (widened once) a loop over b's rows.
-mlir::Value Emitter::hostDotTiles(mlir::Value a, mlir::Value b, int64_t k) {
-  auto va = cast<VectorType>(a.getType()), vb = cast<VectorType>(b.getType());
-  const int64_t M = va.getNumElements() / k, N = vb.getNumElements() / k;
+// b's rows widened to f32 into stack scratch (done once where b is defined when b is a dot.tiles
+// operand: the query tile, loop-invariant in the score kernels).
+mlir::Value Emitter::hostWidenRows(mlir::Value b, int64_t k) {
+  auto vb = cast<VectorType>(b.getType());
+  const int64_t N = vb.getNumElements() / k;
+  mlir::Type f32 = b_.getF32Type(), e = vb.getElementType();
   // Small floats are kept as their bytes in memory (no memref of f8 reaches LLVM).
+  const bool bytes = !e.isF32();
+  mlir::Type stored = bytes ? mlir::Type(b_.getI8Type()) : f32;
+  mlir::Value raw = entryAlloca(N * k, stored), wide = entryAlloca(N * k, f32);
+  mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
+  vector::StoreOp::create(b_, bytes ? mlir::Value(arith::BitcastOp::create(b_, vb.clone(stored), b)) : b,
+                          raw, ValueRange{c0});
+  auto loop = scf::ForOp::create(b_, c0, arith::ConstantIndexOp::create(b_, N), c1);
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPoint(loop.getBody()->getTerminator());
+  mlir::Value at = arith::MulIOp::create(b_, loop.getInductionVar(), arith::ConstantIndexOp::create(b_, k));
+  mlir::Value v = vector::LoadOp::create(b_, VectorType::get({k}, stored), raw, ValueRange{at});
+  vector::StoreOp::create(b_, toF32(bytes ? mlir::Value(arith::BitcastOp::create(b_, VectorType::get({k}, e), v)) : v),
+                          wide, ValueRange{at});
+  return wide;
+}
+
+// Per row of a (widened once) a loop over b's widened rows.
+mlir::Value Emitter::hostDotTiles(const dsl::Op &op) {
+  mlir::Value a = get(op.operands[0]);
+  const int64_t k = op.intAttr;
+  const int32_t bId = op.operands[1].id;
+  mlir::Value sb = dotStage_.count(bId) ? dotStage_[bId] : hostWidenRows(get(op.operands[1]), k);
+  auto va = cast<VectorType>(a.getType());
+  const int64_t M = va.getNumElements() / k, N = k_.typeOf(op.operands[1]).lanes / k;
   mlir::Type f32 = b_.getF32Type(), e = va.getElementType();
   const bool bytes = !e.isF32();
   mlir::Type stored = bytes ? mlir::Type(b_.getI8Type()) : f32;
-  auto asStored = [&](mlir::Value v) {
-    return bytes ? mlir::Value(arith::BitcastOp::create(b_, cast<VectorType>(v.getType()).clone(stored), v)) : v;
-  };
-  mlir::Value sa = entryAlloca(M * k, stored), sbRaw = entryAlloca(N * k, stored);
-  mlir::Value sb = entryAlloca(N * k, f32), res = entryAlloca(N * M, f32);
+  mlir::Value sa = entryAlloca(M * k, stored), res = entryAlloca(N * M, f32);
   mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
   mlir::Value ck = arith::ConstantIndexOp::create(b_, k), cM = arith::ConstantIndexOp::create(b_, M);
   mlir::Value cN = arith::ConstantIndexOp::create(b_, N);
-  vector::StoreOp::create(b_, asStored(a), sa, ValueRange{c0});
-  vector::StoreOp::create(b_, asStored(b), sbRaw, ValueRange{c0});
+  vector::StoreOp::create(b_, bytes ? mlir::Value(arith::BitcastOp::create(b_, va.clone(stored), a)) : a, sa,
+                          ValueRange{c0});
   auto vk = VectorType::get({k}, f32);
   auto loadRow = [&](mlir::Value buf, mlir::Value at) {
     mlir::Value v = vector::LoadOp::create(b_, VectorType::get({k}, stored), buf, ValueRange{at});
     return toF32(bytes ? mlir::Value(arith::BitcastOp::create(b_, VectorType::get({k}, e), v)) : v);
   };
-  auto widenB = scf::ForOp::create(b_, c0, cN, c1);
-  {
-    OpBuilder::InsertionGuard guard(b_);
-    b_.setInsertionPoint(widenB.getBody()->getTerminator());
-    mlir::Value at = arith::MulIOp::create(b_, widenB.getInductionVar(), ck);
-    vector::StoreOp::create(b_, loadRow(sbRaw, at), sb, ValueRange{at});
-  }
   auto overM = scf::ForOp::create(b_, c0, cM, c1);
   {
     OpBuilder::InsertionGuard guard(b_);
@@ -533,6 +553,9 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
   fn->setAttr("llvm.emit_c_interface", b_.getUnitAttr());
   Block *entry = fn.addEntryBlock();
   entry_ = entry;
+  for (const dsl::Op &op : k_.ops)
+    if (op.kind == OpKind::DotTiles)
+      hostDotB_[op.operands[1].id] = op.intAttr;
   b_.setInsertionPointToEnd(entry);
   size_t a = 0;
   for (size_t i = 0; i < k_.buffers.size(); ++i)

@@ -6,7 +6,8 @@
 # about 7 minutes); `prefill` times 4 prompts of 32K tokens (H=1, 4) next to the fp8 tensor-core
 # peak measured by torch._scaled_mm; `torch`
 # runs PyTorch eager and torch.compile implementations of SPEC on the same shapes (checked on the
-# golden decode cases). Logs go to $OUT when it is set. Usage: bench/gpu.sh [check|bench|torch]...
+# golden decode cases); `sass` disassembles the score cubins. Logs go to $OUT when it is set.
+# Usage: bench/gpu.sh [check|bench|bench-checked|prefill|torch|sass]...
 set -euo pipefail
 OUT=${OUT:-/tmp}
 stages=("$@")
@@ -44,6 +45,11 @@ for stage in "${stages[@]}"; do
       python3 bench/torch_reference.py --check .gpu/cases/decode_exact \
         .gpu/cases/decode_edge_nan_scales --bench "256 32768 1" "256 131072 1" "64 131072 4" \
         2>&1 | tee "$OUT/torch-bench.log" ;;
-    *) echo "unknown stage $stage (check, bench, bench-checked, prefill, torch)" >&2; exit 2 ;;
+    sass) # the machine code ptxas made of the score kernels, to count a loop's instructions
+      dump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+      for f in .gpu/ptx/score_*.cubin; do
+        "$dump" -sass "$f" > "$OUT/$(basename "$f" .cubin).sass"
+      done ;;
+    *) echo "unknown stage $stage (check, bench, bench-checked, prefill, torch, sass)" >&2; exit 2 ;;
   esac
 done

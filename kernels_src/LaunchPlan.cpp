@@ -14,6 +14,15 @@ int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last) {
   return m;
 }
 
+ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms) {
+  ScoreGrid g;
+  blocks = std::max<int64_t>(blocks, 1);
+  g.blocksPerProgram =
+      std::clamp<int64_t>(units * blocks / std::max<int64_t>(targetPrograms, 1), 1, kMaxBlocksPerProgram);
+  g.chunks = (blocks + g.blocksPerProgram - 1) / g.blocksPerProgram;
+  return g;
+}
+
 int64_t prefillTileCount(const BatchView &b) {
   const int64_t tile = prefillRowTile(b.params.numHeads);
   int64_t tiles = 0;

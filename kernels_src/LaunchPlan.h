@@ -12,6 +12,19 @@ namespace m3idx::kernels {
 // The most blocks any request in [first, last) has: the block extent of a score grid.
 int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last);
 
+// A score grid: `units` (decode requests or prefill row tiles) x `chunks` programs, each scoring
+// up to blocksPerProgram consecutive blocks of its unit's `blocks` (the most any unit has). Runs of
+// blocks share a program's query load and keep its key stream going; the grid keeps at least
+// `targetPrograms` programs when there are that many blocks (a GPU needs thousands of warps; the
+// host's thread pool a few hundred work items).
+inline constexpr int64_t kMaxBlocksPerProgram = 8;
+inline constexpr int64_t kGpuScorePrograms = 16384, kHostScorePrograms = 256;
+struct ScoreGrid {
+  int64_t chunks = 1, blocksPerProgram = 1;
+  int64_t programs(int64_t units) const { return units * chunks; }
+};
+ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms);
+
 // Number of prefill row tiles, and the table itself: tile t covers rows [rowBegin[t],
 // + prefillRowTile(heads)) of
 // request request[t]. Arrays hold prefillTileCount(b) entries.

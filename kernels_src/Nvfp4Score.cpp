@@ -1,6 +1,6 @@
-// NVFP4 score kernels (SPEC §4). One program scores one KV block for a tile of query rows of one
-// request: each key token is loaded and decoded once and dotted with every row and head of the
-// tile. Decode tiles are a request's decode_query_len rows; prefill tiles are up to
+// NVFP4 score kernels (SPEC §4). One program scores a run of up to blocks_per_program KV blocks
+// for a tile of query rows of one request: each key token is loaded and decoded once and dotted
+// with every row and head of the tile. Decode tiles are a request's decode_query_len rows; prefill tiles are up to
 // prefillRowTile(heads) consecutive rows of one request, listed by the runtime's tile table.
 #include "kernels_src/ScoreKernels.h"
 
@@ -17,7 +17,8 @@ namespace {
 
 struct ScoreArgs {
   Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores;
-  Value numRows, maxBlocks, width, gridBlocks, initBlocks, localBlocks, blockBegin, blockStep;
+  Value numRows, maxBlocks, width, gridChunks, blocksPerProgram, initBlocks, localBlocks, blockBegin,
+      blockStep;
 };
 
 ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
@@ -35,7 +36,8 @@ ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
   a.numRows = b.scalarArg("num_rows", Elem::I64);
   a.maxBlocks = b.scalarArg("max_blocks", Elem::I64);
   a.width = b.scalarArg("width", Elem::I64);
-  a.gridBlocks = b.scalarArg("grid_blocks", Elem::I64);
+  a.gridChunks = b.scalarArg("grid_chunks", Elem::I64); // programs per request (decode) or row tile
+  a.blocksPerProgram = b.scalarArg("blocks_per_program", Elem::I64);
   a.initBlocks = b.scalarArg("init_blocks", Elem::I64);
   a.localBlocks = b.scalarArg("local_blocks", Elem::I64);
   if (!prefill) { // decode CP: rank r scores blocks r, r + 4, ... with this same code
@@ -64,15 +66,24 @@ struct RowTile {
   std::function<Value(Value)> causalOf; // i64 tile of row slots -> tokens each sees
 };
 
-// Scores block `blk` of request `req` for every row of the tile and every head. Keys are taken
-// kTokenTile tokens at a time: one dot.tiles of (tokens x 128) against (rows*heads x 128), which
-// matrix units run as one MFMA / MMA tile, then a masked max over the tile's tokens.
-void scoreBlock(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, Value blk,
-                const RowTile &rt, Value tokens) {
-  const int D = spec::kIndexHeadDim, T = kTokenTile;
+// The blocks a program scores: slots [first, last) of its request's block list, slot i being
+// block blockOf(i) (decode CP scores every blockStep-th block).
+struct BlockRange {
+  Value first, last;
+  std::function<Value(Value)> blockOf;
+};
+
+// Scores every block of `range` of request `req` for every row of the tile and every head. Keys
+// are taken kTokenTile tokens at a time, as one stream over the program's blocks (so the load of
+// the next tile, one step ahead, crosses block boundaries): one dot.tiles of (tokens x 128)
+// against (rows*heads x 128), which matrix units run as one MFMA / MMA tile, into a running masked
+// max per (token slot, row, head), reduced over the slots and stored when a block ends. Every
+// block takes 128 / kTokenTile steps: slots past a sequence's end are inside its last page and
+// masked like the tokens a row does not see.
+void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, const BlockRange &range,
+                 const RowTile &rt) {
+  const int D = spec::kIndexHeadDim, T = kTokenTile, steps = spec::kSparseBlockSize / kTokenTile;
   const int N = static_cast<int>(rt.rows.size()) * numHeads; // (row, head) pairs, row-major
-  Value page = loadI64(b, a.blockTable, req * a.maxBlocks + blk);
-  Value pageBase = page * spec::kPageBytes;
 
   // [rows, heads, 128] of q is one contiguous tile, loaded once per program.
   Value q = b.convert(OpKind::Bitcast, b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit),
@@ -83,43 +94,53 @@ void scoreBlock(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, V
   Value causal = rt.causalOf(lane / (T * numHeads));
   Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * T);
 
-  Value tokenBase = blk * spec::kSparseBlockSize;
-  Value tiles = (tokens + (T - 1)) / T; // the last tile reads slots past `tokens`, inside the page
-  Value none = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N);
+  Value total = (range.last - range.first) * steps;
   // Pages are 9216 = 16 x 576 bytes and tiles start at multiples of 16 tokens: both loads are
   // 16-byte aligned when kv is (SPEC §3's reason for splitting data and scales).
-  auto loadKeys = [&](Value tile) {
-    Value tok0 = tile * T;
+  auto loadKeys = [&](Value j) {
+    Value blk = range.blockOf(range.first + j / steps);
+    Value pageBase = loadI64(b, a.blockTable, req * a.maxBlocks + blk) * spec::kPageBytes;
+    Value tok0 = (j % steps) * T;
     return Values{b.loadTile(a.kv, pageBase + tok0 * spec::kDataBytesPerToken,
                              T * spec::kDataBytesPerToken, 16),
                   b.loadTile(a.kv, pageBase + spec::kPageDataBytes + tok0 * spec::kScalesPerToken,
                              T * spec::kScalesPerToken, 16)};
   };
+  Value local = b.constF32(spec::kLocalSentinel), init = b.constF32(spec::kInitSentinel);
+  auto storeBlock = [&](Value blk, Value best) {
+    for (size_t r = 0; r < rt.rows.size(); ++r) {
+      Value nblk = blocksFor(rt.rows[r].causal);
+      b.ifThen(blk < nblk, [&] {
+        for (int h = 0; h < numHeads; ++h) {
+          Value dot = b.extract(best, static_cast<int>(r) * numHeads + h);
+          Value s = b.select(blk >= nblk - a.localBlocks, local,
+                             b.select(blk < a.initBlocks, init, dot));
+          b.store(a.scores, (b.constInt(h) * a.numRows + rt.rows[r].row) * a.width + blk, s);
+        }
+      });
+    }
+  };
   // Software-pipelined: tile j + 1 is loaded before tile j is scored, so a load is always in
   // flight behind the arithmetic (the last iteration reloads its own tile: in the page, unused).
   Values first = loadKeys(b.constInt(0));
-  Values best = b.forLoop(
-      b.constInt(0), tiles, b.constInt(1), {none, first[0], first[1]}, [&](Value j, const Values &it) {
-        Values next = loadKeys(b.minS(j + 1, tiles - 1));
-        Value dots = b.dotTiles(b.decodeNvfp4(it[1], it[2]), q, D);
-        Value visible = b.splat(tokenBase + j * T, N * T) + token < causal;
-        // fmaxf drops NaN dots; invisible tokens count as -inf
-        return Values{b.maxNumF(it[0], b.reduceMaxGroups(b.select(visible, dots, negInf), N)),
-                      next[0], next[1]};
-      });
+  b.forLoop(b.constInt(0), total, b.constInt(1), {negInf, first[0], first[1]}, [&](Value j, const Values &it) {
+    Values next = loadKeys(b.minS(j + 1, total - 1));
+    Value blk = range.blockOf(range.first + j / steps);
+    Value dots = b.dotTiles(b.decodeNvfp4(it[1], it[2]), q, D);
+    Value visible = b.splat(blk * spec::kSparseBlockSize + (j % steps) * T, N * T) + token < causal;
+    // fmaxf drops NaN dots; invisible tokens count as -inf
+    Value best = b.maxNumF(it[0], b.select(visible, dots, negInf));
+    Value blockEnds = j % steps == b.constInt(steps - 1);
+    b.ifThen(blockEnds, [&] { storeBlock(blk, b.reduceMaxGroups(best, N)); });
+    return Values{b.select(b.splat(blockEnds, N * T), negInf, best), next[0], next[1]};
+  });
+}
 
-  Value local = b.constF32(spec::kLocalSentinel), init = b.constF32(spec::kInitSentinel);
-  for (size_t r = 0; r < rt.rows.size(); ++r) {
-    Value nblk = blocksFor(rt.rows[r].causal);
-    b.ifThen(blk < nblk, [&] {
-      for (int h = 0; h < numHeads; ++h) {
-        Value dot = b.extract(best[0], static_cast<int>(r) * numHeads + h);
-        Value s = b.select(blk >= nblk - a.localBlocks, local,
-                           b.select(blk < a.initBlocks, init, dot));
-        b.store(a.scores, (b.constInt(h) * a.numRows + rt.rows[r].row) * a.width + blk, s);
-      }
-    });
-  }
+// A program's slots: [chunk * blocks_per_program, + blocks_per_program) of `slots`.
+BlockRange chunkOf(KernelBuilder &b, const ScoreArgs &a, Value chunk, Value slots,
+                   std::function<Value(Value)> blockOf) {
+  Value first = chunk * a.blocksPerProgram;
+  return {first, b.minS(first + a.blocksPerProgram, slots), std::move(blockOf)};
 }
 
 } // namespace
@@ -128,10 +149,13 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   KernelBuilder b("score_decode");
   ScoreArgs a = declareArgs(b, /*prefill=*/false);
   Value pid = b.programId();
-  Value req = pid / a.gridBlocks;
-  Value blk = a.blockBegin + (pid % a.gridBlocks) * a.blockStep;
+  Value req = pid / a.gridChunks;
   Value seqLen = loadI64(b, a.seqLens, req);
-  b.ifThen(blk < blocksFor(seqLen), [&] {
+  // This rank's blocks of the request: blockBegin + i * blockStep for i < slots.
+  Value slots = b.maxS(blocksFor(seqLen) - a.blockBegin + (a.blockStep - 1), b.constInt(0)) / a.blockStep;
+  BlockRange range = chunkOf(b, a, pid % a.gridChunks, slots,
+                             [&](Value i) { return a.blockBegin + i * a.blockStep; });
+  b.ifThen(range.first < range.last, [&] {
     const int Q = c.queryRows;
     RowTile rt;
     rt.firstRow = loadI64(b, a.queryStartLoc, req);
@@ -141,8 +165,7 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
     rt.causalOf = [&](Value r) {
       return b.maxS(r + b.splat(seqLen - (Q - 1), r.type().lanes), b.splat(b.constInt(0), r.type().lanes));
     };
-    Value tokens = b.minS(seqLen - blk * spec::kSparseBlockSize, b.constInt(spec::kSparseBlockSize));
-    scoreBlock(b, a, c.numHeads, req, blk, rt, tokens);
+    scoreBlocks(b, a, c.numHeads, req, range, rt);
   });
   return b.finish();
 }
@@ -151,7 +174,7 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   KernelBuilder b("score_prefill");
   ScoreArgs a = declareArgs(b, /*prefill=*/true);
   Value pid = b.programId();
-  Value tileId = pid / a.gridBlocks, blk = pid % a.gridBlocks;
+  Value tileId = pid / a.gridChunks;
   Value req = loadI64(b, a.tileRequest, tileId);
   Value rowBegin = loadI64(b, a.tileRowBegin, tileId);
   Value qStart = loadI64(b, a.queryStartLoc, req);
@@ -163,7 +186,8 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   // causal_len = max(L - q_len + r + 1, 0) for row r of the request
   auto causalOf = [&](Value rowInRequest) { return b.maxS(seqLen - qLen + rowInRequest + 1, zero); };
   Value tileCausal = causalOf(rowBegin + numValid - 1 - qStart); // the tile's last row sees most
-  b.ifThen(blk < blocksFor(tileCausal), [&] {
+  BlockRange range = chunkOf(b, a, pid % a.gridChunks, blocksFor(tileCausal), [](Value i) { return i; });
+  b.ifThen(range.first < range.last, [&] {
     RowTile rt;
     rt.firstRow = rowBegin;
     rt.qLimit = numValid * (c.numHeads * spec::kIndexHeadDim);
@@ -177,9 +201,7 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
       Value seen = b.maxS(r + b.splat(seqLen - qLen + rowBegin - qStart + 1, n), b.splat(zero, n));
       return b.select(r < b.splat(numValid, n), seen, b.splat(zero, n));
     };
-    Value tokens =
-        b.minS(tileCausal - blk * spec::kSparseBlockSize, b.constInt(spec::kSparseBlockSize));
-    scoreBlock(b, a, c.numHeads, req, blk, rt, tokens);
+    scoreBlocks(b, a, c.numHeads, req, range, rt);
   });
   return b.finish();
 }

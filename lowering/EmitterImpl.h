@@ -10,6 +10,7 @@
 #include "core/Status.h"
 #include "dsl/Ir.h"
 #include "lowering/MlirEmitter.h"
+#include "lowering/nvvm/MmaSpread.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -28,9 +29,6 @@ using mlir::MLIRContext;
 // Workgroup memory the dot.tiles buffers of one program may take (of the 48 KiB both targets give
 // a kernel without opting in to more).
 inline constexpr int64_t kMaxDotWorkgroupBytes = 32 * 1024;
-// Bytes per key row of the sm_90 A staging buffer: 128 plus 16 of padding, so the 8 rows one
-// fragment load touches fall in different banks.
-inline constexpr int64_t kMmaRowBytes = 144;
 
 class Emitter {
 public:
@@ -44,6 +42,13 @@ public:
 private:
   mlir::Type elemType(Elem e);
   mlir::Type type(dsl::Type t);
+  // A value's per-thread type: on GPUs it depends on the value's spread (sm_90 fragment orders).
+  mlir::Type valueType(dsl::ValueId v);
+  Spread spreadOf(dsl::ValueId v) const { return spread_.empty() ? Spread::Blocked : spread_[v.id]; }
+  mlir::Value mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
+                              int64_t alignBytes);
+  mlir::Value mmaAccIota(int64_t lanes);
+  mlir::Value mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups);
   // GPU distribution of a tile of `lanes` lanes over threads_ threads.
   int64_t chunk(int64_t lanes) const { return lanes >= threads_ ? lanes / threads_ : 1; }
   bool partial(int64_t lanes) const { return lanes < threads_; }
@@ -89,9 +94,10 @@ private:
   mlir::Value mfmaDotTiles(const dsl::Op &op);
   mlir::Value mfmaFragmentB(mlir::Value stagedBytes, int64_t rows, int64_t k);
   // sm_90 (nvvm/Sm90Emitter.cpp): the decode's rounding as cvt.rn.satfinite.e4m3x2.f16x2, and
-  // dot.tiles as mma.sync m16n8k32 e4m3 (tensor cores) with the keys staged into the A layout.
+  // dot.tiles as mma.sync m16n8k32 e4m3 (tensor cores) on keys held in fragment order.
   mlir::Value sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales);
-  bool mmaFits(const dsl::Op &dotTiles) const;
+  bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes
+  bool mmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
   mlir::Value mmaDotTiles(const dsl::Op &op);
   mlir::Value mmaFragmentsB(mlir::Value stagedBytes, int64_t rows);
   void declareKeyTable(mlir::Block *moduleBody);
@@ -117,7 +123,7 @@ private:
   std::map<int32_t, mlir::Value> dotStage_;   // gpu: b operand id -> staged copy (f32 or bytes)
   std::map<int32_t, mlir::Value> dotResult_;  // gpu: dot.tiles op index -> result buffer
   std::map<int32_t, mlir::Value> mfmaB_;      // b operand id -> this lane's B fragment(s)
-  std::map<int32_t, mlir::Value> dotAStage_;  // sm_90: dot.tiles op index -> A layout buffer
+  std::vector<Spread> spread_;                // sm_90: per ValueId (empty: all Blocked)
   size_t stageCount_ = 0;
   std::vector<int32_t> dotStageOf_;           // ValueId -> index into stageBufs_, or -1
   std::vector<mlir::Value> stageBufs_;

@@ -307,7 +307,7 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
 mlir::Value Emitter::gpuDotTiles(const dsl::Op &op) {
   if (gfx950_ && mfmaFits(op))
     return mfmaDotTiles(op);
-  if (!gfx950_ && mmaFits(op))
+  if (!gfx950_ && mmaRuns(op))
     return mmaDotTiles(op);
   const int64_t k = op.intAttr, aLanes = k_.typeOf(op.operands[0]).lanes;
   const int64_t M = aLanes / k, N = k_.typeOf(op.operands[1]).lanes / k, ca = chunk(aLanes);
@@ -424,10 +424,9 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   SmallVector<mlir::Type> smemTypes;
   for (auto [e, n] : smemLanes)
     smemTypes.push_back(wgBuffer(n, elemType(static_cast<Elem>(e))));
-  // dot.tiles: a buffer per distinct b operand (bytes for matrix units, else f32), one for each
-  // op's results (all but MFMA, whose results move by shuffles), and for mma.sync one to put the
-  // keys into the A layout.
-  enum class Role { StageB, Result, StageA };
+  // dot.tiles: a buffer per distinct b operand (bytes for matrix units, else f32), and one for each
+  // op's results unless they move by shuffles (MFMA) or stay in mma.sync accumulators.
+  enum class Role { StageB, Result };
   struct PlannedBuffer {
     Role role;
     int32_t key; // b operand id, or op index
@@ -441,6 +440,8 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   for (size_t i = 0; i < k_.ops.size(); ++i)
     for (dsl::ValueId r : k_.ops[i].results)
       definingOp_[r.id] = static_cast<int32_t>(i);
+  if (!gfx950_ && threads_ == 32)
+    spread_ = assignMmaSpreads(k_, [&](const dsl::Op &op) { return mmaFits(op); });
   auto fromDecode = [&](dsl::ValueId v) {
     return definingOp_[v.id] >= 0 && k_.ops[definingOp_[v.id]].kind == OpKind::DecodeNvfp4;
   };
@@ -452,7 +453,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
       continue;
     const int64_t k = op.intAttr, M = k_.typeOf(op.operands[0]).lanes / k;
     const int64_t bLanes = k_.typeOf(op.operands[1]).lanes, N = bLanes / k;
-    const bool mfma = gfx950_ && mfmaFits(op), mma = !gfx950_ && mmaFits(op);
+    const bool mfma = gfx950_ && mfmaFits(op), mma = !gfx950_ && mmaRuns(op);
     keysAsF32 |= !mfma && !mma && fromDecode(op.operands[0]);
     auto add = [&](Role role, int32_t key, int64_t n, mlir::Type e) {
       extraBuffers.push_back({role, key, wgBuffer(n, e)});
@@ -463,10 +464,8 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
       add(Role::StageB, op.operands[1].id, bLanes,
           mfma || mma ? mlir::Type(b_.getI8Type()) : mlir::Type(b_.getF32Type()));
     }
-    if (!mfma)
+    if (!mfma && !(mma && spreadOf(op.results[0]) == Spread::MmaAcc))
       add(Role::Result, static_cast<int32_t>(i), N * M, b_.getF32Type());
-    if (mma)
-      add(Role::StageA, static_cast<int32_t>(i), kMmaRowBytes * M, b_.getI8Type());
   }
   if (dotBytes > kMaxDotWorkgroupBytes)
     return Status::error(fmt::format("kernel @{}: dot.tiles needs {} bytes of workgroup memory "
@@ -494,10 +493,8 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     mlir::Value buf = fn.getWorkgroupAttributions()[w++];
     if (pb.role == Role::StageB)
       stageBufs_[dotStageOf_[pb.key]] = buf;
-    else if (pb.role == Role::Result)
-      dotResult_[pb.key] = buf;
     else
-      dotAStage_[pb.key] = buf;
+      dotResult_[pb.key] = buf;
   }
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
   if (keysAsF32 && !gfx950_)

@@ -54,6 +54,16 @@ mlir::Type Emitter::type(dsl::Type t) {
   return VectorType::get({gpu_ ? chunk(t.lanes) : t.lanes}, e);
 }
 
+mlir::Type Emitter::valueType(dsl::ValueId v) {
+  const dsl::Type t = k_.typeOf(v);
+  switch (spreadOf(v)) {
+  case Spread::Blocked: return type(t);
+  case Spread::MmaRows: return VectorType::get({t.lanes / 32}, elemType(t.elem));
+  case Spread::MmaAcc: return VectorType::get({4 * ((t.lanes / 16 + 7) / 8)}, elemType(t.elem));
+  }
+  return {};
+}
+
 mlir::Value Emitter::constant(mlir::Type t, double v) {
   mlir::Type e = getElementTypeOrSelf(t);
   TypedAttr scalarAttr = isa<FloatType>(e) ? TypedAttr(b_.getFloatAttr(e, v))
@@ -132,7 +142,7 @@ void Emitter::emitRegion(const dsl::Region &r) {
 
 void Emitter::emitOp(const dsl::Op &op) {
   auto in = [&](size_t i) { return get(op.operands[i]); };
-  auto resultType = [&](size_t i = 0) { return type(k_.typeOf(op.results[i])); };
+  auto resultType = [&](size_t i = 0) { return valueType(op.results[i]); };
   auto set = [&](mlir::Value v) { values_[op.results[0].id] = v; };
   switch (op.kind) {
   case OpKind::ConstInt: set(constant(resultType(), static_cast<double>(op.intAttr))); return;
@@ -141,6 +151,10 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::ProgramId: set(programId_); return;
   case OpKind::Iota: {
     auto vt = cast<VectorType>(resultType());
+    if (spreadOf(op.results[0]) == Spread::MmaAcc) {
+      set(mmaAccIota(k_.typeOf(op.results[0]).lanes));
+      return;
+    }
     if (gpu_) { // lane * k + [0, k)
       const int64_t k = vt.getNumElements();
       SmallVector<int64_t> steps;
@@ -253,6 +267,10 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
   case OpKind::ReduceMaxGroups: {
     const int64_t lanes = k_.typeOf(op.operands[0]).lanes, groups = op.intAttr;
+    if (spreadOf(op.operands[0]) == Spread::MmaAcc) {
+      set(mmaAccReduceMaxGroups(in(0), groups));
+      return;
+    }
     if (gpu_) {
       set(gpuReduceMaxGroups(in(0), lanes, groups));
       return;
@@ -283,6 +301,11 @@ void Emitter::emitOp(const dsl::Op &op) {
     set(memref::LoadOp::create(b_, buffers_[op.intAttr], ValueRange{toIndex(in(0))}));
     return;
   case OpKind::LoadTile:
+    if (spreadOf(op.results[0]) == Spread::MmaRows) {
+      set(mmaRowsLoadTile(buffers_[op.intAttr], in(0), k_.typeOf(op.results[0]).lanes,
+                          elemType(k_.typeOf(op.results[0]).elem), op.alignAttr));
+      return;
+    }
     if (gpu_) {
       set(gpuLoadTile(buffers_[op.intAttr], in(0), k_.typeOf(op.results[0]).lanes,
                       elemType(k_.typeOf(op.results[0]).elem), op.alignAttr));
@@ -309,6 +332,10 @@ void Emitter::emitOp(const dsl::Op &op) {
     vector::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(in(0))});
     return;
   case OpKind::DecodeNvfp4: {
+    if (spreadOf(op.results[0]) == Spread::MmaRows) { // whole scale groups per thread by construction
+      set(sm90DecodeNvfp4(in(0), in(1)));
+      return;
+    }
     if (gpu_) {
       const int64_t P = k_.typeOf(op.operands[0]).lanes;
       const int64_t outChunk = chunk(2 * P);
@@ -363,7 +390,7 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::If: {
     SmallVector<mlir::Type> types;
     for (dsl::ValueId r : op.results)
-      types.push_back(type(k_.typeOf(r)));
+      types.push_back(valueType(r));
     auto ifOp = scf::IfOp::create(b_, types, in(0), /*withElseRegion=*/true);
     for (int r = 0; r < 2; ++r) {
       OpBuilder::InsertionGuard guard(b_);

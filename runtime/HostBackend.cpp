@@ -57,13 +57,15 @@ Status HostBackend::scoreDecode(const BatchView &b, int64_t width, float *scores
   if (!k.ok())
     return k.status();
   const int64_t blocks = maxRequestBlocks(b, 0, D);
-  const int64_t gridBlocks = std::max<int64_t>(1, (blocks - blockBegin + blockStep - 1) / blockStep);
+  const kernels::ScoreGrid grid =
+      kernels::scoreGrid(D, std::max<int64_t>(0, (blocks - blockBegin + blockStep - 1) / blockStep),
+                         kernels::kHostScorePrograms);
   KernelArgs a;
   addBatchBuffers(a, b);
   a.buffer(scores, scoreCount(b, width)).scalar(b.numRows).scalar(b.maxBlocks).scalar(width)
-      .scalar(gridBlocks).scalar(b.params.initBlocks).scalar(b.params.localBlocks)
-      .scalar(blockBegin).scalar(blockStep);
-  launch(**k, a, D * gridBlocks);
+      .scalar(grid.chunks).scalar(grid.blocksPerProgram).scalar(b.params.initBlocks)
+      .scalar(b.params.localBlocks).scalar(blockBegin).scalar(blockStep);
+  launch(**k, a, grid.programs(D));
   return Status();
 }
 
@@ -79,13 +81,13 @@ Status HostBackend::scorePrefill(const BatchView &b, int64_t width, float *score
                                      b.params.decodeQueryLen));
   if (!k.ok())
     return k.status();
-  const int64_t gridBlocks = std::max<int64_t>(1, maxRequestBlocks(b, D, R));
+  const kernels::ScoreGrid grid = kernels::scoreGrid(tiles, maxRequestBlocks(b, D, R), kernels::kHostScorePrograms);
   KernelArgs a;
   addBatchBuffers(a, b);
   a.buffer(tileRequest, tiles).buffer(tileRowBegin, tiles).buffer(scores, scoreCount(b, width))
-      .scalar(b.numRows).scalar(b.maxBlocks).scalar(width).scalar(gridBlocks)
-      .scalar(b.params.initBlocks).scalar(b.params.localBlocks);
-  launch(**k, a, tiles * gridBlocks);
+      .scalar(b.numRows).scalar(b.maxBlocks).scalar(width).scalar(grid.chunks)
+      .scalar(grid.blocksPerProgram).scalar(b.params.initBlocks).scalar(b.params.localBlocks);
+  launch(**k, a, grid.programs(tiles));
   return Status();
 }
 

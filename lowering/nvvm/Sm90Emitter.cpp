@@ -51,14 +51,21 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   };
   mlir::Value scaleBytes = gpuThreadScales(scales, N);
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
-  mlir::Value scaleF = arith::ExtFOp::create(
-      b_, VectorType::get({S}, b_.getF32Type()),
-      arith::BitcastOp::create(b_, VectorType::get({S}, b_.getType<Float8E4M3FNType>()), scaleBytes)
-          .getResult());
+  // Scales to f16 two at a time (cvt.rn.f16x2.e4m3x2: exact, NaN stays NaN), each then in both halves.
+  std::vector<mlir::Value> scalePairs;
+  for (int64_t g = 0; g < S; g += 2) {
+    mlir::Value two = g + 1 == S ? mlir::Value(vector::ShuffleOp::create(b_, scaleBytes, scaleBytes,
+                                                                          ArrayRef<int64_t>{g, g}))
+                             : mlir::Value(vector::ExtractStridedSliceOp::create(
+                                   b_, scaleBytes, ArrayRef<int64_t>{g}, ArrayRef<int64_t>{2},
+                                   ArrayRef<int64_t>{1}));
+    scalePairs.push_back(NVVM::ConvertF8x2ToF16x2Op::create(
+        b_, h2, two, b_.getBoolAttr(false), TypeAttr::get(b_.getType<Float8E4M3FNType>())));
+  }
   std::vector<std::pair<mlir::Value, mlir::Value>> tables; // per group: key bytes of codes 0-3, 4-7
   for (int64_t g = 0; g < S; ++g) {
-    mlir::Value sc = vector::BroadcastOp::create(
-        b_, h2, arith::TruncFOp::create(b_, f16, vector::ExtractOp::create(b_, scaleF, ArrayRef<int64_t>{g})));
+    mlir::Value pairF = scalePairs[g / 2];
+    mlir::Value sc = vector::ShuffleOp::create(b_, pairF, pairF, ArrayRef<int64_t>{g % 2, g % 2});
     mlir::Value pair[4];
     const double mags[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
     for (int i = 0; i < 4; ++i) {
@@ -104,6 +111,10 @@ bool Emitter::mmaFits(const dsl::Op &op) const {
          a.lanes == kMmaM * kRowK && b.lanes % kRowK == 0 && b.lanes / kRowK <= 2 * kMmaN;
 }
 
+bool Emitter::mmaRuns(const dsl::Op &op) const {
+  return mmaFits(op) && spreadOf(op.operands[0]) == Spread::MmaRows;
+}
+
 namespace {
 mlir::Value loadWord(ImplicitLocOpBuilder &b, mlir::Value buf, mlir::Value at) {
   mlir::Value v = vector::LoadOp::create(b, VectorType::get({4}, b.getI8Type()), buf, ValueRange{at},
@@ -113,14 +124,116 @@ mlir::Value loadWord(ImplicitLocOpBuilder &b, mlir::Value buf, mlir::Value at) {
 }
 } // namespace
 
+// Rows g and g + 8 of a 16-row tile, R / 4 lanes of each at column t R / 4: two vector loads.
+mlir::Value Emitter::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
+                                     int64_t alignBytes) {
+  mlir::Type i64 = b_.getI64Type();
+  const int64_t R = lanes / kMmaM, c = R / 4, partBytes = c * elem.getIntOrFloatBitWidth() / 8;
+  const int64_t align = alignBytes ? std::min(alignBytes, partBytes & -partBytes) : 0;
+  mlir::Value lane = laneI64();
+  mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
+  mlir::Value t = arith::RemSIOp::create(b_, lane, constant(i64, 4));
+  mlir::Value first = arith::AddIOp::create(
+      b_, off, arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, constant(i64, R)),
+                                     arith::MulIOp::create(b_, t, constant(i64, c))));
+  // Pieces of whole words (or one i16) are assembled as such, so they are loaded as such, not as
+  // bytes to be packed.
+  auto part = VectorType::get({c}, elem);
+  const int64_t wordBits = partBytes % 4 == 0 ? 32 : partBytes == 2 ? 16 : 0;
+  const int64_t perPart = wordBits ? partBytes * 8 / wordBits : 0;
+  mlir::Type word = wordBits ? b_.getIntegerType(wordBits) : elem;
+  mlir::Value out = constant(VectorType::get({wordBits ? 2 * perPart : 2 * c}, word), 0);
+  for (int64_t h = 0; h < 2; ++h) {
+    mlir::Value at = arith::AddIOp::create(b_, first, constant(i64, h * 8 * R));
+    mlir::Value v = vector::LoadOp::create(b_, part, buf, ValueRange{toIndex(at)}, false,
+                                           align ? llvm::MaybeAlign(align) : llvm::MaybeAlign());
+    if (wordBits)
+      v = vector::BitCastOp::create(b_, VectorType::get({perPart}, word),
+                                    arith::BitcastOp::create(b_, part.clone(b_.getIntegerType(elem.getIntOrFloatBitWidth())), v));
+    out = vector::InsertStridedSliceOp::create(b_, v, out, ArrayRef<int64_t>{h * (wordBits ? perPart : c)},
+                                               ArrayRef<int64_t>{1});
+  }
+  if (wordBits)
+    out = arith::BitcastOp::create(
+        b_, VectorType::get({2 * c}, elem),
+        vector::BitCastOp::create(b_, VectorType::get({2 * c}, b_.getIntegerType(elem.getIntOrFloatBitWidth())), out));
+  // Loads of the next tile feed a loop-carried value; LLVM's InstCombine would turn a phi of two
+  // small loads into one load of a phi of addresses, issued just before its use: the prefetch
+  // would be lost. An empty asm per 32-bit word (no instruction in the PTX) keeps them loads.
+  const int64_t bits = 2 * c * elem.getIntOrFloatBitWidth();
+  if (bits % 32 != 0)
+    return out;
+  mlir::Type i32 = b_.getI32Type();
+  auto wordsType = VectorType::get({bits / 32}, i32);
+  mlir::Value words = vector::BitCastOp::create(
+      b_, wordsType, arith::BitcastOp::create(b_, VectorType::get({2 * c}, b_.getIntegerType(elem.getIntOrFloatBitWidth())), out));
+  for (int64_t w = 0; w < bits / 32; ++w) {
+    mlir::Value x = vector::ExtractOp::create(b_, words, ArrayRef<int64_t>{w});
+    mlir::Value kept = LLVM::InlineAsmOp::create(b_, i32, ValueRange{x}, b_.getStringAttr(""),
+                                                 b_.getStringAttr("=r,0"), UnitAttr(), UnitAttr(),
+                                                 LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(), ArrayAttr())
+                           .getResult(0);
+    words = vector::InsertOp::create(b_, kept, words, ArrayRef<int64_t>{w});
+  }
+  return arith::BitcastOp::create(b_, out.getType(),
+                                  vector::BitCastOp::create(b_, VectorType::get({2 * c}, b_.getIntegerType(elem.getIntOrFloatBitWidth())), words));
+}
+
+// Lane n * 16 + m of each accumulator this thread holds (columns past the tile's give lanes past
+// it: they are computed like the others and never read).
+mlir::Value Emitter::mmaAccIota(int64_t lanes) {
+  mlir::Type i64 = b_.getI64Type();
+  const int64_t tiles = (lanes / kMmaM + kMmaN - 1) / kMmaN;
+  auto vt = VectorType::get({4 * tiles}, i64);
+  SmallVector<int64_t> offsets; // column 8 nt + 2t + i % 2, token g + 8 (i / 2)
+  for (int64_t nt = 0; nt < tiles; ++nt)
+    for (int64_t i = 0; i < 4; ++i)
+      offsets.push_back((nt * kMmaN + i % 2) * kMmaM + 8 * (i / 2));
+  mlir::Value lane = laneI64();
+  mlir::Value base = arith::AddIOp::create( // 2t * 16 + g
+      b_, arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, 4)), constant(i64, 2 * kMmaM)),
+      arith::DivSIOp::create(b_, lane, constant(i64, 4)));
+  return arith::AddIOp::create(b_, vector::BroadcastOp::create(b_, vt, base),
+                               arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(offsets))));
+}
+
+// Max over each column's 16 tokens: the thread's two tokens, then the 8 threads of the same t
+// (xor 4, 8, 16); output lane n (a tile narrower than the warp: thread n holds it) comes from
+// thread t = (n % 8) / 2.
+mlir::Value Emitter::mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
+  mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
+  const int64_t tiles = cast<VectorType>(acc.getType()).getNumElements() / 4;
+  auto reg = [&](int64_t r) { return vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r}).getResult(); };
+  mlir::Value lane = laneI64();
+  mlir::Value src = arith::DivSIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, kMmaN)),
+                                           constant(i64, 2));
+  mlir::Value out = constant(f32, -std::numeric_limits<double>::infinity());
+  for (int64_t nt = 0; nt < tiles; ++nt)
+    for (int64_t odd = 0; odd < 2; ++odd) {
+      mlir::Value m = maxNum(reg(4 * nt + odd), reg(4 * nt + 2 + odd));
+      for (int32_t x = 4; x < 32; x *= 2)
+        m = maxNum(m, shuffleXor(m, x));
+      mlir::Value v = shuffleIdx(m, src);
+      mlir::Value col = constant(i64, nt * kMmaN + odd);
+      mlir::Value mine = arith::CmpIOp::create( // lane - (lane % 8) / 2 * 2 ... is 8 nt + odd
+          b_, arith::CmpIPredicate::eq,
+          arith::SubIOp::create(b_, lane, arith::MulIOp::create(b_, src, constant(i64, 2))), col);
+      out = arith::SelectOp::create(b_, mine, v, out);
+    }
+  if (groups > threads_ && error_.empty())
+    error_ = "reduce.max.groups of mma accumulators: more groups than threads";
+  return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), out);
+}
+
 // This lane's B registers for every column tile and K step: [tile][step][b0, b1] as a vector of
-// i32, from the staged b bytes (rows past `rows` are zero columns).
+// i32, from the staged b bytes (rows past `rows` are zero columns). Step s, positions 4t + j and
+// 16 + 4t + j stand for K 32t + 8s + j and 32t + 8s + 4 + j, as in the MmaRows keys.
 mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type();
   const int64_t tiles = (rows + kMmaN - 1) / kMmaN, steps = kRowK / kMmaK;
   mlir::Value lane = laneI64();
   mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
-  mlir::Value k4 = arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, 4)), constant(i64, 4));
+  mlir::Value k32 = arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, 4)), constant(i64, 32));
   mlir::Value out = constant(VectorType::get({tiles * steps * 2}, i32), 0);
   for (int64_t nt = 0; nt < tiles; ++nt) {
     mlir::Value col = arith::AddIOp::create(b_, g, constant(i64, nt * kMmaN));
@@ -130,7 +243,7 @@ mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows) {
       for (int64_t half = 0; half < 2; ++half) {
         mlir::Value at = arith::AddIOp::create(
             b_, arith::MulIOp::create(b_, row, constant(i64, kRowK)),
-            arith::AddIOp::create(b_, k4, constant(i64, s * kMmaK + half * 16)));
+            arith::AddIOp::create(b_, k32, constant(i64, s * 8 + half * 4)));
         mlir::Value w = arith::SelectOp::create(b_, has, loadWord(b_, stagedBytes, toIndex(at)),
                                                 constant(i32, 0));
         out = vector::InsertOp::create(b_, w, out, ArrayRef<int64_t>{(nt * steps + s) * 2 + half});
@@ -139,49 +252,28 @@ mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows) {
   return out;
 }
 
-// a (16 tokens x 128, blocked: lane l holds row l / 2, K [64 (l % 2), +64)) goes through the
-// padded staging buffer into the A layout; 4 K steps x (1 or 2) column tiles of mma.sync; the
-// accumulators go through the result buffer to the result tile's owners.
+// Keys in MmaRows order are A fragments already: words 2s, 2s + 1 of row g and of row g + 8 are
+// step s's a0, a2 and a1, a3. 4 K steps x (1 or 2) column tiles of mma.sync; the accumulators are
+// the result (MmaAcc) or go through the result buffer to the blocked owners.
 mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
-  mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type(), i8 = b_.getI8Type();
-  const int32_t opIndex = static_cast<int32_t>(&op - k_.ops.data());
+  mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type(), i32 = b_.getI32Type();
   const dsl::ValueId bId = op.operands[1];
   if (!dotStage_.count(bId.id))
     stageDotOperand(bId, /*barrierBefore=*/true);
   const int64_t N = k_.typeOf(bId).lanes / kRowK, tiles = (N + kMmaN - 1) / kMmaN;
-  const int64_t steps = kRowK / kMmaK, perLane = kMmaM * kRowK / threads_;
-  mlir::Value stageA = dotAStage_.at(opIndex), res = dotResult_.at(opIndex);
-  mlir::Value lane = laneI64();
-  // Stage: 16-byte stores of this lane's part of its row.
-  mlir::Value a = arith::BitcastOp::create(b_, VectorType::get({perLane}, i8), get(op.operands[0]));
-  mlir::Value base = arith::AddIOp::create(
-      b_, arith::MulIOp::create(b_, arith::DivSIOp::create(b_, lane, constant(i64, kRowK / perLane)),
-                                constant(i64, kMmaRowBytes)),
-      arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, kRowK / perLane)),
-                            constant(i64, perLane)));
-  for (int64_t c = 0; c < perLane; c += 16) {
-    mlir::Value part = vector::ExtractStridedSliceOp::create(b_, a, ArrayRef<int64_t>{c},
-                                                             ArrayRef<int64_t>{16}, ArrayRef<int64_t>{1});
-    vector::StoreOp::create(b_, part, stageA,
-                            ValueRange{toIndex(arith::AddIOp::create(b_, base, constant(i64, c)))},
-                            false, llvm::MaybeAlign(16));
-  }
-  barrier();
-  mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
-  mlir::Value t = arith::RemSIOp::create(b_, lane, constant(i64, 4));
-  mlir::Value aBase = arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, constant(i64, kMmaRowBytes)),
-                                            arith::MulIOp::create(b_, t, constant(i64, 4)));
-  std::vector<mlir::Value> aRegs; // [step][a0..a3]
-  for (int64_t s = 0; s < steps; ++s)
-    for (auto [row, k] : {std::pair{0, 0}, std::pair{8, 0}, std::pair{0, 16}, std::pair{8, 16}})
-      aRegs.push_back(loadWord(b_, stageA, toIndex(arith::AddIOp::create(
-                                               b_, aBase, constant(i64, row * kMmaRowBytes + s * kMmaK + k)))));
+  const int64_t steps = kRowK / kMmaK, words = kMmaM * kRowK / threads_ / 4;
+  mlir::Value aWords = vector::BitCastOp::create(
+      b_, VectorType::get({words}, i32),
+      arith::BitcastOp::create(b_, VectorType::get({4 * words}, b_.getI8Type()), get(op.operands[0])));
+  auto word = [&](int64_t w) { return vector::ExtractOp::create(b_, aWords, ArrayRef<int64_t>{w}).getResult(); };
   mlir::Value bRegs = mfmaB_.at(bId.id);
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), {f32, f32, f32, f32});
+  std::vector<mlir::Value> acc; // [tile][c0..c3]
   for (int64_t nt = 0; nt < tiles; ++nt) {
     std::vector<mlir::Value> c(4, constant(f32, 0));
     for (int64_t s = 0; s < steps; ++s) {
-      SmallVector<mlir::Value> args(aRegs.begin() + s * 4, aRegs.begin() + s * 4 + 4);
+      SmallVector<mlir::Value> args{word(2 * s), word(words / 2 + 2 * s), word(2 * s + 1),
+                                    word(words / 2 + 2 * s + 1)};
       for (int64_t half = 0; half < 2; ++half)
         args.push_back(vector::ExtractOp::create(b_, bRegs, ArrayRef<int64_t>{(nt * steps + s) * 2 + half}));
       args.append(c.begin(), c.end());
@@ -190,7 +282,16 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
       for (int64_t i = 0; i < 4; ++i)
         c[i] = LLVM::ExtractValueOp::create(b_, d, ArrayRef<int64_t>{i});
     }
-    // c[i] is token g + 8 (i / 2) against column 8 nt + 2 t + i % 2: written where that column exists.
+    acc.insert(acc.end(), c.begin(), c.end());
+  }
+  if (spreadOf(op.results[0]) == Spread::MmaAcc)
+    return vector::FromElementsOp::create(b_, VectorType::get({4 * tiles}, f32), acc);
+  // c[i] is token g + 8 (i / 2) against column 8 nt + 2 t + i % 2: written where that column exists.
+  mlir::Value lane = laneI64();
+  mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
+  mlir::Value t = arith::RemSIOp::create(b_, lane, constant(i64, 4));
+  mlir::Value res = dotResult_.at(static_cast<int32_t>(&op - k_.ops.data()));
+  for (int64_t nt = 0; nt < tiles; ++nt)
     for (int64_t i = 0; i < 4; ++i) {
       mlir::Value col = arith::AddIOp::create(b_, arith::MulIOp::create(b_, t, constant(i64, 2)),
                                               constant(i64, nt * kMmaN + i % 2));
@@ -200,12 +301,11 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
       OpBuilder::InsertionGuard guard(b_);
       b_.setInsertionPoint(exists.thenBlock()->getTerminator());
       mlir::Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, col, constant(i64, kMmaM)), m);
-      memref::StoreOp::create(b_, c[i], res, ValueRange{toIndex(at)});
+      memref::StoreOp::create(b_, acc[4 * nt + i], res, ValueRange{toIndex(at)});
     }
-  }
   barrier();
   mlir::Value out = gpuLoadTile(res, constant(i64, 0), N * kMmaM, f32);
-  barrier(); // both buffers are written again by the next tile
+  barrier(); // the buffer is written again by the next tile
   return out;
 }
 

@@ -169,22 +169,23 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
       return fn.status();
   auto t0 = std::chrono::steady_clock::now();
   if (D > 0) {
-    const int64_t gridBlocks = std::max<int64_t>(1, maxRequestBlocks(b, 0, D));
+    const kernels::ScoreGrid grid = kernels::scoreGrid(D, maxRequestBlocks(b, 0, D), kernels::kGpuScorePrograms);
     LaunchArgs a;
     batchArgs(a);
-    a.buffer(scores, scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W).scalar(gridBlocks)
-        .scalar(b.params.initBlocks).scalar(b.params.localBlocks).scalar(0).scalar(1);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScoreDecode, a, D * gridBlocks));
+    a.buffer(scores, scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W).scalar(grid.chunks)
+        .scalar(grid.blocksPerProgram).scalar(b.params.initBlocks).scalar(b.params.localBlocks)
+        .scalar(0).scalar(1);
+    M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScoreDecode, a, grid.programs(D)));
   }
   if (!tileRequest.empty()) {
-    const int64_t gridBlocks = std::max<int64_t>(1, maxRequestBlocks(b, D, R));
     const int64_t tiles = static_cast<int64_t>(tileRequest.size());
+    const kernels::ScoreGrid grid = kernels::scoreGrid(tiles, maxRequestBlocks(b, D, R), kernels::kGpuScorePrograms);
     LaunchArgs a;
     batchArgs(a);
     a.buffer(tileReq, tiles).buffer(tileRow, tiles).buffer(scores, scoreCount).scalar(T)
-        .scalar(b.maxBlocks).scalar(W).scalar(gridBlocks).scalar(b.params.initBlocks)
-        .scalar(b.params.localBlocks);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScorePrefill, a, tiles * gridBlocks));
+        .scalar(b.maxBlocks).scalar(W).scalar(grid.chunks).scalar(grid.blocksPerProgram)
+        .scalar(b.params.initBlocks).scalar(b.params.localBlocks);
+    M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScorePrefill, a, grid.programs(tiles)));
   }
   if (decodeRows > 0) {
     LaunchArgs a;

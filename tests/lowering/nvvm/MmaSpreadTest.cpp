@@ -1,0 +1,129 @@
+// Which values the sm_90 lowering keeps in mma fragment order: the score kernels' key chain
+// (loads, loop-carried copies, decode) and their dot results up to the group reduction; anything a
+// blocked-only op also reads keeps its whole group blocked.
+#include <gtest/gtest.h>
+
+#include "dsl/Builder.h"
+#include "kernels_src/KernelCatalog.h"
+#include "lowering/nvvm/GpuCompiler.h"
+#include "lowering/nvvm/MmaSpread.h"
+#include "lowering/Target.h"
+
+using namespace m3idx;
+using dsl::OpKind;
+using lowering::Spread;
+
+namespace {
+
+// The shapes mma.sync m16n8k32 takes (as the sm_90 emitter's mmaFits).
+bool fits(const dsl::Kernel &k, const dsl::Op &op) {
+  const dsl::Type a = k.typeOf(op.operands[0]), b = k.typeOf(op.operands[1]);
+  return a.elem == dsl::Elem::F8E4M3FN && op.intAttr == 128 && a.lanes == 16 * 128 &&
+         b.lanes % 128 == 0 && b.lanes / 128 <= 16;
+}
+
+std::vector<Spread> spreads(const dsl::Kernel &k) {
+  return lowering::assignMmaSpreads(k, [&](const dsl::Op &op) { return fits(k, op); });
+}
+
+const dsl::Op &only(const dsl::Kernel &k, OpKind kind) {
+  const dsl::Op *found = nullptr;
+  for (const dsl::Op &op : k.ops)
+    if (op.kind == kind) {
+      EXPECT_EQ(found, nullptr) << "more than one " << dsl::opName(kind);
+      found = &op;
+    }
+  EXPECT_NE(found, nullptr);
+  return *found;
+}
+
+} // namespace
+
+TEST(MmaSpread, ScoreKernelsKeepKeysAndAccumulatorsInFragmentOrder) {
+  for (auto [kind, heads] : {std::pair{kernels::KernelKind::ScoreDecode, 1},
+                             std::pair{kernels::KernelKind::ScoreDecode, 4},
+                             std::pair{kernels::KernelKind::ScorePrefill, 1},
+                             std::pair{kernels::KernelKind::ScorePrefill, 2}}) {
+    auto k = kernels::buildKernel(kind, kernels::configFor(kind, heads, 4));
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    const std::vector<Spread> s = spreads(*k);
+    const dsl::Op &dot = only(*k, OpKind::DotTiles), &decode = only(*k, OpKind::DecodeNvfp4);
+    const dsl::Op &reduce = only(*k, OpKind::ReduceMaxGroups);
+    EXPECT_EQ(s[dot.operands[0].id], Spread::MmaRows);
+    EXPECT_EQ(s[decode.operands[0].id], Spread::MmaRows);
+    EXPECT_EQ(s[decode.operands[1].id], Spread::MmaRows);
+    EXPECT_EQ(s[dot.operands[1].id], Spread::Blocked); // the queries: staged for B fragments
+    EXPECT_EQ(s[dot.results[0].id], Spread::MmaAcc);
+    EXPECT_EQ(s[reduce.operands[0].id], Spread::MmaAcc);
+    EXPECT_EQ(s[reduce.results[0].id], Spread::Blocked);
+    int rowsLoads = 0; // this step's and the next step's data and scales
+    for (const dsl::Op &op : k->ops)
+      rowsLoads += op.kind == OpKind::LoadTile && s[op.results[0].id] == Spread::MmaRows;
+    EXPECT_EQ(rowsLoads, 4);
+  }
+}
+
+namespace {
+
+// keys = decode(load, load); out = dot.tiles(keys, q); optionally a blocked-only use of the keys
+// (stored as bytes) or of the result.
+dsl::Kernel dotKernel(bool extractKeys, bool storeResult) {
+  dsl::KernelBuilder b("k");
+  dsl::Buffer kv = b.buffer("kv", dsl::Elem::I8, dsl::Access::Read);
+  dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
+  dsl::Buffer bytes = b.buffer("bytes", dsl::Elem::I8, dsl::Access::Write);
+  dsl::Value zero = b.constInt(0);
+  dsl::Value keys = b.decodeNvfp4(b.loadTile(kv, zero, 1024, 16), b.loadTile(kv, b.constInt(1024), 128, 16));
+  dsl::Value q = b.convert(OpKind::Bitcast, b.loadTile(kv, b.constInt(2048), 4 * 128), dsl::Elem::F8E4M3FN);
+  dsl::Value dots = b.dotTiles(keys, q, 128);
+  if (extractKeys)
+    b.storeTile(bytes, zero, b.convert(OpKind::Bitcast, keys, dsl::Elem::I8));
+  if (storeResult)
+    b.storeTile(out, zero, dots);
+  dsl::Value best = b.reduceMaxGroups(b.maxNumF(dots, b.splat(b.constF32(0), 64)), 4);
+  b.store(out, b.constInt(1), b.extract(best, 0));
+  auto k = b.finish();
+  EXPECT_TRUE(k.ok()) << k.status().message();
+  return *k;
+}
+
+} // namespace
+
+TEST(MmaSpread, KeysReadElsewhereStayBlockedAndTheDotRunsOnFfma) {
+  const dsl::Kernel k = dotKernel(/*extractKeys=*/true, /*storeResult=*/false);
+  const std::vector<Spread> s = spreads(k);
+  const dsl::Op &dot = only(k, OpKind::DotTiles), &decode = only(k, OpKind::DecodeNvfp4);
+  EXPECT_EQ(s[dot.operands[0].id], Spread::Blocked);
+  EXPECT_EQ(s[decode.operands[0].id], Spread::Blocked);
+  EXPECT_EQ(s[decode.operands[1].id], Spread::Blocked);
+  EXPECT_EQ(s[dot.results[0].id], Spread::Blocked); // FFMA results are blocked
+}
+
+TEST(MmaSpread, AResultReadElsewhereStaysBlockedWhileKeysStayFragments) {
+  const dsl::Kernel k = dotKernel(/*extractKeys=*/false, /*storeResult=*/true);
+  const std::vector<Spread> s = spreads(k);
+  const dsl::Op &dot = only(k, OpKind::DotTiles);
+  EXPECT_EQ(s[dot.operands[0].id], Spread::MmaRows);
+  EXPECT_EQ(s[dot.results[0].id], Spread::Blocked);
+  const dsl::Kernel plain = dotKernel(false, false);
+  EXPECT_EQ(spreads(plain)[only(plain, OpKind::DotTiles).results[0].id], Spread::MmaAcc);
+}
+
+// Each spread combination lowers to PTX: fragment keys with accumulators kept or sent to their
+// blocked owners through shared memory (mma.sync either way), blocked keys on FFMA.
+TEST(MmaSpread, EveryCombinationLowersForSm90) {
+  struct Variant {
+    bool extractKeys, storeResult, mma, sharedResult;
+  };
+  for (Variant v : {Variant{false, false, true, false}, Variant{false, true, true, true},
+                    Variant{true, false, false, true}}) {
+    const dsl::Kernel k = dotKernel(v.extractKeys, v.storeResult);
+    auto ptx = lowering::gpuStage(k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
+    ASSERT_TRUE(ptx.ok()) << ptx.status().message();
+    EXPECT_EQ(ptx->find("mma.sync") != std::string::npos, v.mma) << v.extractKeys << v.storeResult;
+    EXPECT_EQ(ptx->find("fma.rn.f32") != std::string::npos, !v.mma) << v.extractKeys << v.storeResult;
+    EXPECT_EQ(ptx->find("st.shared.f32") != std::string::npos || ptx->find("st.shared.b32") != std::string::npos,
+              v.sharedResult)
+        << v.extractKeys << v.storeResult;
+  }
+}

@@ -48,7 +48,7 @@ for stage in "${stages[@]}"; do
     sass) # the machine code ptxas made of the score kernels, to count a loop's instructions
       dump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
       for f in .gpu/ptx/score_*.cubin; do
-        "$dump" -sass "$f" > "$OUT/$(basename "$f" .cubin).sass"
+        "$dump" -sass "$f" > "$OUT/$(basename "$f" .cubin | tr '=,' '__').sass"
       done ;;
     *) echo "unknown stage $stage (check, bench, bench-checked, prefill, torch, sass)" >&2; exit 2 ;;
   esac

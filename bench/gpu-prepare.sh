@@ -19,6 +19,7 @@ for rows in 1 4; do
     > ".gpu/ptx/topk_decode.heads=1,rows=$rows.ptx"
 done
 "$M3IDX" inspect topk_prefill --target sm_90 --emit ptx > ".gpu/ptx/topk_prefill.heads=1,rows=0.ptx"
+"$M3IDX" inspect topk_merge --target sm_90 --emit ptx > ".gpu/ptx/topk_merge.heads=1,rows=0.ptx"
 # Cubins beside the PTX when ptxas is here (m3idx-cuda-check prefers them); the driver JITs the PTX
 # otherwise. PTX above is made with PATH limited to /usr/bin:/bin, so this names ptxas explicitly.
 PTXAS=${M3IDX_PTXAS:-/usr/local/cuda/bin/ptxas}

@@ -11,7 +11,8 @@ std::string KernelConfig::str() const { return fmt::format("heads={},rows={}", n
 
 const std::vector<KernelKind> &allKernels() {
   static const std::vector<KernelKind> all = {KernelKind::ScoreDecode, KernelKind::ScorePrefill,
-                                              KernelKind::TopkDecode, KernelKind::TopkPrefill};
+                                              KernelKind::TopkDecode, KernelKind::TopkPrefill,
+                                              KernelKind::TopkMerge};
   return all;
 }
 
@@ -21,6 +22,7 @@ const char *kernelName(KernelKind k) {
   case KernelKind::ScorePrefill: return "score_prefill";
   case KernelKind::TopkDecode: return "topk_decode";
   case KernelKind::TopkPrefill: return "topk_prefill";
+  case KernelKind::TopkMerge: return "topk_merge";
   }
   return "?";
 }
@@ -38,6 +40,7 @@ KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen) {
   case KernelKind::ScorePrefill: return {numHeads, prefillRowTile(numHeads)};
   case KernelKind::TopkDecode: return {1, decodeQueryLen}; // heads come from the grid
   case KernelKind::TopkPrefill: return {1, 0};
+  case KernelKind::TopkMerge: return {1, 0};
   }
   return {};
 }
@@ -45,13 +48,14 @@ KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen) {
 StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   if (!spec::isSupportedHeadCount(c.numHeads))
     return invalidArgument("heads", "1, 2 or 4", c.numHeads);
-  if (k != KernelKind::TopkPrefill && (c.queryRows < 1 || c.queryRows > 64))
+  if (k != KernelKind::TopkPrefill && k != KernelKind::TopkMerge && (c.queryRows < 1 || c.queryRows > 64))
     return invalidArgument("query rows", "1..64", c.queryRows);
   switch (k) {
   case KernelKind::ScoreDecode: return buildScoreDecode(c);
   case KernelKind::ScorePrefill: return buildScorePrefill(c);
   case KernelKind::TopkDecode: return buildTopkDecode(c);
   case KernelKind::TopkPrefill: return buildTopkPrefill(c);
+  case KernelKind::TopkMerge: return buildTopkMerge(c);
   }
   return Status::error("unknown kernel");
 }

@@ -11,7 +11,7 @@
 
 namespace m3idx::kernels {
 
-enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill };
+enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill, TopkMerge };
 
 // Rows of one prefill program: each decoded key tile is reused by this many query rows. 16 / heads,
 // so a program's (row, head) columns fill one 16-wide matrix tile on every target.

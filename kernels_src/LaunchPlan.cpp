@@ -23,6 +23,17 @@ ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms) {
   return g;
 }
 
+TopkSplit topkSplit(int64_t rows, int64_t blocks, int64_t targetPrograms) {
+  TopkSplit t;
+  t.segmentBlocks = std::max<int64_t>(blocks, 1);
+  if (rows <= 0 || rows >= targetPrograms || blocks < 2 * kMinSegmentBlocks)
+    return t;
+  const int64_t wanted = std::min((targetPrograms + rows - 1) / rows, blocks / kMinSegmentBlocks);
+  t.segmentBlocks = ((blocks + wanted - 1) / wanted + 31) / 32 * 32;
+  t.segments = (blocks + t.segmentBlocks - 1) / t.segmentBlocks;
+  return t;
+}
+
 int64_t prefillTileCount(const BatchView &b) {
   const int64_t tile = prefillRowTile(b.params.numHeads);
   int64_t tiles = 0;

@@ -25,6 +25,16 @@ struct ScoreGrid {
 };
 ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms);
 
+// Top-k of `rows` (head, row) pairs of up to `blocks` blocks: rows too few to fill the target are
+// cut into segments of segmentBlocks (a multiple of the 32-score step, at least 128) whose top 16s
+// topk_merge combines; with one segment the top-k kernels write block ids directly.
+inline constexpr int64_t kGpuTopkPrograms = 4096, kHostTopkPrograms = 64, kMinSegmentBlocks = 128;
+struct TopkSplit {
+  int64_t segments = 1, segmentBlocks = 1;
+  int64_t partialKeys(int64_t headRows) const { return segments > 1 ? headRows * segments * 16 : 1; }
+};
+TopkSplit topkSplit(int64_t rows, int64_t blocks, int64_t targetPrograms);
+
 // Number of prefill row tiles, and the table itself: tile t covers rows [rowBegin[t],
 // + prefillRowTile(heads)) of
 // request request[t]. Arrays hold prefillTileCount(b) entries.

@@ -1,4 +1,4 @@
-// Builders of the four indexer kernels (internal to kernels_src; use KernelCatalog.h).
+// Builders of the indexer kernels (internal to kernels_src; use KernelCatalog.h).
 #pragma once
 
 #include "dsl/Builder.h"
@@ -10,5 +10,6 @@ StatusOr<dsl::Kernel> buildScoreDecode(const KernelConfig &c);
 StatusOr<dsl::Kernel> buildScorePrefill(const KernelConfig &c);
 StatusOr<dsl::Kernel> buildTopkDecode(const KernelConfig &c);
 StatusOr<dsl::Kernel> buildTopkPrefill(const KernelConfig &c);
+StatusOr<dsl::Kernel> buildTopkMerge(const KernelConfig &c);
 
 } // namespace m3idx::kernels

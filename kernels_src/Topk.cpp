@@ -1,6 +1,7 @@
-// Top-k kernels (SPEC §5): one program per (head, row) streams the row's scores once, keeping the
-// 16 largest packed keys in a sorted 16-lane tile (a compare-shift-select insertion network); the
-// scores come 32 at a time, and only a tile that may hold a key above the 16th is inserted key by key.
+// Top-k kernels (SPEC §5): one program per (head, row) -- or per segment of a long row, merged by
+// topk_merge -- streams the scores once, keeping the 16 largest packed keys in a sorted 16-lane
+// tile (a compare-shift-select insertion network); the scores come 32 at a time, and only a tile
+// that may hold a key above the 16th is inserted key by key.
 #include "kernels_src/ScoreKernels.h"
 
 #include <limits>
@@ -32,29 +33,30 @@ Value topkInsert(KernelBuilder &b, Value state, Value key) {
 // case once the top 16 has filled) costs one tile load and one reduction instead of a serial pass.
 constexpr int kScanTile = 32;
 
-// Selects the top 16 of scores[base, base + nblk) into out[outBase, outBase + 16).
-void topkRow(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out, Value outBase) {
+// The top 16 keys of blocks [first, last) of the score row at `base`, as a descending tile (key
+// 0, below every real key, where there are fewer than 16).
+Value topkKeys(KernelBuilder &b, Buffer scores, Value base, Value first, Value last) {
   const int S = kScanTile;
   // Key 0 is below every real key (the ordered bits of -inf are 0x007FFFFF), so it marks empty.
   Value empty = b.splat(b.constInt(0), K);
   Value lanes = b.iota(S);
   Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), S);
-  Value steps = (nblk + (S - 1)) / S;
+  Value steps = (last - first + (S - 1)) / S;
   // The next step's scores are loaded before this step is looked at (a masked load: nothing past
-  // nblk is touched), so one load is always in flight behind the comparisons.
-  auto loadStep = [&](Value i) { return b.loadTile(scores, base + i * S, S, nblk - i * S); };
+  // `last` is touched), so one load is always in flight behind the comparisons.
+  auto loadStep = [&](Value i) { return b.loadTile(scores, base + first + i * S, S, last - first - i * S); };
   Values top = b.forLoop(b.constInt(0), steps, b.constInt(1), {empty, loadStep(b.constInt(0))},
                          [&](Value i, const Values &s) {
-    Value first = i * S, left = nblk - first;
+    Value from = first + i * S, left = last - from;
     Value next = loadStep(i + 1);
     Value best = b.reduceMax(b.select(lanes < b.splat(left, S), s[1], negInf)); // NaN dropped
     // No key of this step exceeds (best's ordered bits, the step's last block id).
-    Value bound = b.packScoreKey(best, first + (S - 1));
+    Value bound = b.packScoreKey(best, from + (S - 1));
     Value smallest = b.extract(s[0], K - 1);
     Values kept = b.ifElse(
         b.cmp(OpKind::CmpGtU, bound, smallest),
         [&] {
-          return b.forLoop(first, b.minS(first + S, nblk), b.constInt(1), {s[0]},
+          return b.forLoop(from, b.minS(from + S, last), b.constInt(1), {s[0]},
                            [&](Value blk, const Values &t) {
             Value key = b.packScoreKey(b.load(scores, base + blk), blk);
             Value low = b.extract(t[0], K - 1);
@@ -66,9 +68,32 @@ void topkRow(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out
         [&] { return Values{s[0]}; });
     return Values{kept[0], next};
   });
-  Value ids = b.convert(OpKind::Trunc, top[0] & b.splat(b.constInt(0xFFFFFFFF), K), Elem::I32);
-  Value filled = b.iota(K) < b.splat(nblk, K);
-  b.storeTile(out, outBase, b.select(filled, ids, b.splat(b.constInt(-1, Elem::I32), K)));
+  return top[0];
+}
+
+// Block ids of a key tile, -1 for empty slots.
+Value blockIds(KernelBuilder &b, Value keys) {
+  Value ids = b.convert(OpKind::Trunc, keys & b.splat(b.constInt(0xFFFFFFFF), K), Elem::I32);
+  Value filled = b.cmp(OpKind::CmpNe, keys, b.splat(b.constInt(0), K));
+  return b.select(filled, ids, b.splat(b.constInt(-1, Elem::I32), K));
+}
+
+// Scalar arguments shared by the two top-k kernels: a long row is cut into `segments` pieces of
+// `segment_blocks` blocks, each scored by its own program into `partial` (its 16 keys, for
+// topk_merge); with one segment the program writes the row's block ids itself.
+struct Segments {
+  Buffer partial;
+  Value segmentBlocks, segments;
+};
+
+// The program's part of row headRow (nblk blocks): its segment's top 16, written as ids or keys.
+void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out,
+                 const Segments &sg, Value headRow, Value segment) {
+  Value first = segment * sg.segmentBlocks;
+  Value keys = topkKeys(b, scores, base, b.minS(first, nblk), b.minS(first + sg.segmentBlocks, nblk));
+  b.ifThen(sg.segments == b.constInt(1), [&] { b.storeTile(out, headRow * K, blockIds(b, keys)); });
+  b.ifThen(sg.segments > b.constInt(1),
+           [&] { b.storeTile(sg.partial, (headRow * sg.segments + segment) * K, keys); });
 }
 
 Value blocksFor(Value tokens) { return (tokens + (spec::kSparseBlockSize - 1)) / spec::kSparseBlockSize; }
@@ -80,15 +105,20 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   Buffer scores = b.buffer("scores", Elem::F32, Access::Read);
   Buffer seqLens = b.buffer("seq_lens", Elem::I32, Access::Read);
   Buffer out = b.buffer("topk", Elem::I32, Access::Write);
+  Segments sg;
+  sg.partial = b.buffer("partial", Elem::I64, Access::Write);
   Value numRows = b.scalarArg("num_rows", Elem::I64);
   Value width = b.scalarArg("width", Elem::I64);
   Value decodeRows = b.scalarArg("decode_rows", Elem::I64);
+  sg.segmentBlocks = b.scalarArg("segment_blocks", Elem::I64);
+  sg.segments = b.scalarArg("segments", Elem::I64);
   Value pid = b.programId();
-  Value head = pid / decodeRows, row = pid % decodeRows;
+  Value segment = pid % sg.segments, rowId = pid / sg.segments;
+  Value head = rowId / decodeRows, row = rowId % decodeRows;
   Value seqLen = b.convert(OpKind::ExtS, b.load(seqLens, row / c.queryRows), Elem::I64);
   Value causal = b.maxS(seqLen - c.queryRows + row % c.queryRows + 1, b.constInt(0));
   Value headRow = head * numRows + row;
-  topkRow(b, scores, headRow * width, blocksFor(causal), out, headRow * K);
+  topkSegment(b, scores, headRow * width, blocksFor(causal), out, sg, headRow, segment);
   return b.finish();
 }
 
@@ -97,15 +127,52 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   Buffer scores = b.buffer("scores", Elem::F32, Access::Read);
   Buffer rowBlocks = b.buffer("row_nblk", Elem::I32, Access::Read);
   Buffer out = b.buffer("topk", Elem::I32, Access::Write);
+  Segments sg;
+  sg.partial = b.buffer("partial", Elem::I64, Access::Write);
   Value numRows = b.scalarArg("num_rows", Elem::I64);
   Value width = b.scalarArg("width", Elem::I64);
   Value rowBegin = b.scalarArg("row_begin", Elem::I64);
   Value prefillRows = b.scalarArg("prefill_rows", Elem::I64);
+  sg.segmentBlocks = b.scalarArg("segment_blocks", Elem::I64);
+  sg.segments = b.scalarArg("segments", Elem::I64);
   Value pid = b.programId();
-  Value head = pid / prefillRows, row = rowBegin + pid % prefillRows;
+  Value segment = pid % sg.segments, rowId = pid / sg.segments;
+  Value head = rowId / prefillRows, row = rowBegin + rowId % prefillRows;
   Value nblk = b.convert(OpKind::ExtS, b.load(rowBlocks, row), Elem::I64);
   Value headRow = head * numRows + row;
-  topkRow(b, scores, headRow * width, nblk, out, headRow * K);
+  topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment);
+  return b.finish();
+}
+
+// The rows' segments' top 16s (each sorted, so a segment whose best key cannot enter is skipped
+// whole) merged into the row's top 16 block ids.
+StatusOr<Kernel> buildTopkMerge(const KernelConfig &) {
+  KernelBuilder b("topk_merge");
+  Buffer partial = b.buffer("partial", Elem::I64, Access::Read);
+  Buffer out = b.buffer("topk", Elem::I32, Access::Write);
+  Value numRows = b.scalarArg("num_rows", Elem::I64);
+  Value rowBegin = b.scalarArg("row_begin", Elem::I64);
+  Value rowCount = b.scalarArg("row_count", Elem::I64);
+  Value segments = b.scalarArg("segments", Elem::I64);
+  Value pid = b.programId();
+  Value headRow = (pid / rowCount) * numRows + rowBegin + pid % rowCount;
+  Value empty = b.splat(b.constInt(0), K);
+  Values top = b.forLoop(b.constInt(0), segments, b.constInt(1), {empty}, [&](Value seg, const Values &s) {
+    Value at = (headRow * segments + seg) * K;
+    Value smallest = b.extract(s[0], K - 1);
+    return b.ifElse(
+        b.cmp(OpKind::CmpGtU, b.load(partial, at), smallest),
+        [&] {
+          return b.forLoop(b.constInt(0), b.constInt(K), b.constInt(1), {s[0]}, [&](Value i, const Values &t) {
+            Value key = b.load(partial, at + i);
+            return b.ifElse(
+                b.cmp(OpKind::CmpGtU, key, b.extract(t[0], K - 1)),
+                [&] { return Values{topkInsert(b, t[0], key)}; }, [&] { return t; });
+          });
+        },
+        [&] { return s; });
+  });
+  b.storeTile(out, headRow * K, blockIds(b, top[0]));
   return b.finish();
 }
 

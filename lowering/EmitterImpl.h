@@ -100,6 +100,7 @@ private:
   bool mmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
   mlir::Value mmaDotTiles(const dsl::Op &op);
   mlir::Value mmaFragmentsB(mlir::Value stagedBytes, int64_t rows);
+  std::pair<mlir::Value, mlir::Value> f16Pairs(mlir::Value e4m3Word);
   void declareKeyTable(mlir::Block *moduleBody);
   std::vector<int32_t> definingOp_; // ValueId -> index of the op that makes it
   mlir::Value keyTable_;

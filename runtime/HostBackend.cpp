@@ -101,11 +101,31 @@ Status HostBackend::topkDecode(const BatchView &b, int64_t width, const float *s
                                      b.params.decodeQueryLen));
   if (!k.ok())
     return k.status();
+  const int64_t H = b.params.numHeads;
+  const kernels::TopkSplit split = kernels::topkSplit(H * rows, width, kernels::kHostTopkPrograms);
+  int64_t *partial = partial_.ensure(split.partialKeys(H * b.numRows));
   KernelArgs a;
   a.buffer(scores, scoreCount(b, width)).buffer(b.seqLens, b.numRequests)
-      .buffer(topk, b.params.numHeads * b.numRows * spec::kTopkBlocks)
-      .scalar(b.numRows).scalar(width).scalar(rows);
-  launch(**k, a, b.params.numHeads * rows);
+      .buffer(topk, H * b.numRows * spec::kTopkBlocks).buffer(partial, split.partialKeys(H * b.numRows))
+      .scalar(b.numRows).scalar(width).scalar(rows).scalar(split.segmentBlocks).scalar(split.segments);
+  launch(**k, a, H * rows * split.segments);
+  return mergeTopk(b, split, 0, rows, topk);
+}
+
+// Each (head, row)'s segment top 16s into its top 16 (nothing to do for unsplit rows).
+Status HostBackend::mergeTopk(const BatchView &b, const kernels::TopkSplit &split, int64_t rowBegin,
+                              int64_t rows, int32_t *topk) {
+  if (split.segments == 1)
+    return Status();
+  auto k = kernel(KernelKind::TopkMerge, kernels::configFor(KernelKind::TopkMerge, 1, 0));
+  if (!k.ok())
+    return k.status();
+  const int64_t H = b.params.numHeads;
+  KernelArgs a;
+  a.buffer(partial_.data(), split.partialKeys(H * b.numRows))
+      .buffer(topk, H * b.numRows * spec::kTopkBlocks)
+      .scalar(b.numRows).scalar(rowBegin).scalar(rows).scalar(split.segments);
+  launch(**k, a, H * rows);
   return Status();
 }
 
@@ -121,12 +141,16 @@ Status HostBackend::topkPrefill(const BatchView &b, int64_t width, const float *
     return k.status();
   int32_t *rowBlocks = rowBlocks_.ensure(b.numRows);
   kernels::fillPrefillRowBlocks(b, rowBlocks);
+  const int64_t H = b.params.numHeads;
+  const kernels::TopkSplit split = kernels::topkSplit(H * rows, width, kernels::kHostTopkPrograms);
+  int64_t *partial = partial_.ensure(split.partialKeys(H * b.numRows));
   KernelArgs a;
   a.buffer(scores, scoreCount(b, width)).buffer(rowBlocks, b.numRows)
-      .buffer(topk, b.params.numHeads * b.numRows * spec::kTopkBlocks)
-      .scalar(b.numRows).scalar(width).scalar(first).scalar(rows);
-  launch(**k, a, b.params.numHeads * rows);
-  return Status();
+      .buffer(topk, H * b.numRows * spec::kTopkBlocks).buffer(partial, split.partialKeys(H * b.numRows))
+      .scalar(b.numRows).scalar(width).scalar(first).scalar(rows).scalar(split.segmentBlocks)
+      .scalar(split.segments);
+  launch(**k, a, H * rows * split.segments);
+  return mergeTopk(b, split, first, rows, topk);
 }
 
 Status HostBackend::execute(const BatchView &b, int64_t W, float *scores, int32_t *topk) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels_src/KernelCatalog.h"
+#include "kernels_src/LaunchPlan.h"
 #include "lowering/host/HostCompiler.h"
 #include "runtime/Backend.h"
 #include "runtime/GrowBuffer.h"
@@ -37,12 +38,16 @@ public:
   Status scorePrefill(const BatchView &b, int64_t width, float *scores);
   Status topkDecode(const BatchView &b, int64_t width, const float *scores, int32_t *topk);
   Status topkPrefill(const BatchView &b, int64_t width, const float *scores, int32_t *topk);
-  // All four, in order (decode rows first).
+  // All of them, in order (decode rows first).
   Status execute(const BatchView &b, int64_t width, float *scores, int32_t *topk);
 
 private:
+  Status mergeTopk(const BatchView &b, const kernels::TopkSplit &split, int64_t rowBegin, int64_t rows,
+                   int32_t *topk);
+
   KernelStore store_;
   GrowBuffer<int32_t> tileRequest_, tileRowBegin_, rowBlocks_;
+  GrowBuffer<int64_t> partial_; // top-k segments' keys (kernels_src/LaunchPlan.h's TopkSplit)
 };
 
 } // namespace m3idx::runtime

@@ -7,6 +7,7 @@
 // K 4t, 4t, 4t+16, 4t+16; B registers b0, b1 hold K 4t and 4t+16 of column g; C/D c0..c3 are
 // rows g, g, g+8, g+8 at columns 2t, 2t+1, 2t, 2t+1. MLIR 22's nvvm.mma.sync does not accept
 // e4m3 yet, so the LLVM intrinsic is called by name (it needs PTX ISA 8.4).
+#include <array>
 #include <limits>
 
 #include "core/Spec.h"
@@ -25,7 +26,12 @@ using namespace mlir;
 
 namespace {
 constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 32, kRowK = 128;
-constexpr const char *kMmaIntrinsic = "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32";
+// sm_90 runs mma.sync e4m3 (m16n8k32) as two f16 HMMA.16816 behind conversions of A and B and
+// f32 adds of the partial products (ptxas's emulation: Hopper's fp8 tensor path is wgmma). Doing
+// it in the open saves the adds and converts B once per program instead of once per tile: each
+// 32-wide K step is two m16n8k16 f16 steps on the e4m3 bytes widened by cvt.rn.f16x2.e4m3x2
+// (exact), accumulating in f32.
+constexpr const char *kMmaIntrinsic = "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
 } // namespace
 
 // SPEC §2 through byte permutes. Per scale group, the 8 key bytes of the positive E2M1 codes
@@ -225,16 +231,17 @@ mlir::Value Emitter::mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
   return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), out);
 }
 
-// This lane's B registers for every column tile and K step: [tile][step][b0, b1] as a vector of
-// i32, from the staged b bytes (rows past `rows` are zero columns). Step s, positions 4t + j and
-// 16 + 4t + j stand for K 32t + 8s + j and 32t + 8s + 4 + j, as in the MmaRows keys.
+// This lane's B registers for every column tile, K step and half step: [tile][step][half][b0, b1]
+// as a vector of i32 holding f16 pairs, from the staged b bytes (rows past `rows` are zero
+// columns). Step s, half h reads K 32t + 8s + 4h + [0, 4) of column g: b0 its first two, b1 its
+// last two, as the MmaRows keys' words are split in mmaDotTiles.
 mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type();
   const int64_t tiles = (rows + kMmaN - 1) / kMmaN, steps = kRowK / kMmaK;
   mlir::Value lane = laneI64();
   mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
   mlir::Value k32 = arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, 4)), constant(i64, 32));
-  mlir::Value out = constant(VectorType::get({tiles * steps * 2}, i32), 0);
+  mlir::Value out = constant(VectorType::get({tiles * steps * 4}, i32), 0);
   for (int64_t nt = 0; nt < tiles; ++nt) {
     mlir::Value col = arith::AddIOp::create(b_, g, constant(i64, nt * kMmaN));
     mlir::Value has = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, constant(i64, rows));
@@ -246,14 +253,38 @@ mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows) {
             arith::AddIOp::create(b_, k32, constant(i64, s * 8 + half * 4)));
         mlir::Value w = arith::SelectOp::create(b_, has, loadWord(b_, stagedBytes, toIndex(at)),
                                                 constant(i32, 0));
-        out = vector::InsertOp::create(b_, w, out, ArrayRef<int64_t>{(nt * steps + s) * 2 + half});
+        auto [lo, hi] = f16Pairs(w);
+        const int64_t at4 = ((nt * steps + s) * 2 + half) * 2;
+        auto bits = [&](mlir::Value pair) {
+          return vector::ExtractOp::create(
+              b_, vector::BitCastOp::create(b_, VectorType::get({1}, i32), pair), ArrayRef<int64_t>{0});
+        };
+        out = vector::InsertOp::create(b_, bits(lo), out, ArrayRef<int64_t>{at4});
+        out = vector::InsertOp::create(b_, bits(hi), out, ArrayRef<int64_t>{at4 + 1});
       }
   }
   return out;
 }
 
+// The 4 e4m3 bytes of an i32 as two f16 pairs (bytes 0-1, 2-3), exactly.
+std::pair<mlir::Value, mlir::Value> Emitter::f16Pairs(mlir::Value word) {
+  auto h2 = VectorType::get({2}, b_.getF16Type());
+  mlir::Value bytes = vector::BitCastOp::create(
+      b_, VectorType::get({4}, b_.getI8Type()),
+      vector::BroadcastOp::create(b_, VectorType::get({1}, b_.getI32Type()), word));
+  auto pair = [&](int64_t at) {
+    mlir::Value two = vector::ExtractStridedSliceOp::create(b_, bytes, ArrayRef<int64_t>{at},
+                                                            ArrayRef<int64_t>{2}, ArrayRef<int64_t>{1});
+    return NVVM::ConvertF8x2ToF16x2Op::create(b_, h2, two, b_.getBoolAttr(false),
+                                              TypeAttr::get(b_.getType<Float8E4M3FNType>()))
+        .getResult();
+  };
+  return {pair(0), pair(2)};
+}
+
 // Keys in MmaRows order are A fragments already: words 2s, 2s + 1 of row g and of row g + 8 are
-// step s's a0, a2 and a1, a3. 4 K steps x (1 or 2) column tiles of mma.sync; the accumulators are
+// step s's a0, a2 and a1, a3 of an m16n8k32 e4m3 mma; each word widened to two f16 pairs makes
+// the a0/a2 (a1/a3) of one m16n8k16 half step. 4 K steps x (1 or 2) column tiles of mma.sync; the accumulators are
 // the result (MmaAcc) or go through the result buffer to the blocked owners.
 mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type(), i32 = b_.getI32Type();
@@ -267,21 +298,35 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
       arith::BitcastOp::create(b_, VectorType::get({4 * words}, b_.getI8Type()), get(op.operands[0])));
   auto word = [&](int64_t w) { return vector::ExtractOp::create(b_, aWords, ArrayRef<int64_t>{w}).getResult(); };
   mlir::Value bRegs = mfmaB_.at(bId.id);
+  auto h2 = VectorType::get({2}, b_.getF16Type());
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), {f32, f32, f32, f32});
+  // Rows g and g + 8 of step s, half h (words 2s + h of each row) as f16 pairs, shared by the
+  // column tiles.
+  std::vector<std::array<mlir::Value, 4>> aRegs;
+  for (int64_t s = 0; s < steps; ++s)
+    for (int64_t half = 0; half < 2; ++half) {
+      auto [g0, g1] = f16Pairs(word(2 * s + half));
+      auto [e0, e1] = f16Pairs(word(words / 2 + 2 * s + half));
+      aRegs.push_back({g0, e0, g1, e1}); // a0 (g, K 2t), a1 (g + 8, 2t), a2 (g, 2t + 8), a3
+    }
   std::vector<mlir::Value> acc; // [tile][c0..c3]
   for (int64_t nt = 0; nt < tiles; ++nt) {
     std::vector<mlir::Value> c(4, constant(f32, 0));
-    for (int64_t s = 0; s < steps; ++s) {
-      SmallVector<mlir::Value> args{word(2 * s), word(words / 2 + 2 * s), word(2 * s + 1),
-                                    word(words / 2 + 2 * s + 1)};
-      for (int64_t half = 0; half < 2; ++half)
-        args.push_back(vector::ExtractOp::create(b_, bRegs, ArrayRef<int64_t>{(nt * steps + s) * 2 + half}));
-      args.append(c.begin(), c.end());
-      mlir::Value d = LLVM::CallIntrinsicOp::create(b_, accType, b_.getStringAttr(kMmaIntrinsic), args)
-                          .getResult(0);
-      for (int64_t i = 0; i < 4; ++i)
-        c[i] = LLVM::ExtractValueOp::create(b_, d, ArrayRef<int64_t>{i});
-    }
+    for (int64_t s = 0; s < steps; ++s)
+      for (int64_t half = 0; half < 2; ++half) {
+        SmallVector<mlir::Value> args(aRegs[2 * s + half].begin(), aRegs[2 * s + half].end());
+        for (int64_t i = 0; i < 2; ++i)
+          args.push_back(vector::BitCastOp::create(
+              b_, h2,
+              vector::BroadcastOp::create(
+                  b_, VectorType::get({1}, i32),
+                  vector::ExtractOp::create(b_, bRegs, ArrayRef<int64_t>{((nt * steps + s) * 2 + half) * 2 + i}))));
+        args.append(c.begin(), c.end());
+        mlir::Value d = LLVM::CallIntrinsicOp::create(b_, accType, b_.getStringAttr(kMmaIntrinsic), args)
+                            .getResult(0);
+        for (int64_t i = 0; i < 4; ++i)
+          c[i] = LLVM::ExtractValueOp::create(b_, d, ArrayRef<int64_t>{i});
+      }
     acc.insert(acc.end(), c.begin(), c.end());
   }
   if (spreadOf(op.results[0]) == Spread::MmaAcc)

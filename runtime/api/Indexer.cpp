@@ -238,6 +238,7 @@ Status Indexer::warmup() {
   }
   needed.push_back({KernelKind::ScorePrefill, kernels::configFor(KernelKind::ScorePrefill, H, 4)});
   needed.push_back({KernelKind::TopkPrefill, kernels::configFor(KernelKind::TopkPrefill, H, 4)});
+  needed.push_back({KernelKind::TopkMerge, kernels::configFor(KernelKind::TopkMerge, H, 4)});
   if (impl_->communicator) // CP ranks score all heads of the group
     needed.push_back({KernelKind::ScoreDecode,
                       kernels::configFor(KernelKind::ScoreDecode, impl_->communicator->worldSize() * H,

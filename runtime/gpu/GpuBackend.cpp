@@ -121,7 +121,7 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
   const int64_t scoreCount = H * T * W, topkCount = H * T * spec::kTopkBlocks;
 
   DeviceBuffer q(api_), kv(api_), bt(api_), sl(api_), qsl(api_), scores(api_), topk(api_),
-      tileReq(api_), tileRow(api_), rowBlocks(api_);
+      tileReq(api_), tileRow(api_), rowBlocks(api_), partial(api_);
   M3IDX_RETURN_IF_ERROR(q.upload(b.q, T * H * spec::kIndexHeadDim));
   M3IDX_RETURN_IF_ERROR(kv.upload(b.kv, b.numPages * spec::kPageBytes));
   M3IDX_RETURN_IF_ERROR(bt.upload(b.blockTable, R * b.maxBlocks * 4));
@@ -129,6 +129,11 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
   M3IDX_RETURN_IF_ERROR(qsl.upload(b.queryStartLoc, (R + 1) * 4));
   M3IDX_RETURN_IF_ERROR(scores.allocate(scoreCount * 4)); // never initialised
   M3IDX_RETURN_IF_ERROR(topk.allocate(topkCount * 4));
+  const kernels::TopkSplit decodeSplit = kernels::topkSplit(H * decodeRows, W, kernels::kGpuTopkPrograms);
+  const kernels::TopkSplit prefillSplit =
+      kernels::topkSplit(H * (T - decodeRows), W, kernels::kGpuTopkPrograms);
+  M3IDX_RETURN_IF_ERROR(partial.allocate(
+      8 * std::max(decodeSplit.partialKeys(H * T), prefillSplit.partialKeys(H * T))));
   const int64_t tileCount = kernels::prefillTileCount(b);
   std::vector<int32_t> tileRequest(tileCount), tileRowBegin(tileCount), blocks(T, 0);
   kernels::fillPrefillTiles(b, tileRequest.data(), tileRowBegin.data());
@@ -187,17 +192,30 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
         .scalar(b.params.initBlocks).scalar(b.params.localBlocks);
     M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScorePrefill, a, grid.programs(tiles)));
   }
+  // Rows too few to fill the GPU are cut into segments, merged by topk_merge.
+  auto merge = [&](const kernels::TopkSplit &split, int64_t rowBegin, int64_t rows) -> Status {
+    if (split.segments == 1)
+      return Status();
+    LaunchArgs a;
+    a.buffer(partial, split.partialKeys(H * T)).buffer(topk, topkCount).scalar(T).scalar(rowBegin)
+        .scalar(rows).scalar(split.segments);
+    return launch(KernelKind::TopkMerge, a, H * rows);
+  };
   if (decodeRows > 0) {
     LaunchArgs a;
-    a.buffer(scores, scoreCount).buffer(sl, R).buffer(topk, topkCount).scalar(T).scalar(W)
-        .scalar(decodeRows);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkDecode, a, H * decodeRows));
+    a.buffer(scores, scoreCount).buffer(sl, R).buffer(topk, topkCount)
+        .buffer(partial, decodeSplit.partialKeys(H * T)).scalar(T).scalar(W).scalar(decodeRows)
+        .scalar(decodeSplit.segmentBlocks).scalar(decodeSplit.segments);
+    M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkDecode, a, H * decodeRows * decodeSplit.segments));
+    M3IDX_RETURN_IF_ERROR(merge(decodeSplit, 0, decodeRows));
   }
   if (T - decodeRows > 0) {
     LaunchArgs a;
-    a.buffer(scores, scoreCount).buffer(rowBlocks, T).buffer(topk, topkCount).scalar(T).scalar(W)
-        .scalar(decodeRows).scalar(T - decodeRows);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkPrefill, a, H * (T - decodeRows)));
+    a.buffer(scores, scoreCount).buffer(rowBlocks, T).buffer(topk, topkCount)
+        .buffer(partial, prefillSplit.partialKeys(H * T)).scalar(T).scalar(W).scalar(decodeRows)
+        .scalar(T - decodeRows).scalar(prefillSplit.segmentBlocks).scalar(prefillSplit.segments);
+    M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkPrefill, a, H * (T - decodeRows) * prefillSplit.segments));
+    M3IDX_RETURN_IF_ERROR(merge(prefillSplit, decodeRows, T - decodeRows));
   }
   M3IDX_RETURN_IF_ERROR(api_->check(api_->synchronize(), "synchronize"));
   lastKernelMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

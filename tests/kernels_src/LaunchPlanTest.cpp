@@ -1,5 +1,6 @@
-// The score grid policy: runs of blocks per program only while the grid keeps its target number of
-// programs, never more than kMaxBlocksPerProgram, and chunks that cover every block.
+// Launch policies: the score grid takes runs of blocks per program only while it keeps its target
+// number of programs (never more than kMaxBlocksPerProgram, chunks covering every block); the
+// top-k cuts rows into segments only when there are too few rows to fill the target.
 #include <gtest/gtest.h>
 
 #include "kernels_src/LaunchPlan.h"
@@ -33,5 +34,34 @@ TEST(ScoreGrid, ChunksCoverEveryBlock) {
       EXPECT_LE(g.blocksPerProgram, kMaxBlocksPerProgram);
       EXPECT_GE(g.chunks * g.blocksPerProgram, blocks) << units << " x " << blocks;
       EXPECT_LT((g.chunks - 1) * g.blocksPerProgram, blocks) << units << " x " << blocks;
+    }
+}
+
+TEST(TopkSplit, FewLongRowsAreCutIntoSegments) {
+  TopkSplit s = topkSplit(32, 8192, kGpuTopkPrograms); // 8 requests x 4 rows x 1M tokens
+  EXPECT_EQ(s.segments, 64);
+  EXPECT_EQ(s.segmentBlocks, 128);
+  EXPECT_EQ(s.partialKeys(32), 32 * 64 * 16);
+  s = topkSplit(1024, 1024, kGpuTopkPrograms); // 256 x 4 x 128K: 4 x 1024 programs
+  EXPECT_EQ(s.segments, 4);
+  EXPECT_EQ(s.segmentBlocks, 256);
+}
+
+TEST(TopkSplit, ManyOrShortRowsStayWhole) {
+  for (auto [rows, blocks] : {std::pair<int64_t, int64_t>{4096, 8192}, {1, 255}, {8, 100}, {0, 8192}}) {
+    const TopkSplit s = topkSplit(rows, blocks, kGpuTopkPrograms);
+    EXPECT_EQ(s.segments, 1) << rows << " x " << blocks;
+    EXPECT_GE(s.segmentBlocks, blocks) << rows << " x " << blocks;
+    EXPECT_EQ(s.partialKeys(rows), 1);
+  }
+}
+
+TEST(TopkSplit, SegmentsCoverTheRowInWholeSteps) {
+  for (int64_t rows : {1, 3, 40})
+    for (int64_t blocks : {256, 300, 1000, 4097, 8192}) {
+      const TopkSplit s = topkSplit(rows, blocks, kHostTopkPrograms);
+      EXPECT_EQ(s.segmentBlocks % 32 == 0 || s.segments == 1, true);
+      EXPECT_GE(s.segments * s.segmentBlocks, blocks);
+      EXPECT_LT((s.segments - 1) * s.segmentBlocks, blocks);
     }
 }

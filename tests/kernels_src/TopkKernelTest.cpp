@@ -1,7 +1,8 @@
-// The top-k kernel compiled for the host on crafted score rows that stress its tile skipping: a
+// The top-k kernels compiled for the host on crafted score rows that stress their tile skipping: a
 // 32-score step is skipped when its best key cannot beat the 16th, so rows where every step
 // enters, none does, ties (a later block with an equal score ranks higher), NaN, -inf and signed
-// zeros, and rows shorter than a step or than 16, must all give SPEC §5's order.
+// zeros, and rows shorter than a step or than 16, must all give SPEC §5's order -- whole, and cut
+// into segments whose top 16s topk_merge combines.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -55,26 +56,44 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
   make(8192, [&](int) { return uni(rng); });
   make(640, [](int i) { return i == 639 ? 1e30f : (i == 0 ? 1e29f : 1.0f); }); // sentinels
 
-  auto k = kernels::buildKernel(kernels::KernelKind::TopkPrefill,
-                                kernels::configFor(kernels::KernelKind::TopkPrefill, 1, 4));
-  ASSERT_TRUE(k.ok()) << k.status().message();
-  auto compiled = lowering::compileHostKernel(*k);
-  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  auto build = [](kernels::KernelKind kind) {
+    auto k = kernels::buildKernel(kind, kernels::configFor(kind, 1, 4));
+    EXPECT_TRUE(k.ok()) << k.status().message();
+    auto compiled = lowering::compileHostKernel(*k);
+    EXPECT_TRUE(compiled.ok()) << compiled.status().message();
+    return std::move(*compiled);
+  };
+  auto topk = build(kernels::KernelKind::TopkPrefill), merge = build(kernels::KernelKind::TopkMerge);
 
   const int64_t T = static_cast<int64_t>(rows.size()), W = 8192;
   std::vector<float> scores(T * W, nan); // never read past a row's nblk
-  std::vector<int32_t> nblk(T), topk(T * spec::kTopkBlocks, 12345);
+  std::vector<int32_t> nblk(T);
   for (int64_t r = 0; r < T; ++r) {
     std::copy(rows[r].begin(), rows[r].end(), scores.begin() + r * W);
     nblk[r] = static_cast<int32_t>(rows[r].size());
   }
-  runtime::KernelArgs args;
-  args.buffer(scores.data(), T * W).buffer(nblk.data(), T).buffer(topk.data(), T * spec::kTopkBlocks);
-  args.scalar(T).scalar(W).scalar(0).scalar(T); // num_rows, width, row_begin, prefill_rows
-  args.call(**compiled, 0, T);
-  for (int64_t r = 0; r < T; ++r) {
-    std::vector<int32_t> got(topk.begin() + r * spec::kTopkBlocks,
-                             topk.begin() + (r + 1) * spec::kTopkBlocks);
-    EXPECT_EQ(got, expectedTopk(rows[r])) << "row " << r;
+  // Whole rows, and rows cut into segments (of 32 and of 256 blocks) merged by topk_merge.
+  for (int64_t segmentBlocks : {W, int64_t{32}, int64_t{256}}) {
+    const int64_t segments = (W + segmentBlocks - 1) / segmentBlocks;
+    std::vector<int32_t> out(T * spec::kTopkBlocks, 12345);
+    std::vector<int64_t> partial(segments > 1 ? T * segments * spec::kTopkBlocks : 1, 777);
+    runtime::KernelArgs args;
+    args.buffer(scores.data(), T * W).buffer(nblk.data(), T).buffer(out.data(), T * spec::kTopkBlocks)
+        .buffer(partial.data(), static_cast<int64_t>(partial.size()));
+    // num_rows, width, row_begin, prefill_rows, segment_blocks, segments
+    args.scalar(T).scalar(W).scalar(0).scalar(T).scalar(segmentBlocks).scalar(segments);
+    args.call(*topk, 0, T * segments);
+    if (segments > 1) {
+      runtime::KernelArgs m;
+      m.buffer(partial.data(), static_cast<int64_t>(partial.size()))
+          .buffer(out.data(), T * spec::kTopkBlocks)
+          .scalar(T).scalar(0).scalar(T).scalar(segments); // num_rows, row_begin, row_count, segments
+      m.call(*merge, 0, T);
+    }
+    for (int64_t r = 0; r < T; ++r) {
+      std::vector<int32_t> got(out.begin() + r * spec::kTopkBlocks,
+                               out.begin() + (r + 1) * spec::kTopkBlocks);
+      EXPECT_EQ(got, expectedTopk(rows[r])) << "row " << r << ", segments of " << segmentBlocks;
+    }
   }
 }

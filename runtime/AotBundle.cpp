@@ -1,10 +1,12 @@
 #include "runtime/AotBundle.h"
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -12,7 +14,9 @@
 #include "cache/EntryFile.h"
 #include "core/AtomicFile.h"
 #include "kernels_src/KernelCatalog.h"
+#include "lowering/Target.h"
 #include "lowering/host/HostCompiler.h"
+#include "runtime/GpuCodeCache.h"
 #include "runtime/KernelStore.h"
 
 namespace m3idx::runtime {
@@ -20,25 +24,85 @@ namespace m3idx::runtime {
 namespace fs = std::filesystem;
 using kernels::KernelKind;
 
+namespace {
+
+std::unique_ptr<lowering::Target> gpuTarget(const std::string &name) {
+  if (name == "sm_90")
+    return lowering::makeSm90Target();
+  if (name == "gfx950")
+    return lowering::makeGfx950Target();
+  return nullptr;
+}
+
+// One kernel config for one target into the bundle folder: host objects as llvmcache-KEY, GPU
+// code objects in their portable form (PTX, HSACO) as gpucache-KEY.
+void compileItem(const std::string &out, const std::string &target, KernelKind kind,
+                 const kernels::KernelConfig &config, BundleItem &item) {
+  item.target = target;
+  StatusOr<dsl::Kernel> k = kernels::buildKernel(kind, config);
+  if (!k.ok()) {
+    item.error = k.status().message();
+    return;
+  }
+  item.kernel = k->name;
+  item.config = config.str();
+  StatusOr<cache::Entry> entry = Status::error("unreachable");
+  if (target == "host") {
+    item.key = cache::cacheKey(hostKeyInputs(*k, config));
+    item.file = "llvmcache-" + item.key;
+    lowering::HostCompileStats stats;
+    auto object = lowering::compileHostObject(*k, &stats);
+    item.compileMs = stats.totalMs();
+    if (!object.ok())
+      entry = object.status();
+    else
+      entry = cache::Entry{lowering::hostToolchainFingerprint(), "host", item.kernel, item.config,
+                           item.key, object->symbol,
+                           nlohmann::json{{"compile_ms", stats.totalMs()}, {"aot", true}}.dump(),
+                           object->bytes};
+  } else {
+    std::unique_ptr<lowering::Target> t = gpuTarget(target);
+    item.key = gpuCodeKey(*k, config, *t, std::nullopt);
+    item.file = "gpucache-" + item.key;
+    auto t0 = std::chrono::steady_clock::now();
+    entry = compileGpuEntry(*k, config, *t, std::nullopt, item.key);
+    item.compileMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (!entry.ok()) {
+    item.error = entry.status().message();
+    return;
+  }
+  item.bytes = entry->binary.size();
+  Status s = writeFileAtomically((fs::path(out) / item.file).string(), cache::encodeEntry(*entry));
+  if (!s.ok())
+    item.error = s.message();
+}
+
+} // namespace
+
 StatusOr<std::vector<BundleItem>> compileBundle(const BundleRequest &req,
                                                 const BundleProgress &progress) {
   for (const std::string &t : req.targets)
-    if (t != "host")
-      return invalidArgument("--target",
-                             "host (sm_90 kernels are not cached or bundled yet; gfx950 is not built)",
-                             "'" + t + "'");
+    if (t != "host" && !gpuTarget(t))
+      return invalidArgument("--target", "host, sm_90 or gfx950", "'" + t + "'");
   if (req.jobs < 1)
     return invalidArgument("--jobs", ">= 1", req.jobs);
-  // Every kernel config the requested heads and decode query lengths need, once each.
-  std::set<std::pair<int, std::string>> seen;
-  std::vector<std::pair<KernelKind, kernels::KernelConfig>> work;
-  for (int h : req.heads)
-    for (int q : req.decodeQueryLens)
-      for (KernelKind k : kernels::allKernels()) {
-        kernels::KernelConfig c = kernels::configFor(k, h, q);
-        if (seen.insert({static_cast<int>(k), c.str()}).second)
-          work.push_back({k, c});
-      }
+  // Every kernel config the requested heads and decode query lengths need, once per target.
+  struct Work {
+    std::string target;
+    KernelKind kind;
+    kernels::KernelConfig config;
+  };
+  std::set<std::tuple<std::string, int, std::string>> seen;
+  std::vector<Work> work;
+  for (const std::string &t : req.targets)
+    for (int h : req.heads)
+      for (int q : req.decodeQueryLens)
+        for (KernelKind k : kernels::allKernels()) {
+          kernels::KernelConfig c = kernels::configFor(k, h, q);
+          if (seen.insert({t, static_cast<int>(k), c.str()}).second)
+            work.push_back({t, k, c});
+        }
   std::error_code ec;
   fs::create_directories(req.out, ec);
   if (ec)
@@ -49,36 +113,10 @@ StatusOr<std::vector<BundleItem>> compileBundle(const BundleRequest &req,
   std::mutex progressMutex;
   auto worker = [&] {
     for (size_t i; (i = next.fetch_add(1)) < work.size();) {
-      BundleItem &item = items[i];
-      item.target = "host";
-      StatusOr<dsl::Kernel> k = kernels::buildKernel(work[i].first, work[i].second);
-      if (!k.ok()) {
-        item.error = k.status().message();
-      } else {
-        item.kernel = k->name;
-        item.config = work[i].second.str();
-        item.key = cache::cacheKey(hostKeyInputs(*k, work[i].second));
-        lowering::HostCompileStats stats;
-        auto object = lowering::compileHostObject(*k, &stats);
-        if (!object.ok()) {
-          item.error = object.status().message();
-        } else {
-          cache::Entry e{lowering::hostToolchainFingerprint(), "host", item.kernel, item.config,
-                         item.key, object->symbol,
-                         nlohmann::json{{"compile_ms", stats.totalMs()}, {"aot", true}}.dump(),
-                         object->bytes};
-          item.file = "llvmcache-" + item.key;
-          item.compileMs = stats.totalMs();
-          item.bytes = object->bytes.size();
-          Status s = writeFileAtomically((fs::path(req.out) / item.file).string(),
-                                         cache::encodeEntry(e));
-          if (!s.ok())
-            item.error = s.message();
-        }
-      }
+      compileItem(req.out, work[i].target, work[i].kind, work[i].config, items[i]);
       std::lock_guard<std::mutex> lock(progressMutex);
       if (progress)
-        progress(item, ++done, work.size());
+        progress(items[i], ++done, work.size());
     }
   };
   std::vector<std::thread> pool;

@@ -1,5 +1,6 @@
-// AOT bundles (`m3idx compile --out BUNDLE`): a folder of cache entries for every kernel config
-// asked for, plus manifest.json. Put on M3IDX_AOT_PATH, a bundle serves kernels with no compiler.
+// AOT bundles (`m3idx compile --target host,sm_90,gfx950 --out BUNDLE`): a folder of cache entries
+// for every kernel config and target asked for, plus manifest.json. Put on M3IDX_AOT_PATH, a bundle
+// serves kernels with no compiler (GPU code in its portable form: PTX for the driver, HSACO).
 #pragma once
 
 #include <functional>

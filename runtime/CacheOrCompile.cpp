@@ -1,12 +1,39 @@
 #include "runtime/CacheOrCompile.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
+#include "cache/EntryFile.h"
 #include "core/EnvTable.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace m3idx::runtime {
+
+namespace fs = std::filesystem;
+
+std::optional<cache::Entry> findInBundles(const std::string &file, const std::string &key) {
+  const std::string path = env::get("M3IDX_AOT_PATH");
+  llvm::SmallVector<llvm::StringRef> bundles;
+  llvm::SplitString(path, bundles, ":");
+  for (llvm::StringRef bundle : bundles) {
+    const std::string at = (fs::path(bundle.str()) / file).string();
+    std::error_code ec;
+    if (!fs::exists(at, ec))
+      continue;
+    std::ifstream in(at, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    StatusOr<cache::Entry> e = cache::decodeEntry(bytes, at);
+    if (e.ok() && e->key == key)
+      return std::move(*e);
+    std::cerr << "m3idx: warning: AOT bundle entry " << at << " is unusable ("
+              << (e.ok() ? "an entry for another key" : e.status().message()) << "); skipped\n";
+  }
+  return std::nullopt;
+}
 
 StatusOr<CachedEntry> cacheOrCompile(cache::DiskCache &disk, const std::string &key,
                                      const std::string &what, const std::string &searched,

@@ -1,9 +1,11 @@
-// The disk-cache half of obtaining any compiled kernel (host object or GPU code object): read the
-// key's entry (unless M3IDX_ALWAYS_COMPILE), else refuse under M3IDX_RUN_ONLY, else take the key's
-// inter-process lock, read again (another process may have just compiled it), compile, write.
+// The cache halves of obtaining any compiled kernel (host object or GPU code object): AOT bundles,
+// then the disk cache: read the key's entry (unless M3IDX_ALWAYS_COMPILE), else refuse under
+// M3IDX_RUN_ONLY, else take the key's inter-process lock, read again (another process may have
+// just compiled it), compile, write.
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "cache/DiskCache.h"
@@ -15,6 +17,11 @@ struct CachedEntry {
   cache::Entry entry;
   bool compiled = false; // false: read from the cache
 };
+
+// The entry for `key` in the first AOT bundle on M3IDX_AOT_PATH that has `file` (bundles name
+// host objects llvmcache-KEY and GPU code objects gpucache-KEY); an unreadable entry, or one for
+// another key, is skipped with a warning.
+std::optional<cache::Entry> findInBundles(const std::string &file, const std::string &key);
 
 // `what` names the kernel in errors ("kernel K (config) for target T"); `searched` says where it
 // was looked for ("the cache DIR", or more for host kernels).

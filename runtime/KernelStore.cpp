@@ -139,19 +139,8 @@ KernelStore::obtain(kernels::KernelKind kind, const kernels::KernelConfig &confi
 
   if (readCaches) {
     auto t0 = Clock::now();
-    for (const std::string &bundle : split(env::get("M3IDX_AOT_PATH"), ':')) {
-      const std::string path = (fs::path(bundle) / ("llvmcache-" + key)).string();
-      std::error_code ec;
-      if (!fs::exists(path, ec))
-        continue;
-      std::ifstream in(path, std::ios::binary);
-      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      StatusOr<cache::Entry> e = cache::decodeEntry(bytes, path);
-      if (e.ok() && e->key == key)
-        return useEntry(*e, KernelSource::AotBundle, t0);
-      std::cerr << "m3idx: warning: AOT bundle entry " << path << " is unusable ("
-                << (e.ok() ? "an entry for another key" : e.status().message()) << "); skipped\n";
-    }
+    if (std::optional<cache::Entry> e = findInBundles("llvmcache-" + key, key))
+      return useEntry(*e, KernelSource::AotBundle, t0);
   }
   auto t0 = Clock::now();
   StatusOr<CachedEntry> found = cacheOrCompile(

@@ -87,7 +87,7 @@ int runCompile(const CompileArgs &a) {
 void addCompileCommand(CLI::App &app, Runner &run) {
   auto args = std::make_shared<CompileArgs>();
   CLI::App *cmd = app.add_subcommand("compile", "AOT-compile every kernel config into a bundle");
-  cmd->add_option("--target", args->targets, "Comma-separated targets (host)")->capture_default_str();
+  cmd->add_option("--target", args->targets, "Comma-separated targets (host, sm_90, gfx950)")->capture_default_str();
   cmd->add_option("--heads", args->heads, "Comma-separated num_index_heads")->capture_default_str();
   cmd->add_option("--query-lens", args->queryLens, "Comma-separated decode_query_len values")
       ->capture_default_str();

@@ -186,11 +186,12 @@ TEST(AotBundle, ServesKernelsWithTheCompilerDisabled) {
   EXPECT_EQ(got, reference::runReference(smallCase().view(), false)->topk);
 }
 
-TEST(AotBundle, RejectsTargetsNotBuilt) {
+TEST(AotBundle, RejectsUnknownTargets) {
   runtime::BundleRequest req;
   req.out = freshDir("bundle-gpu");
-  req.targets = {"host", "sm_90"};
+  req.targets = {"host", "sm_80"};
   auto items = runtime::compileBundle(req, nullptr);
   ASSERT_FALSE(items.ok());
   EXPECT_NE(items.status().message().find("--target"), std::string::npos);
+  EXPECT_NE(items.status().message().find("sm_80"), std::string::npos);
 }

@@ -12,6 +12,7 @@
 #include "cache/DiskCache.h"
 #include "kernels_src/KernelCatalog.h"
 #include "lowering/Target.h"
+#include "runtime/AotBundle.h"
 #include "runtime/GpuCodeCache.h"
 
 using namespace m3idx;
@@ -49,4 +50,43 @@ TEST(GpuCodeCache, SecondRequestIsACacheHit) {
       targets.insert(l.entry->target);
   EXPECT_EQ(targets, (std::set<std::string>{"gfx950", "sm_90"}));
   std::filesystem::remove_all(dir);
+}
+
+// `m3idx compile --target sm_90,gfx950` bundles: with the bundle on M3IDX_AOT_PATH, an empty cache
+// and the compiler disabled, both targets' code objects are served (PTX also to a runtime that
+// would assemble cubins), equal to what a compile gives; without the bundle the same request fails.
+TEST(GpuCodeCache, AotBundleServesGpuCodeWithTheCompilerDisabled) {
+  const auto base = std::filesystem::temp_directory_path() / ("m3idx-gpu-bundle-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(base);
+  runtime::BundleRequest req;
+  req.out = (base / "bundle").string();
+  req.targets = {"sm_90", "gfx950"};
+  req.heads = {1};
+  auto items = runtime::compileBundle(req, nullptr);
+  ASSERT_TRUE(items.ok()) << items.status().message();
+  EXPECT_EQ(items->size(), 2 * kernels::allKernels().size());
+  for (const runtime::BundleItem &it : *items)
+    EXPECT_TRUE(it.error.empty()) << it.target << " " << it.kernel << ": " << it.error;
+
+  ScopedEnv cacheDir("M3IDX_CACHE_DIR", (base / "cache").string());
+  const auto kind = kernels::KernelKind::ScoreDecode;
+  const auto config = kernels::configFor(kind, 1, 4);
+  for (auto make : {lowering::makeSm90Target, lowering::makeGfx950Target}) {
+    auto compiled = runtime::cachedGpuCode(make)(kind, config); // fills the cache: not used below
+    ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+    std::filesystem::remove_all(base / "cache");
+    ScopedEnv off("M3IDX_DISABLE_COMPILER", "1");
+    auto without = runtime::cachedGpuCode(make)(kind, config);
+    ASSERT_FALSE(without.ok());
+    EXPECT_NE(without.status().message().find("any AOT bundle"), std::string::npos)
+        << without.status().message();
+    ScopedEnv path("M3IDX_AOT_PATH", "/nonexistent:" + req.out);
+    auto served = runtime::cachedGpuCode(make)(kind, config);
+    ASSERT_TRUE(served.ok()) << served.status().message();
+    EXPECT_EQ(*served, *compiled);
+    auto withPtxas = runtime::cachedGpuCode(make, std::string("/nonexistent/ptxas"))(kind, config);
+    ASSERT_TRUE(withPtxas.ok()) << withPtxas.status().message();
+    EXPECT_EQ(*withPtxas, *compiled);
+  }
+  std::filesystem::remove_all(base);
 }

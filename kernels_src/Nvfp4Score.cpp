@@ -120,11 +120,16 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, 
       });
     }
   };
-  // Software-pipelined: tile j + 1 is loaded before tile j is scored, so a load is always in
-  // flight behind the arithmetic (the last iteration reloads its own tile: in the page, unused).
-  Values first = loadKeys(b.constInt(0));
-  b.forLoop(b.constInt(0), total, b.constInt(1), {negInf, first[0], first[1]}, [&](Value j, const Values &it) {
-    Values next = loadKeys(b.minS(j + 1, total - 1));
+  // Software-pipelined: tiles j + 1 .. j + kKeyPrefetch are in flight while tile j is scored (the
+  // last iterations reload the last tile: in the page, unused), so enough bytes are in flight per
+  // warp to cover HBM latency at the occupancy the kernel's registers allow.
+  Values inits = {negInf};
+  for (int d = 0; d < kKeyPrefetch; ++d) {
+    Values tile = loadKeys(b.minS(b.constInt(d), total - 1));
+    inits.insert(inits.end(), tile.begin(), tile.end());
+  }
+  b.forLoop(b.constInt(0), total, b.constInt(1), inits, [&](Value j, const Values &it) {
+    Values next = loadKeys(b.minS(j + kKeyPrefetch, total - 1));
     Value blk = range.blockOf(range.first + j / steps);
     Value dots = b.dotTiles(b.decodeNvfp4(it[1], it[2]), q, D);
     Value visible = b.splat(blk * spec::kSparseBlockSize + (j % steps) * T, N * T) + token < causal;
@@ -132,7 +137,10 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, 
     Value best = b.maxNumF(it[0], b.select(visible, dots, negInf));
     Value blockEnds = j % steps == b.constInt(steps - 1);
     b.ifThen(blockEnds, [&] { storeBlock(blk, b.reduceMaxGroups(best, N)); });
-    return Values{b.select(b.splat(blockEnds, N * T), negInf, best), next[0], next[1]};
+    Values carried = {b.select(b.splat(blockEnds, N * T), negInf, best)};
+    carried.insert(carried.end(), it.begin() + 3, it.end()); // the queue moves up one tile
+    carried.insert(carried.end(), next.begin(), next.end());
+    return carried;
   });
 }
 

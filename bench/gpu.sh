@@ -6,8 +6,9 @@
 # about 7 minutes); `prefill` times 4 prompts of 32K tokens (H=1, 4) next to the fp8 tensor-core
 # peak measured by torch._scaled_mm; `torch`
 # runs PyTorch eager and torch.compile implementations of SPEC on the same shapes (checked on the
-# golden decode cases); `sass` disassembles the score cubins. Logs go to $OUT when it is set.
-# Usage: bench/gpu.sh [check|bench|bench-checked|prefill|torch|sass]...
+# golden decode cases); `cp` checks and times one decode-CP rank's share of 256-request steps;
+# `sass` disassembles the score cubins. Logs go to $OUT when it is set.
+# Usage: bench/gpu.sh [check|bench|bench-checked|prefill|torch|cp|sass]...
 set -euo pipefail
 OUT=${OUT:-/tmp}
 stages=("$@")
@@ -45,11 +46,16 @@ for stage in "${stages[@]}"; do
       python3 bench/torch_reference.py --check .gpu/cases/decode_exact \
         .gpu/cases/decode_edge_nan_scales --bench "256 32768 1" "256 131072 1" "64 131072 4" \
         2>&1 | tee "$OUT/torch-bench.log" ;;
+    cp) # one decode-CP rank's share (4 ranks x 1 head) on this one GPU: checked, then timed
+      build
+      for tokens in 32768 131072 1048576; do
+        /tmp/m3idx-cuda-check .gpu/ptx --bench-cp 256 $tokens 1 4 2>&1 | tee -a "$OUT/gpu-cp.log"
+      done ;;
     sass) # the machine code ptxas made of the score kernels, to count a loop's instructions
       dump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
       for f in .gpu/ptx/score_*.cubin; do
         "$dump" -sass "$f" > "$OUT/$(basename "$f" .cubin | tr '=,' '__').sass"
       done ;;
-    *) echo "unknown stage $stage (check, bench, bench-checked, prefill, torch, sass)" >&2; exit 2 ;;
+    *) echo "unknown stage $stage (check, bench, bench-checked, prefill, torch, cp, sass)" >&2; exit 2 ;;
   esac
 done

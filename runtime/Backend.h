@@ -16,6 +16,10 @@ struct RunOptions {
   bool keepScores = false; // fill IndexerOutput::scores ([H, T, W], NaN where b >= nblk)
   void *stream = nullptr;  // GPU backends: the caller's CUstream / hipStream_t (null: default)
   bool timeEachKernel = false; // GPU backends: synchronize after each launch and time it
+  // GPU backends: score only decode blocks decodeBlockBegin, + decodeBlockStep, ... (one decode-CP
+  // rank's share, SPEC §6). With a step above 1 only the score kernels run: other blocks' scores are
+  // left unwritten and there is no top-k (the CP exchange would complete the rows first).
+  int64_t decodeBlockBegin = 0, decodeBlockStep = 1;
 };
 
 class Backend {

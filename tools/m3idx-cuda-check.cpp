@@ -6,8 +6,10 @@
 // decode step (or REQUESTS prompts of TOKENS tokens) of that
 // size on the spot, times it (median of 10 after a warm-up), with --check checks it against the
 // reference (minutes on the CPU at 256 x 128K), and prints the ratio to the device's copy bandwidth
-// measured in the same run.
+// measured in the same run. `m3idx-cuda-check PTX_DIR --bench-cp REQUESTS TOKENS HEADS WORLD`
+// checks and times one decode-CP rank's share of a step (see benchDecodeCp).
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <map>
 
@@ -20,6 +22,112 @@
 #include "runtime/cuda/CudaBackend.h"
 
 using namespace m3idx;
+
+namespace {
+
+// Median of `runs` timed runs (after a warm-up) of the kernels `options` launch, per kernel.
+std::map<std::string, double> medianKernelMs(runtime::GpuBackend &backend, const BatchView &v,
+                                             runtime::RunOptions options, int runs) {
+  options.timeEachKernel = true;
+  std::map<std::string, std::vector<double>> perKernel;
+  for (int i = 0; i <= runs; ++i) {
+    auto got = backend.run(v, options);
+    if (!got.ok()) {
+      std::cerr << got.status().message() << "\n";
+      std::exit(1);
+    }
+    if (i > 0)
+      for (auto &[name, t] : backend.lastKernelBreakdown())
+        perKernel[name].push_back(t);
+  }
+  std::map<std::string, double> out;
+  for (auto &[name, t] : perKernel) {
+    std::sort(t.begin(), t.end());
+    out[name] = t[t.size() / 2];
+  }
+  return out;
+}
+
+StatusOr<Case> decodeStep(int requests, int64_t tokens, int heads) {
+  GenOptions o;
+  o.seed = 7;
+  o.mode = ValueMode::Exact;
+  o.numHeads = heads;
+  o.extraPages = 0;
+  o.numDecodes = requests;
+  o.decodeContext = {tokens, tokens};
+  o.numPrefills = 0;
+  return generateCase(o);
+}
+
+// One decode-CP rank's work on one GPU (SPEC §6; 4 GPUs are not lent): the rank scores every
+// world-th block for all world x heads heads of the group (after the query all-gather), then, its
+// head's row complete after the all-to-all, selects the top-k as a local step does. Checked: the
+// share's scores equal the full scoring's bit for bit on every rank's blocks. Timed: the share's
+// score kernel vs a local step (all blocks, its own heads), per kernel, medians of 20.
+int benchDecodeCp(runtime::GpuBackend &backend, int requests, int64_t tokens, int heads, int world) {
+  StatusOr<Case> group = decodeStep(requests, tokens, heads * world), local = decodeStep(requests, tokens, heads);
+  if (!group.ok() || !local.ok()) {
+    std::cerr << (group.ok() ? local.status() : group.status()).message() << "\n";
+    return 1;
+  }
+  const BatchView g = group->view();
+  runtime::RunOptions full;
+  full.keepScores = true;
+  auto all = backend.run(g, full);
+  if (!all.ok()) {
+    std::cerr << all.status().message() << "\n";
+    return 1;
+  }
+  int64_t compared = 0, differing = 0;
+  for (int r = 0; r < world; ++r) {
+    runtime::RunOptions share = full;
+    share.decodeBlockBegin = r;
+    share.decodeBlockStep = world;
+    auto got = backend.run(g, share);
+    if (!got.ok()) {
+      std::cerr << got.status().message() << "\n";
+      return 1;
+    }
+    const int64_t T = all->numRows, W = all->scoreWidth;
+    for (int64_t h = 0; h < all->numHeads; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t blk = r; blk < W; blk += world) {
+          const float a = all->scores[(h * T + t) * W + blk], b = got->scores[(h * T + t) * W + blk];
+          if (std::isnan(a) && std::isnan(b))
+            continue; // past the row's blocks (both NaN-filled) or a NaN dot
+          ++compared;
+          differing += std::memcmp(&a, &b, 4) != 0;
+        }
+  }
+  std::cout << fmt::format("CP shares of {} ranks: {} scores compared with the full scoring, {} differ\n",
+                           world, compared, differing);
+  runtime::RunOptions share;
+  share.decodeBlockStep = world;
+  const auto cp = medianKernelMs(backend, g, share, 20);
+  const auto own = medianKernelMs(backend, local->view(), runtime::RunOptions{}, 20);
+  double localMs = 0, topkMs = 0;
+  for (auto &[name, t] : own) {
+    localMs += t;
+    if (name.rfind("topk", 0) == 0)
+      topkMs += t;
+  }
+  const double cpMs = cp.at("score_decode") + topkMs;
+  const int64_t T = g.numRows, W = all->scoreWidth;
+  const double readPerRank = double(requests) * tokens * 72.0 / world;
+  const double exchanged = double(world - 1) * T * heads * 128 + 2.0 * (world - 1) * heads * T * (W / world) * 4;
+  std::cout << fmt::format(
+      "decode CP {} x 4 x {} tokens, {} ranks x {} heads: rank share score_decode {:.3f} ms + top-k "
+      "{:.3f} ms = {:.3f} ms vs local step {:.3f} ms (score {:.3f} + top-k {:.3f}): {:.2f}x, "
+      "without the exchange; index-K read per rank {:.1f} MB (local {:.1f} MB); exchanged per rank "
+      "{:.2f} MB (query all-gather in, scores all-to-all out and in)\n",
+      requests, tokens, world, heads, cp.at("score_decode"), topkMs, cpMs, localMs,
+      localMs - topkMs, topkMs, cpMs / localMs, readPerRank / 1e6, readPerRank * world / 1e6,
+      exchanged / 1e6);
+  return differing ? 1 : 0;
+}
+
+} // namespace
 
 int main(int argc, char **argv) {
   if (argc < 3) {
@@ -105,6 +213,9 @@ int main(int argc, char **argv) {
                              copy.ok() ? *copy : 0.0, copy.ok() ? 100.0 * gbs / *copy : 0.0);
     return 0;
   }
+  if (mode == "--bench-cp" && argc == 7)
+    return benchDecodeCp(**backend, std::atoi(argv[3]), std::atoll(argv[4]), std::atoi(argv[5]),
+                         std::atoi(argv[6]));
   int failures = 0;
   for (int i = 2; i < argc; ++i) {
     StatusOr<Case> c = loadCase(argv[i]);

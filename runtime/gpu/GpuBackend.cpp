@@ -173,13 +173,22 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
     if (auto fn = function(k, kernels::configFor(k, H, Q)); !fn.ok())
       return fn.status();
   auto t0 = std::chrono::steady_clock::now();
+  const int64_t blockBegin = options.decodeBlockBegin, blockStep = options.decodeBlockStep;
+  if (blockBegin < 0 || blockStep < 1 || (blockStep > 1 && blockBegin >= blockStep))
+    return invalidArgument("decode block range", "0 <= begin < step, step >= 1",
+                           fmt::format("begin {}, step {}", blockBegin, blockStep));
+  const bool cpShare = blockStep > 1;
+  if (cpShare && T > decodeRows)
+    return invalidArgument("decode block range", "a decode-only batch (a CP rank's share)",
+                           fmt::format("{} prefill rows", T - decodeRows));
   if (D > 0) {
-    const kernels::ScoreGrid grid = kernels::scoreGrid(D, maxRequestBlocks(b, 0, D), kernels::kGpuScorePrograms);
+    const int64_t slots = std::max<int64_t>(0, (maxRequestBlocks(b, 0, D) - blockBegin + blockStep - 1) / blockStep);
+    const kernels::ScoreGrid grid = kernels::scoreGrid(D, slots, kernels::kGpuScorePrograms);
     LaunchArgs a;
     batchArgs(a);
     a.buffer(scores, scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W).scalar(grid.chunks)
         .scalar(grid.blocksPerProgram).scalar(b.params.initBlocks).scalar(b.params.localBlocks)
-        .scalar(0).scalar(1);
+        .scalar(blockBegin).scalar(blockStep);
     M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScoreDecode, a, grid.programs(D)));
   }
   if (!tileRequest.empty()) {
@@ -201,7 +210,7 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
         .scalar(rows).scalar(split.segments);
     return launch(KernelKind::TopkMerge, a, H * rows);
   };
-  if (decodeRows > 0) {
+  if (decodeRows > 0 && !cpShare) {
     LaunchArgs a;
     a.buffer(scores, scoreCount).buffer(sl, R).buffer(topk, topkCount)
         .buffer(partial, decodeSplit.partialKeys(H * T)).scalar(T).scalar(W).scalar(decodeRows)
@@ -209,7 +218,7 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
     M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkDecode, a, H * decodeRows * decodeSplit.segments));
     M3IDX_RETURN_IF_ERROR(merge(decodeSplit, 0, decodeRows));
   }
-  if (T - decodeRows > 0) {
+  if (T - decodeRows > 0 && !cpShare) {
     LaunchArgs a;
     a.buffer(scores, scoreCount).buffer(rowBlocks, T).buffer(topk, topkCount)
         .buffer(partial, prefillSplit.partialKeys(H * T)).scalar(T).scalar(W).scalar(decodeRows)
@@ -224,8 +233,10 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
   out.numHeads = H;
   out.numRows = T;
   out.scoreWidth = W;
-  out.topk.resize(topkCount);
-  M3IDX_RETURN_IF_ERROR(topk.download(out.topk.data(), topkCount * 4));
+  if (!cpShare) {
+    out.topk.resize(topkCount);
+    M3IDX_RETURN_IF_ERROR(topk.download(out.topk.data(), topkCount * 4));
+  }
   if (options.keepScores) {
     out.scores.resize(scoreCount);
     M3IDX_RETURN_IF_ERROR(scores.download(out.scores.data(), scoreCount * 4));

@@ -94,7 +94,7 @@ private:
   mlir::Value mfmaDotTiles(const dsl::Op &op);
   mlir::Value mfmaFragmentB(mlir::Value stagedBytes, int64_t rows, int64_t k);
   // sm_90 (nvvm/Sm90Emitter.cpp): the decode's rounding as cvt.rn.satfinite.e4m3x2.f16x2, and
-  // dot.tiles as mma.sync m16n8k32 e4m3 (tensor cores) on keys held in fragment order.
+  // dot.tiles as f16 mma.sync m16n8k16 (tensor cores) on keys held in fragment order.
   mlir::Value sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales);
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes
   bool mmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order

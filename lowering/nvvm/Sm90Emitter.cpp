@@ -1,12 +1,13 @@
 // The sm_90 parts of the DSL's GPU form (see EmitterImpl.h): the NVFP4 decode as per-scale key
-// tables (rounded by cvt.rn.satfinite.e4m3x2.f16x2) looked up with prmt, and dot.tiles on the
-// tensor cores as mma.sync m16n8k32 e4m3.
+// tables (rounded by cvt.rn.satfinite.e4m3x2.f16x2) looked up with prmt, tiles in mma fragment
+// order (MmaSpread.h), and dot.tiles on the tensor cores as mma.sync on keys in that order.
 //
-// mma.sync.m16n8k32.row.col.f32.e4m3.e4m3.f32 (PTX ISA, warp-level matrix fragments), with
-// g = lane / 4 and t = lane % 4: A registers a0..a3 hold 4 bytes each of rows g, g+8, g, g+8 at
-// K 4t, 4t, 4t+16, 4t+16; B registers b0, b1 hold K 4t and 4t+16 of column g; C/D c0..c3 are
-// rows g, g, g+8, g+8 at columns 2t, 2t+1, 2t, 2t+1. MLIR 22's nvvm.mma.sync does not accept
-// e4m3 yet, so the LLVM intrinsic is called by name (it needs PTX ISA 8.4).
+// Fragments (PTX ISA, warp-level matrix fragments), g = lane / 4, t = lane % 4. The keys' order is
+// that of m16n8k32 8-bit A: registers a0..a3 hold 4 bytes each of rows g, g+8, g, g+8 at K 4t, 4t,
+// 4t+16, 4t+16. m16n8k16 f16 (what runs): A a0..a3 are f16 pairs of rows g, g+8, g, g+8 at K 2t,
+// 2t, 2t+8, 2t+8; B b0, b1 pairs at K 2t and 2t+8 of column g; C/D c0..c3 are rows g, g, g+8, g+8
+// at columns 2t, 2t+1, 2t, 2t+1. The LLVM intrinsic is called by name (llvm.call_intrinsic), as
+// for the e4m3 shape MLIR 22's nvvm.mma.sync lacks.
 #include <array>
 #include <limits>
 
@@ -25,7 +26,8 @@ namespace m3idx::lowering {
 using namespace mlir;
 
 namespace {
-constexpr int64_t kMmaM = 16, kMmaN = 8, kMmaK = 32, kRowK = 128;
+constexpr int64_t kMmaM = 16, kMmaN = 8, kRowK = 128;
+constexpr int64_t kMmaK = 32; // K per step of the keys' word order (two f16 half steps)
 // sm_90 runs mma.sync e4m3 (m16n8k32) as two f16 HMMA.16816 behind conversions of A and B and
 // f32 adds of the partial products (ptxas's emulation: Hopper's fp8 tensor path is wgmma). Doing
 // it in the open saves the adds and converts B once per program instead of once per tile: each

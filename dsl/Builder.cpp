@@ -301,6 +301,18 @@ void KernelBuilder::storeTile(Buffer buf, Value offset, Value v) {
   emit(OpKind::StoreTile, {offset, v}, {}, buf.index);
 }
 
+void KernelBuilder::storeScatter(Buffer buf, Value offsets, Value v, Value mask) {
+  if (!live({offsets, v, mask}))
+    return;
+  check(v.type().isTile() && v.type().elem == buf.elem,
+        fmt::format("store.scatter: value {} into a buffer of {}", v.type().str(), elemName(buf.elem)));
+  check(offsets.type() == tile(Elem::I64, v.type().lanes) && mask.type() == tile(Elem::I1, v.type().lanes),
+        fmt::format("store.scatter: offsets {} and mask {} must be i64 and i1 tiles of the value's {} lanes",
+                    offsets.type().str(), mask.type().str(), v.type().lanes));
+  check(buf.access == Access::Write, "store.scatter: buffer is read-only");
+  emit(OpKind::StoreScatter, {offsets, v, mask}, {}, buf.index);
+}
+
 Value KernelBuilder::decodeNvfp4(Value packed, Value scales) {
   if (!live({packed, scales}))
     return poison(tile(Elem::F8E4M3FN, 2));

@@ -79,6 +79,9 @@ public:
   Value loadTile(Buffer buf, Value offset, int lanes, Value limit);
   void store(Buffer buf, Value offset, Value v);
   void storeTile(Buffer buf, Value offset, Value v);
+  // buf[offsets[i]] = v[i] for the lanes where mask[i] (offsets tile<N x i64>, mask tile<N x i1>);
+  // masked-off lanes touch no memory, so their offsets may be anything.
+  void storeScatter(Buffer buf, Value offsets, Value v, Value mask);
 
   // e4m3_rn_satfinite(E2M1(nibble) * E4M3(scale)) for every element: packed is tile<N/2 x i8>
   // (element 2i in the low nibble of byte i), scales tile<N/16 x i8>; result tile<N x f8E4M3FN>.

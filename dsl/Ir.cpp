@@ -53,6 +53,7 @@ const char *opName(OpKind k) {
   case OpKind::LoadTileMasked: return "load.tile.masked";
   case OpKind::Store: return "store";
   case OpKind::StoreTile: return "store.tile";
+  case OpKind::StoreScatter: return "store.scatter";
   case OpKind::DecodeNvfp4: return "nvfp4.decode";
   case OpKind::Dot: return "dot";
   case OpKind::DotTiles: return "dot.tiles";
@@ -91,7 +92,7 @@ void printOp(const Kernel &k, const Op &op, int indent, std::string &out) {
   case OpKind::DotTiles: attrs = fmt::format(" k={}", op.intAttr); break;
   case OpKind::ReduceMaxGroups: attrs = fmt::format(" groups={}", op.intAttr); break;
   case OpKind::Load: case OpKind::LoadTile: case OpKind::LoadTileMasked: case OpKind::Store:
-  case OpKind::StoreTile:
+  case OpKind::StoreTile: case OpKind::StoreScatter:
     attrs = fmt::format(" @{}", k.buffers[op.intAttr].name);
     if (op.alignAttr)
       attrs += fmt::format(" align={}", op.alignAttr);

@@ -23,7 +23,7 @@ enum class OpKind : uint8_t {
   // tiles
   Splat, Extract, Shuffle, ReduceAdd, ReduceMax, ReduceMaxGroups,
   // memory (buffers are 1-D; offsets are i64 element indices)
-  Load, LoadTile, LoadTileMasked, Store, StoreTile,
+  Load, LoadTile, LoadTileMasked, Store, StoreTile, StoreScatter,
   // domain ops
   DecodeNvfp4, Dot, DotTiles, PackScoreKey,
   // structure

@@ -53,16 +53,11 @@ Value loadI64(KernelBuilder &b, Buffer buf, Value offset) {
 
 Value blocksFor(Value tokens) { return (tokens + (spec::kSparseBlockSize - 1)) / spec::kSparseBlockSize; }
 
-struct TileRow {
-  Value row;    // global query row (a valid row even for padding slots)
-  Value causal; // tokens the row sees; 0 for padding slots
-};
-
-// A program's query rows: rows [firstRow, firstRow + rows.size()) of the batch, of which the q
-// elements below qLimit exist (rows past the batch's end read 0 and are padding).
+// A program's query rows: rows [firstRow, firstRow + count) of the batch, of which the q elements
+// below qLimit exist (rows past the batch's end read 0 and are padding, seeing no token).
 struct RowTile {
   Value firstRow, qLimit;
-  std::vector<TileRow> rows;
+  int count = 0;
   std::function<Value(Value)> causalOf; // i64 tile of row slots -> tokens each sees
 };
 
@@ -83,7 +78,7 @@ struct BlockRange {
 void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, const BlockRange &range,
                  const RowTile &rt) {
   const int D = spec::kIndexHeadDim, T = kTokenTile, steps = spec::kSparseBlockSize / kTokenTile;
-  const int N = static_cast<int>(rt.rows.size()) * numHeads; // (row, head) pairs, row-major
+  const int N = rt.count * numHeads; // (row, head) pairs, row-major
 
   // [rows, heads, 128] of q is one contiguous tile, loaded once per program.
   Value q = b.convert(OpKind::Bitcast, b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit),
@@ -106,19 +101,17 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, 
                   b.loadTile(a.kv, pageBase + spec::kPageDataBytes + tok0 * spec::kScalesPerToken,
                              T * spec::kScalesPerToken, 16)};
   };
-  Value local = b.constF32(spec::kLocalSentinel), init = b.constF32(spec::kInitSentinel);
+  // A block's scores, lane n = (row slot n / heads, head n % heads), each stored where its row sees
+  // the block: one scatter, no per-row scalars kept across the loop.
+  Value slot = b.iota(N);
+  Value slotRow = slot / numHeads, slotHead = slot % numHeads;
+  auto tileOf = [&](Value scalar) { return b.splat(scalar, N); };
   auto storeBlock = [&](Value blk, Value best) {
-    for (size_t r = 0; r < rt.rows.size(); ++r) {
-      Value nblk = blocksFor(rt.rows[r].causal);
-      b.ifThen(blk < nblk, [&] {
-        for (int h = 0; h < numHeads; ++h) {
-          Value dot = b.extract(best, static_cast<int>(r) * numHeads + h);
-          Value s = b.select(blk >= nblk - a.localBlocks, local,
-                             b.select(blk < a.initBlocks, init, dot));
-          b.store(a.scores, (b.constInt(h) * a.numRows + rt.rows[r].row) * a.width + blk, s);
-        }
-      });
-    }
+    Value nblk = blocksFor(rt.causalOf(slotRow)), blkT = tileOf(blk);
+    Value s = b.select(blkT >= nblk - tileOf(a.localBlocks), tileOf(b.constF32(spec::kLocalSentinel)),
+                       b.select(blkT < tileOf(a.initBlocks), tileOf(b.constF32(spec::kInitSentinel)), best));
+    Value at = (slotHead * tileOf(a.numRows) + tileOf(rt.firstRow) + slotRow) * tileOf(a.width) + blkT;
+    b.storeScatter(a.scores, at, s, blkT < nblk);
   };
   // Software-pipelined: tiles j + 1 .. j + kKeyPrefetch are in flight while tile j is scored (the
   // last iterations reload the last tile: in the page, unused), so enough bytes are in flight per
@@ -168,9 +161,8 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
     RowTile rt;
     rt.firstRow = loadI64(b, a.queryStartLoc, req);
     rt.qLimit = b.constInt(static_cast<int64_t>(Q) * c.numHeads * spec::kIndexHeadDim);
-    for (int r = 0; r < Q; ++r) // row r sees L - Q + r + 1 tokens (at least 0)
-      rt.rows.push_back({rt.firstRow + r, b.maxS(seqLen - (Q - r - 1), b.constInt(0))});
-    rt.causalOf = [&](Value r) {
+    rt.count = Q;
+    rt.causalOf = [&](Value r) { // row r sees L - Q + r + 1 tokens (at least 0)
       return b.maxS(r + b.splat(seqLen - (Q - 1), r.type().lanes), b.splat(b.constInt(0), r.type().lanes));
     };
     scoreBlocks(b, a, c.numHeads, req, range, rt);
@@ -199,11 +191,7 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
     RowTile rt;
     rt.firstRow = rowBegin;
     rt.qLimit = numValid * (c.numHeads * spec::kIndexHeadDim);
-    for (int r = 0; r < c.queryRows; ++r) {
-      Value valid = b.constInt(r) < numValid;
-      rt.rows.push_back({b.select(valid, rowBegin + r, rowBegin),
-                         b.select(valid, causalOf(rowBegin + r - qStart), zero)});
-    }
+    rt.count = c.queryRows;
     rt.causalOf = [&](Value r) { // slots past numValid are padding: they see nothing
       const int n = r.type().lanes;
       Value seen = b.maxS(r + b.splat(seqLen - qLen + rowBegin - qStart + 1, n), b.splat(zero, n));

@@ -4,6 +4,8 @@
 // that may hold a key above the 16th is inserted key by key.
 #include "kernels_src/ScoreKernels.h"
 
+#include <climits>
+#include <functional>
 #include <limits>
 
 #include "core/Spec.h"
@@ -33,32 +35,34 @@ Value topkInsert(KernelBuilder &b, Value state, Value key) {
 // case once the top 16 has filled) costs one tile load and one reduction instead of a serial pass.
 constexpr int kScanTile = 32;
 
-// The top 16 keys of blocks [first, last) of the score row at `base`, as a descending tile (key
-// 0, below every real key, where there are fewer than 16).
-Value topkKeys(KernelBuilder &b, Buffer scores, Value base, Value first, Value last) {
+// A stream of candidate keys [0, count): a step's tile (masked past `count`), a bound no key of a
+// step exceeds, and the key at one index.
+struct KeyStream {
+  std::function<Value(Value from, Value left)> loadStep;
+  std::function<Value(Value tile, Value from, Value left)> bound;
+  std::function<Value(Value at)> keyAt;
+};
+
+// The top 16 keys of a stream, as a descending tile (key 0, below every real key, where there are
+// fewer than 16). A step whose bound cannot enter is skipped; the next step's tile is loaded before
+// this one is looked at, so one load is always in flight behind the comparisons.
+Value topkOf(KernelBuilder &b, const KeyStream &ks, Value count) {
   const int S = kScanTile;
   // Key 0 is below every real key (the ordered bits of -inf are 0x007FFFFF), so it marks empty.
   Value empty = b.splat(b.constInt(0), K);
-  Value lanes = b.iota(S);
-  Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), S);
-  Value steps = (last - first + (S - 1)) / S;
-  // The next step's scores are loaded before this step is looked at (a masked load: nothing past
-  // `last` is touched), so one load is always in flight behind the comparisons.
-  auto loadStep = [&](Value i) { return b.loadTile(scores, base + first + i * S, S, last - first - i * S); };
-  Values top = b.forLoop(b.constInt(0), steps, b.constInt(1), {empty, loadStep(b.constInt(0))},
+  Value steps = (count + (S - 1)) / S;
+  auto load = [&](Value i) { return ks.loadStep(i * S, count - i * S); };
+  Values top = b.forLoop(b.constInt(0), steps, b.constInt(1), {empty, load(b.constInt(0))},
                          [&](Value i, const Values &s) {
-    Value from = first + i * S, left = last - from;
-    Value next = loadStep(i + 1);
-    Value best = b.reduceMax(b.select(lanes < b.splat(left, S), s[1], negInf)); // NaN dropped
-    // No key of this step exceeds (best's ordered bits, the step's last block id).
-    Value bound = b.packScoreKey(best, from + (S - 1));
+    Value from = i * S, left = count - from;
+    Value next = load(i + 1);
     Value smallest = b.extract(s[0], K - 1);
     Values kept = b.ifElse(
-        b.cmp(OpKind::CmpGtU, bound, smallest),
+        b.cmp(OpKind::CmpGtU, ks.bound(s[1], from, left), smallest),
         [&] {
-          return b.forLoop(from, b.minS(from + S, last), b.constInt(1), {s[0]},
-                           [&](Value blk, const Values &t) {
-            Value key = b.packScoreKey(b.load(scores, base + blk), blk);
+          return b.forLoop(from, b.minS(from + S, count), b.constInt(1), {s[0]},
+                           [&](Value at, const Values &t) {
+            Value key = ks.keyAt(at);
             Value low = b.extract(t[0], K - 1);
             return b.ifElse(
                 b.cmp(OpKind::CmpGtU, key, low), [&] { return Values{topkInsert(b, t[0], key)}; },
@@ -69,6 +73,22 @@ Value topkKeys(KernelBuilder &b, Buffer scores, Value base, Value first, Value l
     return Values{kept[0], next};
   });
   return top[0];
+}
+
+// The top 16 keys of blocks [first, last) of the score row at `base`.
+Value topkKeys(KernelBuilder &b, Buffer scores, Value base, Value first, Value last) {
+  const int S = kScanTile;
+  Value lanes = b.iota(S);
+  Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), S);
+  KeyStream ks;
+  ks.loadStep = [&](Value from, Value left) { return b.loadTile(scores, base + first + from, S, left); };
+  ks.bound = [&](Value tile, Value from, Value left) {
+    Value best = b.reduceMax(b.select(lanes < b.splat(left, S), tile, negInf)); // NaN dropped
+    // No key of this step exceeds (best's ordered bits, the step's last block id).
+    return b.packScoreKey(best, first + from + (S - 1));
+  };
+  ks.keyAt = [&](Value at) { return b.packScoreKey(b.load(scores, base + first + at), first + at); };
+  return topkOf(b, ks, last - first);
 }
 
 // Block ids of a key tile, -1 for empty slots.
@@ -144,8 +164,9 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   return b.finish();
 }
 
-// The rows' segments' top 16s (each sorted, so a segment whose best key cannot enter is skipped
-// whole) merged into the row's top 16 block ids.
+// The rows' segments' top 16s merged into the row's top 16 block ids: the row's segments x 16
+// keys are one stream, and a step's bound is its largest ordered score with the largest block id
+// (the high halves compared as signed after flipping their top bit).
 StatusOr<Kernel> buildTopkMerge(const KernelConfig &) {
   KernelBuilder b("topk_merge");
   Buffer partial = b.buffer("partial", Elem::I64, Access::Read);
@@ -156,23 +177,19 @@ StatusOr<Kernel> buildTopkMerge(const KernelConfig &) {
   Value segments = b.scalarArg("segments", Elem::I64);
   Value pid = b.programId();
   Value headRow = (pid / rowCount) * numRows + rowBegin + pid % rowCount;
-  Value empty = b.splat(b.constInt(0), K);
-  Values top = b.forLoop(b.constInt(0), segments, b.constInt(1), {empty}, [&](Value seg, const Values &s) {
-    Value at = (headRow * segments + seg) * K;
-    Value smallest = b.extract(s[0], K - 1);
-    return b.ifElse(
-        b.cmp(OpKind::CmpGtU, b.load(partial, at), smallest),
-        [&] {
-          return b.forLoop(b.constInt(0), b.constInt(K), b.constInt(1), {s[0]}, [&](Value i, const Values &t) {
-            Value key = b.load(partial, at + i);
-            return b.ifElse(
-                b.cmp(OpKind::CmpGtU, key, b.extract(t[0], K - 1)),
-                [&] { return Values{topkInsert(b, t[0], key)}; }, [&] { return t; });
-          });
-        },
-        [&] { return s; });
-  });
-  b.storeTile(out, headRow * K, blockIds(b, top[0]));
+  Value base = headRow * segments * K;
+  const int S = kScanTile;
+  Value flip = b.splat(b.constInt(INT32_MIN, Elem::I32), S);
+  KeyStream ks;
+  ks.loadStep = [&](Value from, Value left) { return b.loadTile(partial, base + from, S, left); };
+  ks.bound = [&](Value tile, Value, Value) { // masked lanes read key 0: below every real key
+    Value high = b.convert(OpKind::Trunc, b.binary(OpKind::ShrU, tile, b.splat(b.constInt(32), S)), Elem::I32);
+    Value best = b.binary(OpKind::Xor, b.reduceMax(b.binary(OpKind::Xor, high, flip)), b.constInt(INT32_MIN, Elem::I32));
+    return b.binary(OpKind::Or, b.binary(OpKind::Shl, b.convert(OpKind::ExtU, best, Elem::I64), b.constInt(32)),
+                    b.constInt(0xFFFFFFFF));
+  };
+  ks.keyAt = [&](Value at) { return b.load(partial, base + at); };
+  b.storeTile(out, headRow * K, blockIds(b, topkOf(b, ks, segments * K)));
   return b.finish();
 }
 

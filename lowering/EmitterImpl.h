@@ -64,6 +64,8 @@ private:
   mlir::Value gpuLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
                           int64_t alignBytes = 0);
   void gpuStoreTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes);
+  void gpuStoreScatter(mlir::Value buf, mlir::Value offsets, mlir::Value v, mlir::Value mask,
+                       int64_t lanes);
   mlir::Value smemFor(dsl::Elem e);
   mlir::Value maxNum(mlir::Value a, mlir::Value b);
   mlir::Value gpuExtractDynamic(mlir::Value t, int64_t tileLanes, mlir::Value lane);

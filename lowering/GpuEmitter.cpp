@@ -225,6 +225,23 @@ void Emitter::gpuStoreTile(mlir::Value buf, mlir::Value off, mlir::Value v, int6
   vector::StoreOp::create(b_, v, buf, ValueRange{toIndex(at)});
 }
 
+// Each thread stores its own lanes where their mask is set (and, in a tile narrower than the
+// program, where it holds a lane at all).
+void Emitter::gpuStoreScatter(mlir::Value buf, mlir::Value offsets, mlir::Value v, mlir::Value mask,
+                              int64_t lanes) {
+  const int64_t k = cast<VectorType>(v.getType()).getNumElements();
+  for (int64_t j = 0; j < k; ++j) {
+    mlir::Value on = vector::ExtractOp::create(b_, mask, ArrayRef<int64_t>{j});
+    if (partial(lanes))
+      on = arith::AndIOp::create(b_, on, laneBelow(lanes));
+    auto guard = scf::IfOp::create(b_, TypeRange{}, on, false);
+    OpBuilder::InsertionGuard g(b_);
+    b_.setInsertionPoint(guard.thenBlock()->getTerminator());
+    memref::StoreOp::create(b_, vector::ExtractOp::create(b_, v, ArrayRef<int64_t>{j}), buf,
+                            ValueRange{toIndex(vector::ExtractOp::create(b_, offsets, ArrayRef<int64_t>{j}))});
+  }
+}
+
 void Emitter::declareKeyTable(Block *moduleBody) {
   // Entry [scale * 16 + nibble] = E4M3 value of e4m3_rn_satfinite(E2M1(nibble) * E4M3(scale)).
   std::vector<float> table(16 * 256);

@@ -331,6 +331,14 @@ void Emitter::emitOp(const dsl::Op &op) {
     }
     vector::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(in(0))});
     return;
+  case OpKind::StoreScatter:
+    if (gpu_) {
+      gpuStoreScatter(buffers_[op.intAttr], in(0), in(1), in(2), k_.typeOf(op.operands[1]).lanes);
+      return;
+    }
+    vector::ScatterOp::create(b_, mlir::Type(), buffers_[op.intAttr],
+                              ValueRange{arith::ConstantIndexOp::create(b_, 0)}, in(0), in(2), in(1));
+    return;
   case OpKind::DecodeNvfp4: {
     if (spreadOf(op.results[0]) == Spread::MmaRows) { // whole scale groups per thread by construction
       set(sm90DecodeNvfp4(in(0), in(1)));

@@ -82,6 +82,20 @@ TEST(DslBuilder, StoreChecksBufferAccessAndType) {
   }, "store: value i64 into a buffer of f32");
 }
 
+TEST(DslBuilder, ScatterChecksOffsetsMaskAndBuffer) {
+  auto scatter = [](int offsetLanes, Elem maskElem, Access access) {
+    return [=](KernelBuilder &b) {
+      Buffer out = b.buffer("out", Elem::F32, access);
+      Value v = b.splat(b.constF32(1), 4);
+      Value mask = b.splat(maskElem == Elem::I1 ? b.constInt(0) < b.constInt(1) : b.constInt(0, Elem::I32), 4);
+      b.storeScatter(out, b.iota(offsetLanes), v, mask);
+    };
+  };
+  expectError(scatter(8, Elem::I1, Access::Write), "store.scatter: offsets tile<8 x i64>");
+  expectError(scatter(4, Elem::I32, Access::Write), "mask tile<4 x i32> must be i64 and i1 tiles");
+  expectError(scatter(4, Elem::I1, Access::Read), "store.scatter: buffer is read-only");
+}
+
 TEST(DslBuilder, LoopYieldMustMatchIterArgs) {
   expectError([](KernelBuilder &b) {
     b.forLoop(b.constInt(0), b.constInt(4), b.constInt(1), {b.constF32(0)},

@@ -141,3 +141,33 @@ TEST(HostBackend, RejectsInvalidBatchBeforeLaunching) {
 }
 
 } // namespace
+
+// The score kernels write exactly the entries b < nblk of each (head, row) -- nothing past a row's
+// blocks, nothing for prefill tiles' padding rows (which would land in the next request's rows) --
+// with runs of blocks per program and decode CP's every-4th-block shares alike.
+TEST(HostBackend, ScoreKernelsWriteExactlyTheRowsBlocks) {
+  const uint32_t canary = 0x7FC0DEADu; // a NaN no kernel makes
+  for (const Family &fam : families()) {
+    StatusOr<Case> c = generateCase(fam.options);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    const BatchView v = c->view();
+    const RowPlan plan = planRows(v);
+    const int64_t H = v.params.numHeads, T = v.numRows, W = plan.scoreWidth;
+    runtime::HostBackend host;
+    for (int64_t step : {1, 4}) {
+      std::vector<uint32_t> scores(H * T * W, canary);
+      float *s = reinterpret_cast<float *>(scores.data());
+      for (int64_t begin = 0; begin < step; ++begin)
+        ASSERT_TRUE(host.scoreDecode(v, W, s, begin, step).ok());
+      ASSERT_TRUE(host.scorePrefill(v, W, s).ok());
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t blk = 0; blk < W; ++blk) {
+            const bool written = scores[(h * T + t) * W + blk] != canary;
+            ASSERT_EQ(written, blk < plan.rows[t].nblk)
+                << fam.name << ": head " << h << ", row " << t << ", block " << blk << " (nblk "
+                << plan.rows[t].nblk << "), CP step " << step;
+          }
+    }
+  }
+}

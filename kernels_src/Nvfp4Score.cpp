@@ -1,7 +1,8 @@
 // NVFP4 score kernels (SPEC §4). One program scores a run of up to blocks_per_program KV blocks
 // for a tile of query rows of one request: each key token is loaded and decoded once and dotted
-// with every row and head of the tile. Decode tiles are a request's decode_query_len rows; prefill tiles are up to
-// prefillRowTile(heads) consecutive rows of one request, listed by the runtime's tile table.
+// with every row and head of the tile. Decode tiles are a request's decode_query_len rows;
+// prefill tiles are up to prefillRowTile(heads) consecutive rows of one request, listed by the
+// runtime's tile table.
 #include "kernels_src/ScoreKernels.h"
 
 #include <functional>

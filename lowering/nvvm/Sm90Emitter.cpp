@@ -136,7 +136,8 @@ mlir::Value loadWord(ImplicitLocOpBuilder &b, mlir::Value buf, mlir::Value at) {
 mlir::Value Emitter::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
                                      int64_t alignBytes) {
   mlir::Type i64 = b_.getI64Type();
-  const int64_t R = lanes / kMmaM, c = R / 4, partBytes = c * elem.getIntOrFloatBitWidth() / 8;
+  const int64_t R = lanes / kMmaM, c = R / 4, bits = elem.getIntOrFloatBitWidth();
+  const int64_t partBits = c * bits, partBytes = partBits / 8;
   const int64_t align = alignBytes ? std::min(alignBytes, partBytes & -partBytes) : 0;
   mlir::Value lane = laneI64();
   mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
@@ -144,47 +145,40 @@ mlir::Value Emitter::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t l
   mlir::Value first = arith::AddIOp::create(
       b_, off, arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, constant(i64, R)),
                                      arith::MulIOp::create(b_, t, constant(i64, c))));
-  // Pieces of whole words (or one i16) are assembled as such, so they are loaded as such, not as
-  // bytes to be packed.
+  // The two pieces are assembled as words (i32, or one i16 for 2-byte pieces), so LLVM loads them
+  // as such instead of loading bytes and packing them.
+  const int64_t wordBits = partBits % 32 == 0 ? 32 : partBits == 16 ? 16 : bits;
+  auto asInts = [&](int64_t n, int64_t w) { return VectorType::get({n}, b_.getIntegerType(w)); };
   auto part = VectorType::get({c}, elem);
-  const int64_t wordBits = partBytes % 4 == 0 ? 32 : partBytes == 2 ? 16 : 0;
-  const int64_t perPart = wordBits ? partBytes * 8 / wordBits : 0;
-  mlir::Type word = wordBits ? b_.getIntegerType(wordBits) : elem;
-  mlir::Value out = constant(VectorType::get({wordBits ? 2 * perPart : 2 * c}, word), 0);
+  mlir::Value words = constant(asInts(2 * partBits / wordBits, wordBits), 0);
   for (int64_t h = 0; h < 2; ++h) {
     mlir::Value at = arith::AddIOp::create(b_, first, constant(i64, h * 8 * R));
     mlir::Value v = vector::LoadOp::create(b_, part, buf, ValueRange{toIndex(at)}, false,
                                            align ? llvm::MaybeAlign(align) : llvm::MaybeAlign());
-    if (wordBits)
-      v = vector::BitCastOp::create(b_, VectorType::get({perPart}, word),
-                                    arith::BitcastOp::create(b_, part.clone(b_.getIntegerType(elem.getIntOrFloatBitWidth())), v));
-    out = vector::InsertStridedSliceOp::create(b_, v, out, ArrayRef<int64_t>{h * (wordBits ? perPart : c)},
-                                               ArrayRef<int64_t>{1});
+    v = vector::BitCastOp::create(b_, asInts(partBits / wordBits, wordBits),
+                                  arith::BitcastOp::create(b_, asInts(c, bits), v));
+    words = vector::InsertStridedSliceOp::create(b_, v, words, ArrayRef<int64_t>{h * partBits / wordBits},
+                                                 ArrayRef<int64_t>{1});
   }
-  if (wordBits)
-    out = arith::BitcastOp::create(
-        b_, VectorType::get({2 * c}, elem),
-        vector::BitCastOp::create(b_, VectorType::get({2 * c}, b_.getIntegerType(elem.getIntOrFloatBitWidth())), out));
   // Loads of the next tile feed a loop-carried value; LLVM's InstCombine would turn a phi of two
   // small loads into one load of a phi of addresses, issued just before its use: the prefetch
   // would be lost. An empty asm per 32-bit word (no instruction in the PTX) keeps them loads.
-  const int64_t bits = 2 * c * elem.getIntOrFloatBitWidth();
-  if (bits % 32 != 0)
-    return out;
-  mlir::Type i32 = b_.getI32Type();
-  auto wordsType = VectorType::get({bits / 32}, i32);
-  mlir::Value words = vector::BitCastOp::create(
-      b_, wordsType, arith::BitcastOp::create(b_, VectorType::get({2 * c}, b_.getIntegerType(elem.getIntOrFloatBitWidth())), out));
-  for (int64_t w = 0; w < bits / 32; ++w) {
-    mlir::Value x = vector::ExtractOp::create(b_, words, ArrayRef<int64_t>{w});
-    mlir::Value kept = LLVM::InlineAsmOp::create(b_, i32, ValueRange{x}, b_.getStringAttr(""),
-                                                 b_.getStringAttr("=r,0"), UnitAttr(), UnitAttr(),
-                                                 LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(), ArrayAttr())
-                           .getResult(0);
-    words = vector::InsertOp::create(b_, kept, words, ArrayRef<int64_t>{w});
+  if ((2 * partBits) % 32 == 0) {
+    mlir::Type i32 = b_.getI32Type();
+    mlir::Value w32 = vector::BitCastOp::create(b_, asInts(2 * partBits / 32, 32), words);
+    for (int64_t w = 0; w < 2 * partBits / 32; ++w) {
+      mlir::Value x = vector::ExtractOp::create(b_, w32, ArrayRef<int64_t>{w});
+      mlir::Value kept =
+          LLVM::InlineAsmOp::create(b_, i32, ValueRange{x}, b_.getStringAttr(""), b_.getStringAttr("=r,0"),
+                                    UnitAttr(), UnitAttr(), LLVM::TailCallKindAttr(),
+                                    LLVM::AsmDialectAttr(), ArrayAttr())
+              .getResult(0);
+      w32 = vector::InsertOp::create(b_, kept, w32, ArrayRef<int64_t>{w});
+    }
+    words = w32;
   }
-  return arith::BitcastOp::create(b_, out.getType(),
-                                  vector::BitCastOp::create(b_, VectorType::get({2 * c}, b_.getIntegerType(elem.getIntOrFloatBitWidth())), words));
+  return arith::BitcastOp::create(b_, VectorType::get({2 * c}, elem),
+                                  vector::BitCastOp::create(b_, asInts(2 * c, bits), words));
 }
 
 // Lane n * 16 + m of each accumulator this thread holds (columns past the tile's give lanes past

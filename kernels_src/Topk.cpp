@@ -183,10 +183,12 @@ StatusOr<Kernel> buildTopkMerge(const KernelConfig &) {
   KeyStream ks;
   ks.loadStep = [&](Value from, Value left) { return b.loadTile(partial, base + from, S, left); };
   ks.bound = [&](Value tile, Value, Value) { // masked lanes read key 0: below every real key
-    Value high = b.convert(OpKind::Trunc, b.binary(OpKind::ShrU, tile, b.splat(b.constInt(32), S)), Elem::I32);
-    Value best = b.binary(OpKind::Xor, b.reduceMax(b.binary(OpKind::Xor, high, flip)), b.constInt(INT32_MIN, Elem::I32));
-    return b.binary(OpKind::Or, b.binary(OpKind::Shl, b.convert(OpKind::ExtU, best, Elem::I64), b.constInt(32)),
-                    b.constInt(0xFFFFFFFF));
+    Value shift = b.splat(b.constInt(32), S);
+    Value high = b.convert(OpKind::Trunc, b.binary(OpKind::ShrU, tile, shift), Elem::I32);
+    Value best = b.binary(OpKind::Xor, b.reduceMax(b.binary(OpKind::Xor, high, flip)),
+                          b.constInt(INT32_MIN, Elem::I32));
+    Value top = b.binary(OpKind::Shl, b.convert(OpKind::ExtU, best, Elem::I64), b.constInt(32));
+    return b.binary(OpKind::Or, top, b.constInt(0xFFFFFFFF));
   };
   ks.keyAt = [&](Value at) { return b.load(partial, base + at); };
   b.storeTile(out, headRow * K, blockIds(b, topkOf(b, ks, segments * K)));

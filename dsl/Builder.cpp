@@ -195,6 +195,15 @@ Value KernelBuilder::extract(Value t, int lane) {
   return emit1(OpKind::Extract, {t}, scalar(t.type().elem), lane);
 }
 
+Value KernelBuilder::extractAt(Value t, Value lane) {
+  if (!live({t, lane}))
+    return poison(scalar(Elem::I64));
+  check(t.type().isTile() && lane.type() == scalar(Elem::I64),
+        fmt::format("extract.at: needs a tile and an i64 lane, got {} and {}", t.type().str(),
+                    lane.type().str()));
+  return emit1(OpKind::ExtractAt, {t, lane}, scalar(t.type().elem));
+}
+
 Value KernelBuilder::shuffle(Value a, Value b, std::vector<int32_t> mask) {
   if (!live({a, b}))
     return poison(tile(Elem::I64, static_cast<int>(mask.size())));

@@ -63,6 +63,8 @@ public:
 
   Value splat(Value s, int lanes);
   Value extract(Value t, int lane);
+  // Lane `lane` (an i64 scalar, in [0, lanes): out of range is undefined) of tile t.
+  Value extractAt(Value t, Value lane);
   Value shuffle(Value a, Value b, std::vector<int32_t> mask); // lanes of a then b
   Value reduceAdd(Value t);
   Value reduceMax(Value t);

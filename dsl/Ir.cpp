@@ -44,6 +44,7 @@ const char *opName(OpKind k) {
   case OpKind::ClampF: return "clampf";
   case OpKind::Splat: return "splat";
   case OpKind::Extract: return "extract";
+  case OpKind::ExtractAt: return "extract.at";
   case OpKind::Shuffle: return "shuffle";
   case OpKind::ReduceAdd: return "reduce.add";
   case OpKind::ReduceMax: return "reduce.max";

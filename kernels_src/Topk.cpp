@@ -36,11 +36,12 @@ Value topkInsert(KernelBuilder &b, Value state, Value key) {
 constexpr int kScanTile = 32;
 
 // A stream of candidate keys [0, count): a step's tile (masked past `count`), a bound no key of a
-// step exceeds, and the key at one index.
+// step exceeds, and the key of lane i of a step's tile (taken from the tile in registers, not
+// loaded again).
 struct KeyStream {
   std::function<Value(Value from, Value left)> loadStep;
   std::function<Value(Value tile, Value from, Value left)> bound;
-  std::function<Value(Value at)> keyAt;
+  std::function<Value(Value tile, Value from, Value i)> keyOf;
 };
 
 // The top 16 keys of a stream, as a descending tile (key 0, below every real key, where there are
@@ -60,9 +61,9 @@ Value topkOf(KernelBuilder &b, const KeyStream &ks, Value count) {
     Values kept = b.ifElse(
         b.cmp(OpKind::CmpGtU, ks.bound(s[1], from, left), smallest),
         [&] {
-          return b.forLoop(from, b.minS(from + S, count), b.constInt(1), {s[0]},
-                           [&](Value at, const Values &t) {
-            Value key = ks.keyAt(at);
+          return b.forLoop(b.constInt(0), b.minS(left, b.constInt(S)), b.constInt(1), {s[0]},
+                           [&](Value lane, const Values &t) {
+            Value key = ks.keyOf(s[1], from, lane);
             Value low = b.extract(t[0], K - 1);
             return b.ifElse(
                 b.cmp(OpKind::CmpGtU, key, low), [&] { return Values{topkInsert(b, t[0], key)}; },
@@ -87,7 +88,9 @@ Value topkKeys(KernelBuilder &b, Buffer scores, Value base, Value first, Value l
     // No key of this step exceeds (best's ordered bits, the step's last block id).
     return b.packScoreKey(best, first + from + (S - 1));
   };
-  ks.keyAt = [&](Value at) { return b.packScoreKey(b.load(scores, base + first + at), first + at); };
+  ks.keyOf = [&](Value tile, Value from, Value i) {
+    return b.packScoreKey(b.extractAt(tile, i), first + from + i);
+  };
   return topkOf(b, ks, last - first);
 }
 
@@ -190,7 +193,7 @@ StatusOr<Kernel> buildTopkMerge(const KernelConfig &) {
     Value top = b.binary(OpKind::Shl, b.convert(OpKind::ExtU, best, Elem::I64), b.constInt(32));
     return b.binary(OpKind::Or, top, b.constInt(0xFFFFFFFF));
   };
-  ks.keyAt = [&](Value at) { return b.load(partial, base + at); };
+  ks.keyOf = [&](Value tile, Value, Value i) { return b.extractAt(tile, i); };
   b.storeTile(out, headRow * K, blockIds(b, topkOf(b, ks, segments * K)));
   return b.finish();
 }

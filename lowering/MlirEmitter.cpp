@@ -235,6 +235,13 @@ void Emitter::emitOp(const dsl::Op &op) {
     return;
   }
   case OpKind::Splat: set(vector::BroadcastOp::create(b_, resultType(), in(0))); return;
+  case OpKind::ExtractAt:
+    if (gpu_) {
+      set(gpuExtractDynamic(in(0), k_.typeOf(op.operands[0]).lanes, in(1)));
+      return;
+    }
+    set(vector::ExtractOp::create(b_, in(0), ArrayRef<OpFoldResult>{toIndex(in(1))}));
+    return;
   case OpKind::Extract:
     if (gpu_) {
       set(gpuExtract(in(0), k_.typeOf(op.operands[0]).lanes, op.intAttr));

@@ -96,6 +96,13 @@ TEST(DslBuilder, ScatterChecksOffsetsMaskAndBuffer) {
   expectError(scatter(4, Elem::I1, Access::Read), "store.scatter: buffer is read-only");
 }
 
+TEST(DslBuilder, ExtractAtNeedsATileAndAnI64Lane) {
+  expectError([](KernelBuilder &b) { b.extractAt(b.iota(4), b.constInt(1, Elem::I32)); },
+              "extract.at: needs a tile and an i64 lane, got tile<4 x i64> and i32");
+  expectError([](KernelBuilder &b) { b.extractAt(b.constInt(3), b.constInt(0)); },
+              "extract.at: needs a tile and an i64 lane, got i64 and i64");
+}
+
 TEST(DslBuilder, LoopYieldMustMatchIterArgs) {
   expectError([](KernelBuilder &b) {
     b.forLoop(b.constInt(0), b.constInt(4), b.constInt(1), {b.constF32(0)},

@@ -12,6 +12,12 @@ namespace m3idx::kernels {
 // The most blocks any request in [first, last) has: the block extent of a score grid.
 int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last);
 
+// Slots of decode blocks begin, begin + step, ... below `blocks` (a decode-CP rank's share; all
+// blocks for begin 0, step 1).
+inline int64_t blockSlots(int64_t blocks, int64_t begin, int64_t step) {
+  return blocks > begin ? (blocks - begin + step - 1) / step : 0;
+}
+
 // A score grid: `units` (decode requests or prefill row tiles) x `chunks` programs, each scoring
 // up to blocksPerProgram consecutive blocks of its unit's `blocks` (the most any unit has). Runs of
 // blocks share a program's query load and keep its key stream going; the grid keeps at least

@@ -57,9 +57,8 @@ Status HostBackend::scoreDecode(const BatchView &b, int64_t width, float *scores
   if (!k.ok())
     return k.status();
   const int64_t blocks = maxRequestBlocks(b, 0, D);
-  const kernels::ScoreGrid grid =
-      kernels::scoreGrid(D, std::max<int64_t>(0, (blocks - blockBegin + blockStep - 1) / blockStep),
-                         kernels::kHostScorePrograms);
+  const kernels::ScoreGrid grid = kernels::scoreGrid(
+      D, kernels::blockSlots(blocks, blockBegin, blockStep), kernels::kHostScorePrograms);
   KernelArgs a;
   addBatchBuffers(a, b);
   a.buffer(scores, scoreCount(b, width)).scalar(b.numRows).scalar(b.maxBlocks).scalar(width)

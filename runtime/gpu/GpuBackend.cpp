@@ -119,6 +119,15 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
   const int64_t T = b.numRows, W = plan.scoreWidth, R = b.numRequests, D = b.params.numDecodes;
   const int64_t decodeRows = b.queryStartLoc[D];
   const int64_t scoreCount = H * T * W, topkCount = H * T * spec::kTopkBlocks;
+  // Checked before anything is uploaded.
+  const int64_t blockBegin = options.decodeBlockBegin, blockStep = options.decodeBlockStep;
+  if (blockBegin < 0 || blockStep < 1 || (blockStep > 1 && blockBegin >= blockStep))
+    return invalidArgument("decode block range", "0 <= begin < step, step >= 1",
+                           fmt::format("begin {}, step {}", blockBegin, blockStep));
+  const bool cpShare = blockStep > 1;
+  if (cpShare && T > decodeRows)
+    return invalidArgument("decode block range", "a decode-only batch (a CP rank's share)",
+                           fmt::format("{} prefill rows", T - decodeRows));
 
   DeviceBuffer q(api_), kv(api_), bt(api_), sl(api_), qsl(api_), scores(api_), topk(api_),
       tileReq(api_), tileRow(api_), rowBlocks(api_), partial(api_);
@@ -173,17 +182,9 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
     if (auto fn = function(k, kernels::configFor(k, H, Q)); !fn.ok())
       return fn.status();
   auto t0 = std::chrono::steady_clock::now();
-  const int64_t blockBegin = options.decodeBlockBegin, blockStep = options.decodeBlockStep;
-  if (blockBegin < 0 || blockStep < 1 || (blockStep > 1 && blockBegin >= blockStep))
-    return invalidArgument("decode block range", "0 <= begin < step, step >= 1",
-                           fmt::format("begin {}, step {}", blockBegin, blockStep));
-  const bool cpShare = blockStep > 1;
-  if (cpShare && T > decodeRows)
-    return invalidArgument("decode block range", "a decode-only batch (a CP rank's share)",
-                           fmt::format("{} prefill rows", T - decodeRows));
   if (D > 0) {
-    const int64_t slots = std::max<int64_t>(0, (maxRequestBlocks(b, 0, D) - blockBegin + blockStep - 1) / blockStep);
-    const kernels::ScoreGrid grid = kernels::scoreGrid(D, slots, kernels::kGpuScorePrograms);
+    const kernels::ScoreGrid grid = kernels::scoreGrid(
+        D, kernels::blockSlots(maxRequestBlocks(b, 0, D), blockBegin, blockStep), kernels::kGpuScorePrograms);
     LaunchArgs a;
     batchArgs(a);
     a.buffer(scores, scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W).scalar(grid.chunks)

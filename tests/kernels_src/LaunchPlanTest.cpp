@@ -65,3 +65,12 @@ TEST(TopkSplit, SegmentsCoverTheRowInWholeSteps) {
       EXPECT_LT((s.segments - 1) * s.segmentBlocks, blocks);
     }
 }
+
+TEST(BlockSlots, ARanksShareOfTheBlocks) {
+  EXPECT_EQ(blockSlots(1024, 0, 1), 1024);
+  EXPECT_EQ(blockSlots(1024, 3, 4), 256); // blocks 3, 7, ..., 1023
+  EXPECT_EQ(blockSlots(5, 1, 4), 1);      // block 1 (5 is not below 5)
+  EXPECT_EQ(blockSlots(6, 1, 4), 2);      // blocks 1, 5
+  EXPECT_EQ(blockSlots(1, 3, 4), 0);
+  EXPECT_EQ(blockSlots(0, 0, 1), 0);
+}

@@ -98,6 +98,8 @@ private:
   // sm_90 (nvvm/Sm90Emitter.cpp): the decode's rounding as cvt.rn.satfinite.e4m3x2.f16x2, and
   // dot.tiles as f16 mma.sync m16n8k16 (tensor cores) on keys held in fragment order.
   mlir::Value sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales);
+  void sm90FillKeyWords(); // keyWords_[2s], [2s + 1]: key bytes of codes 0-3, 4-7 times scale s
+  std::pair<mlir::Value, mlir::Value> sm90KeyWordsOf(mlir::Value scaleByte);
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes
   bool mmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
   mlir::Value mmaDotTiles(const dsl::Op &op);
@@ -106,6 +108,7 @@ private:
   void declareKeyTable(mlir::Block *moduleBody);
   std::vector<int32_t> definingOp_; // ValueId -> index of the op that makes it
   mlir::Value keyTable_;
+  mlir::Value keyWords_; // sm_90: workgroup memref<512xi32>, see sm90FillKeyWords
   mlir::Value constant(mlir::Type t, double v);
   mlir::Value toIndex(mlir::Value v);
   mlir::Value get(dsl::ValueId v) { return values_[v.id]; }

@@ -1,6 +1,7 @@
 // The GPU form of the DSL (see MlirEmitter.h): a program is a CTA of threads_ threads; a tile
 // is spread blocked over them; cross-lane ops become warp shuffles or go through a workgroup
 // buffer between barriers; scalars are uniform.
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -492,6 +493,13 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     smemTypes.push_back(pb.type);
   if (keysAsF32 && !gfx950_) // a table of exact key values, for decodes widened to f32
     declareKeyTable(gpuModule.getBody());
+  // sm_90 decodes look their keys up in a table of key bytes per scale, built in shared memory
+  // when the program starts.
+  const bool keyWords = !gfx950_ && std::any_of(k_.ops.begin(), k_.ops.end(), [](const dsl::Op &op) {
+    return op.kind == OpKind::DecodeNvfp4;
+  });
+  if (keyWords)
+    smemTypes.push_back(wgBuffer(512, b_.getI32Type()));
   auto fn = gpu::GPUFuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}), smemTypes);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
@@ -517,6 +525,10 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   if (keysAsF32 && !gfx950_)
     keyTable_ = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()),
                                             "m3idx_nvfp4_keys");
+  if (keyWords) {
+    keyWords_ = fn.getWorkgroupAttributions()[w++];
+    sm90FillKeyWords();
+  }
   programId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));
   emitRegion(k_.body);
   gpu::ReturnOp::create(b_);

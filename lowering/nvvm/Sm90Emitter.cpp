@@ -1,5 +1,6 @@
 // The sm_90 parts of the DSL's GPU form (see EmitterImpl.h): the NVFP4 decode as per-scale key
-// tables (rounded by cvt.rn.satfinite.e4m3x2.f16x2) looked up with prmt, tiles in mma fragment
+// tables (built once per program in shared memory, rounded by cvt.rn.satfinite.e4m3x2.f16x2)
+// looked up with prmt, tiles in mma fragment
 // order (MmaSpread.h), and dot.tiles on the tensor cores as mma.sync on keys in that order.
 //
 // Fragments (PTX ISA, warp-level matrix fragments), g = lane / 4, t = lane % 4. The keys' order is
@@ -36,21 +37,67 @@ constexpr int64_t kMmaK = 32; // K per step of the keys' word order (two f16 hal
 constexpr const char *kMmaIntrinsic = "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
 } // namespace
 
-// SPEC §2 through byte permutes. Per scale group, the 8 key bytes of the positive E2M1 codes
-// (0, 0.5, 1, 1.5, 2, 3, 4, 6) times the scale: those products are exact in f16 (at most 6
-// significant bits, between 2^-10 and 2688), so cvt.rn.satfinite.e4m3x2.f16x2 is the only rounding
-// (to nearest even, |x| > 448 to +-448, NaN to 0x7F), as in SPEC's fp32 formulation. Then one
-// prmt looks up 4 elements at once (the packed nibbles, sign bits masked, are its selectors), and
-// the nibbles' sign bits are moved to bit 7 of each byte and XORed in (the table already carries
-// the scale's sign; rounding is symmetric; a NaN scale gives 0x7F or 0xFF, both NaN, and a NaN
-// dot is dropped from the max either way).
+// SPEC §2 through byte permutes. Per scale s, the key bytes of the 8 positive E2M1 codes (0, 0.5,
+// 1, 1.5, 2, 3, 4, 6) times s: those products are exact in f16 (at most 6 significant bits,
+// between 2^-10 and 2688), so cvt.rn.satfinite.e4m3x2.f16x2 is the only rounding (to nearest
+// even, |x| > 448 to +-448, NaN to 0x7F), as in SPEC's fp32 formulation.
+std::pair<mlir::Value, mlir::Value> Emitter::sm90KeyWordsOf(mlir::Value scaleByte) {
+  mlir::Type i16 = b_.getI16Type(), i32 = b_.getI32Type();
+  auto h2 = VectorType::get({2}, b_.getF16Type());
+  mlir::Value two = vector::BroadcastOp::create(b_, VectorType::get({2}, b_.getI8Type()), scaleByte);
+  mlir::Value sc = NVVM::ConvertF8x2ToF16x2Op::create(b_, h2, two, b_.getBoolAttr(false),
+                                                      TypeAttr::get(b_.getType<Float8E4M3FNType>()));
+  const double mags[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  mlir::Value pair[4];
+  for (int i = 0; i < 4; ++i) {
+    mlir::Value m = arith::ConstantOp::create(
+        b_, DenseElementsAttr::get(h2, ArrayRef<mlir::Attribute>{b_.getF16FloatAttr(mags[2 * i]),
+                                                                 b_.getF16FloatAttr(mags[2 * i + 1])}));
+    // lane 0 lands in the low byte (halves keep their place)
+    pair[i] = arith::ExtUIOp::create(
+        b_, i32,
+        NVVM::ConvertF16x2ToF8x2Op::create(b_, i16, arith::MulFOp::create(b_, m, sc), false,
+                                           b_.getType<Float8E4M3FNType>()));
+  }
+  mlir::Value sixteen = constant(i32, 16);
+  return {arith::OrIOp::create(b_, pair[0], arith::ShLIOp::create(b_, pair[1], sixteen)),
+          arith::OrIOp::create(b_, pair[2], arith::ShLIOp::create(b_, pair[3], sixteen))};
+}
+
+// The table of all 256 scales, 2 KB of shared memory, once per program: a decode then loads its
+// scale group's two words (one ld.shared.v2) instead of computing them, which cost a sixth of the
+// score loop when done per tile.
+void Emitter::sm90FillKeyWords() {
+  auto loop = scf::ForOp::create(b_, lane_, arith::ConstantIndexOp::create(b_, 256),
+                                 arith::ConstantIndexOp::create(b_, threads_));
+  {
+    OpBuilder::InsertionGuard g(b_);
+    b_.setInsertionPointToStart(loop.getBody());
+    mlir::Value s = loop.getInductionVar();
+    auto [lo, hi] = sm90KeyWordsOf(
+        arith::TruncIOp::create(b_, b_.getI8Type(), arith::IndexCastOp::create(b_, b_.getI32Type(), s)));
+    mlir::Value words = vector::FromElementsOp::create(b_, VectorType::get({2}, b_.getI32Type()),
+                                                       ValueRange{lo, hi});
+    vector::StoreOp::create(b_, words, keyWords_,
+                            ValueRange{arith::MulIOp::create(b_, s, arith::ConstantIndexOp::create(b_, 2))},
+                            false, llvm::MaybeAlign(8));
+  }
+  barrier();
+}
+
+// Then one prmt looks up 4 elements at once (the packed nibbles, sign bits masked, are its
+// selectors), and the nibbles' signs are XORed into bit 7: a second prmt in sign-replicate mode
+// spreads them to whole bytes (an even element's sign is bit 7 of its packed byte shifted left by
+// 4, an odd one's bit 7 of the byte itself). The table carries the scale's sign and rounding is
+// symmetric; a NaN scale gives 0x7F or 0xFF, both NaN, and a NaN dot is dropped from the max
+// either way.
 mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   const int64_t P = cast<VectorType>(packed.getType()).getNumElements(), N = 2 * P;
-  mlir::Type i16 = b_.getI16Type(), i32 = b_.getI32Type(), f16 = b_.getF16Type();
-  auto h2 = VectorType::get({2}, f16);
-  if (P % 4 != 0) {
+  mlir::Type i32 = b_.getI32Type();
+  if (P % 4 != 0 || !keyWords_) {
     if (error_.empty())
-      error_ = fmt::format("nvfp4.decode: {} packed bytes per thread is not whole words", P);
+      error_ = !keyWords_ ? std::string("nvfp4.decode: no sm_90 key table in this program")
+                          : fmt::format("nvfp4.decode: {} packed bytes per thread is not whole words", P);
     return constant(VectorType::get({N}, b_.getType<Float8E4M3FNType>()), 0);
   }
   auto c32 = [&](uint32_t v) { return constant(i32, static_cast<double>(static_cast<int32_t>(v))); };
@@ -59,54 +106,35 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   };
   mlir::Value scaleBytes = gpuThreadScales(scales, N);
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
-  // Scales to f16 two at a time (cvt.rn.f16x2.e4m3x2: exact, NaN stays NaN), each then in both halves.
-  std::vector<mlir::Value> scalePairs;
-  for (int64_t g = 0; g < S; g += 2) {
-    mlir::Value two = g + 1 == S ? mlir::Value(vector::ShuffleOp::create(b_, scaleBytes, scaleBytes,
-                                                                          ArrayRef<int64_t>{g, g}))
-                             : mlir::Value(vector::ExtractStridedSliceOp::create(
-                                   b_, scaleBytes, ArrayRef<int64_t>{g}, ArrayRef<int64_t>{2},
-                                   ArrayRef<int64_t>{1}));
-    scalePairs.push_back(NVVM::ConvertF8x2ToF16x2Op::create(
-        b_, h2, two, b_.getBoolAttr(false), TypeAttr::get(b_.getType<Float8E4M3FNType>())));
-  }
   std::vector<std::pair<mlir::Value, mlir::Value>> tables; // per group: key bytes of codes 0-3, 4-7
   for (int64_t g = 0; g < S; ++g) {
-    mlir::Value pairF = scalePairs[g / 2];
-    mlir::Value sc = vector::ShuffleOp::create(b_, pairF, pairF, ArrayRef<int64_t>{g % 2, g % 2});
-    mlir::Value pair[4];
-    const double mags[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
-    for (int i = 0; i < 4; ++i) {
-      mlir::Value m = arith::ConstantOp::create(
-          b_, DenseElementsAttr::get(h2, ArrayRef<mlir::Attribute>{b_.getF16FloatAttr(mags[2 * i]),
-                                                                   b_.getF16FloatAttr(mags[2 * i + 1])}));
-      // lane 0 lands in the low byte (halves keep their place)
-      pair[i] = arith::ExtUIOp::create(
-          b_, i32,
-          NVVM::ConvertF16x2ToF8x2Op::create(b_, i16, arith::MulFOp::create(b_, m, sc), false,
-                                             b_.getType<Float8E4M3FNType>()));
-    }
-    tables.push_back({arith::OrIOp::create(b_, pair[0], arith::ShLIOp::create(b_, pair[1], c32(16))),
-                      arith::OrIOp::create(b_, pair[2], arith::ShLIOp::create(b_, pair[3], c32(16)))});
+    mlir::Value at = arith::ShLIOp::create(
+        b_,
+        arith::IndexCastUIOp::create(b_, b_.getIndexType(),
+                                     vector::ExtractOp::create(b_, scaleBytes, ArrayRef<int64_t>{g})),
+        arith::ConstantIndexOp::create(b_, 1));
+    mlir::Value two = vector::LoadOp::create(b_, VectorType::get({2}, i32), keyWords_, ValueRange{at}, false,
+                                             llvm::MaybeAlign(8));
+    tables.push_back({vector::ExtractOp::create(b_, two, ArrayRef<int64_t>{0}),
+                      vector::ExtractOp::create(b_, two, ArrayRef<int64_t>{1})});
   }
   const int64_t W = P / 4;
   mlir::Value words = vector::BitCastOp::create(b_, VectorType::get({W}, i32), packed);
   mlir::Value out = constant(VectorType::get({2 * W}, i32), 0);
-  mlir::Value zero = c32(0);
   for (int64_t w = 0; w < W; ++w) { // 8 elements of one scale group
     mlir::Value x = vector::ExtractOp::create(b_, words, ArrayRef<int64_t>{w});
     auto [lo, hi] = tables[S == 1 ? 0 : (8 * w) / 16];
     mlir::Value codes = arith::AndIOp::create(b_, x, c32(0x77777777));
+    mlir::Value evenSigns = arith::ShLIOp::create(b_, x, c32(4));
     for (int half = 0; half < 2; ++half) { // elements 4 half .. 4 half + 3
       mlir::Value sel = half ? mlir::Value(arith::ShRUIOp::create(b_, codes, c32(16))) : codes;
       mlir::Value mag = prmt(lo, hi, sel);
-      // Bytes [B, B, B', B'] of the packed pair: sign of element 2i at bit 3, of 2i+1 at bit 7.
-      mlir::Value u = prmt(x, zero, c32(half ? 0x3322 : 0x1100));
-      mlir::Value sign = arith::OrIOp::create(
-          b_, arith::AndIOp::create(b_, arith::ShLIOp::create(b_, u, c32(4)), c32(0x00800080)),
-          arith::AndIOp::create(b_, u, c32(0x80008000)));
-      out = vector::InsertOp::create(b_, arith::XOrIOp::create(b_, mag, sign), out,
-                                     ArrayRef<int64_t>{2 * w + half});
+      // Byte j: element 4 half + j's sign replicated, from byte (4 half + j) / 2 of x << 4 (even
+      // j: selector 8 | byte) or of x (odd j: 8 | 4 + byte).
+      mlir::Value sign = prmt(evenSigns, x, c32(half ? 0xFBEA : 0xD9C8));
+      out = vector::InsertOp::create(
+          b_, arith::XOrIOp::create(b_, mag, arith::AndIOp::create(b_, sign, c32(0x80808080))), out,
+          ArrayRef<int64_t>{2 * w + half});
     }
   }
   mlir::Value bytes = vector::BitCastOp::create(b_, VectorType::get({N}, b_.getI8Type()), out);

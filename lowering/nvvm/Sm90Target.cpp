@@ -1,6 +1,7 @@
-// The NVIDIA Hopper target: the DSL's GPU form lowered to NVVM and PTX in-process. Small-float
-// conversions use the exact integer expansion for now (cvt.rn.satfinite.e4m3x2.f32 is the next
-// step); the driver JIT-compiles the PTX, so no ptxas is needed.
+// The NVIDIA Hopper target: the DSL's GPU form lowered to NVVM and PTX in-process. The NVFP4
+// decode rounds with cvt.rn.satfinite.e4m3x2.f16x2 (nvvm/Sm90Emitter.cpp); other small-float
+// conversions use the exact integer expansion. The driver JIT-compiles the PTX, or ptxas makes a
+// cubin when it is installed.
 #include "lowering/Target.h"
 
 namespace m3idx::lowering {

@@ -1,7 +1,8 @@
 // The sm_90 NVFP4 decode (lowering/nvvm/Sm90Emitter.cpp) against SPEC §2, through a host model of
 // its steps written from the instructions' documented semantics: per scale, a table of the key
 // bytes of the 8 positive E2M1 codes (f16 products, cvt.rn.satfinite.e4m3x2.f16x2), prmt lookups
-// with the masked nibbles as selectors, and the nibble's sign XORed into bit 7. All 16 x 256
+// with the masked nibbles as selectors, and the nibbles' signs spread to bytes by a
+// sign-replicating prmt and XORed into bit 7. All 16 x 256
 // (nibble, scale) pairs must give the reference key byte (NaN by class: see Gfx950NumericsTest).
 #include <gtest/gtest.h>
 
@@ -49,8 +50,7 @@ uint64_t decodeWord(uint32_t x, uint8_t scale) {
   uint64_t out = 0;
   for (int half = 0; half < 2; ++half) {
     const uint32_t mag = prmt(lo, hi, half ? codes >> 16 : codes);
-    const uint32_t u = prmt(x, 0, half ? 0x3322 : 0x1100);
-    const uint32_t sign = ((u << 4) & 0x00800080) | (u & 0x80008000);
+    const uint32_t sign = prmt(x << 4, x, half ? 0xFBEA : 0xD9C8) & 0x80808080;
     out |= uint64_t{mag ^ sign} << (32 * half);
   }
   return out;

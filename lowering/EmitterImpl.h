@@ -61,6 +61,8 @@ private:
   mlir::Value gpuExtract(mlir::Value t, int64_t tileLanes, int64_t lane);
   mlir::Value gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
                          dsl::Elem elem);
+  mlir::Value shuffleByShifts(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask);
+  bool isSplat(mlir::Value tile) const; // a GPU tile made by splat: every lane the same
   mlir::Value gpuLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
                           int64_t alignBytes = 0);
   void gpuStoreTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes);

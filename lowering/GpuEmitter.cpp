@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "core/Nvfp4.h"
 #include "core/Spec.h"
@@ -127,10 +128,58 @@ mlir::Value Emitter::smemFor(dsl::Elem e) {
   return smem_.at(static_cast<int>(e == dsl::Elem::I1 ? dsl::Elem::I8 : e));
 }
 
+// A shuffle of one-lane-per-thread tiles in which every lane taken from an operand comes from the
+// same distance (a shift, as in the top-k's insertion network): one warp shuffle per operand
+// (none for a splat, whose lanes are all equal) and a select, instead of a round trip through
+// shared memory between two barriers. Null when the mask is not of that form.
+mlir::Value Emitter::shuffleByShifts(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask) {
+  const int64_t outLanes = static_cast<int64_t>(mask.size());
+  if (lanes > threads_ || outLanes > threads_)
+    return {};
+  std::optional<int64_t> shift[2];
+  uint32_t fromB = 0;
+  for (int64_t i = 0; i < outLanes; ++i) {
+    const int op = mask[i] >= lanes ? 1 : 0;
+    const int64_t d = mask[i] % lanes - i;
+    if (shift[op] && *shift[op] != d)
+      return {};
+    shift[op] = d;
+    fromB |= static_cast<uint32_t>(op) << i;
+  }
+  mlir::Type i64 = b_.getI64Type();
+  auto take = [&](mlir::Value tile, int op) -> mlir::Value {
+    mlir::Value v = vector::ExtractOp::create(b_, tile, ArrayRef<int64_t>{0});
+    if (!shift[op] || isSplat(tile))
+      return v;
+    return shuffleIdx(v, arith::AddIOp::create(b_, laneI64(), constant(i64, static_cast<double>(*shift[op]))));
+  };
+  mlir::Value va = take(a, 0), vb = take(b, 1), v;
+  if (!shift[1])
+    v = va;
+  else if (!shift[0])
+    v = vb;
+  else {
+    mlir::Value bit = arith::AndIOp::create(
+        b_, arith::ShRUIOp::create(b_, constant(i64, static_cast<double>(fromB)), laneI64()), constant(i64, 1));
+    v = arith::SelectOp::create(b_, arith::CmpIOp::create(b_, arith::CmpIPredicate::ne, bit, constant(i64, 0)),
+                                vb, va);
+  }
+  return vector::BroadcastOp::create(b_, VectorType::get({1}, v.getType()), v);
+}
+
+bool Emitter::isSplat(mlir::Value tile) const {
+  if (auto bc = tile.getDefiningOp<vector::BroadcastOp>())
+    return !isa<VectorType>(bc.getSource().getType()); // a uniform scalar in every thread
+  DenseElementsAttr dense;
+  return matchPattern(tile, m_Constant(&dense)) && dense.isSplat();
+}
+
 // A general lane permutation through the workgroup buffer: all threads write their lanes of a and
 // b, wait, read the lanes the mask names, wait (so the buffer can be reused).
 mlir::Value Emitter::gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
                                 dsl::Elem elem) {
+  if (mlir::Value v = shuffleByShifts(a, b, lanes, mask))
+    return v;
   const bool isBool = elem == dsl::Elem::I1;
   mlir::Value buf = smemFor(elem);
   mlir::Type i64 = b_.getI64Type(), e = elemType(elem);

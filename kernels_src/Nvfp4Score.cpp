@@ -60,6 +60,7 @@ struct RowTile {
   Value firstRow, qLimit;
   int count = 0;
   std::function<Value(Value)> causalOf; // i64 tile of row slots -> tokens each sees
+  Value leastCausal;                    // a scalar no row slot sees fewer tokens than
 };
 
 // The blocks a program scores: slots [first, last) of its request's block list, slot i being
@@ -126,9 +127,15 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, 
     Values next = loadKeys(b.minS(j + kKeyPrefetch, total - 1));
     Value blk = range.blockOf(range.first + j / steps);
     Value dots = b.dotTiles(b.decodeNvfp4(it[1], it[2]), q, D);
-    Value visible = b.splat(blk * spec::kSparseBlockSize + (j % steps) * T, N * T) + token < causal;
-    // fmaxf drops NaN dots; invisible tokens count as -inf
-    Value best = b.maxNumF(it[0], b.select(visible, dots, negInf));
+    Value tok0 = blk * spec::kSparseBlockSize + (j % steps) * T;
+    // fmaxf drops NaN dots; invisible tokens count as -inf. Most tiles are seen whole by every
+    // row: those skip the mask (a uniform branch instead of a compare and select per lane).
+    Value best = b.ifElse(
+        tok0 + T <= rt.leastCausal, [&] { return Values{b.maxNumF(it[0], dots)}; },
+        [&] {
+          Value visible = b.splat(tok0, N * T) + token < causal;
+          return Values{b.maxNumF(it[0], b.select(visible, dots, negInf))};
+        })[0];
     Value blockEnds = j % steps == b.constInt(steps - 1);
     b.ifThen(blockEnds, [&] { storeBlock(blk, b.reduceMaxGroups(best, N)); });
     Values carried = {b.select(b.splat(blockEnds, N * T), negInf, best)};
@@ -166,6 +173,7 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
     rt.causalOf = [&](Value r) { // row r sees L - Q + r + 1 tokens (at least 0)
       return b.maxS(r + b.splat(seqLen - (Q - 1), r.type().lanes), b.splat(b.constInt(0), r.type().lanes));
     };
+    rt.leastCausal = b.maxS(seqLen - (Q - 1), b.constInt(0)); // row 0's
     scoreBlocks(b, a, c.numHeads, req, range, rt);
   });
   return b.finish();
@@ -193,6 +201,8 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
     rt.firstRow = rowBegin;
     rt.qLimit = numValid * (c.numHeads * spec::kIndexHeadDim);
     rt.count = c.queryRows;
+    // the first row sees least; with padding slots (which see nothing) no tile is seen whole
+    rt.leastCausal = b.select(numValid == b.constInt(c.queryRows), causalOf(rowBegin - qStart), zero);
     rt.causalOf = [&](Value r) { // slots past numValid are padding: they see nothing
       const int n = r.type().lanes;
       Value seen = b.maxS(r + b.splat(seqLen - qLen + rowBegin - qStart + 1, n), b.splat(zero, n));

@@ -1,5 +1,7 @@
 // The host JIT backend against the scalar reference on generated case families: exact values
 // bit for bit (scores and top-k), realistic values within the fp32 summation bound.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -169,5 +171,46 @@ TEST(HostBackend, ScoreKernelsWriteExactlyTheRowsBlocks) {
                 << plan.rows[t].nblk << "), CP step " << step;
           }
     }
+  }
+}
+
+// Keys whose dot grows with the token's place in its block (token t: its first t % 128 + 1
+// elements 6.0, the rest 0; q all 1.0), so a block's exact score is 6 x (1 + the place of the last
+// token the row sees): a kernel that lets a row see one token too many, or too few, changes it.
+// Context lengths at and around the 16-token tiles' edges, where a tile stops being seen whole.
+TEST(HostBackend, MasksExactlyTheTokensEachRowDoesNotSee) {
+  for (int ctx : {16, 17, 19, 32, 35, 128, 131, 144, 256, 260}) {
+    GenOptions o = base(10 + ctx, 1, 3, 4);
+    o.mode = ValueMode::Exact;
+    o.localBlocks = 0; // every block scored, none a sentinel
+    o.decodeContext = {ctx, ctx + 16};
+    o.prefillQueryLen = {1, 64}; // tiles of 16 rows, whole and partial
+    o.prefillContext = {ctx, ctx + 16};
+    StatusOr<Case> c = generateCase(o);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    std::fill(c->q.bytes.begin(), c->q.bytes.end(), 0x38); // E4M3 1.0
+    const int64_t pages = c->kv.shape[0];
+    for (int64_t p = 0; p < pages; ++p)
+      for (int64_t t = 0; t < spec::kSparseBlockSize; ++t) {
+        uint8_t *page = c->kv.as<uint8_t>() + p * spec::kPageBytes;
+        for (int64_t i = 0; i < spec::kDataBytesPerToken; ++i) // elements 2i, 2i + 1
+          page[t * spec::kDataBytesPerToken + i] =
+              static_cast<uint8_t>((2 * i <= t ? 0x7 : 0) | (2 * i + 1 <= t ? 0x70 : 0)); // E2M1 6.0
+        std::memset(page + spec::kPageDataBytes + t * spec::kScalesPerToken, 0x38, spec::kScalesPerToken);
+      }
+    runtime::HostBackend host;
+    StatusOr<IndexerOutput> got = host.run(c->view(), runtime::RunOptions{true});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    StatusOr<IndexerOutput> want = reference::runReference(c->view(), true);
+    ASSERT_TRUE(want.ok());
+    ASSERT_EQ(got->scores.size(), want->scores.size());
+    for (size_t i = 0; i < got->scores.size(); ++i) {
+      if (std::isnan(want->scores[i])) { // a block the row does not reach
+        ASSERT_TRUE(std::isnan(got->scores[i])) << "context " << ctx << ", score " << i;
+        continue;
+      }
+      ASSERT_EQ(got->scores[i], want->scores[i]) << "context " << ctx << ", score " << i;
+    }
+    EXPECT_EQ(got->topk, want->topk) << "context " << ctx;
   }
 }

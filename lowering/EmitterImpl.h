@@ -3,6 +3,7 @@
 // threads, and the GPU module). Internal to lowering/.
 #pragma once
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -59,10 +60,12 @@ private:
   void barrier(); // orders the program's workgroup-memory accesses
   mlir::Value warpReduce(mlir::Value perThread, int64_t lanes, bool add, bool isFloat);
   mlir::Value gpuExtract(mlir::Value t, int64_t tileLanes, int64_t lane);
+  // splat[i]: operand i is a DSL splat (every lane the same value)
   mlir::Value gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
-                         dsl::Elem elem);
-  mlir::Value shuffleByShifts(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask);
-  bool isSplat(mlir::Value tile) const; // a GPU tile made by splat: every lane the same
+                         dsl::Elem elem, std::array<bool, 2> splat);
+  mlir::Value shuffleByShifts(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
+                              std::array<bool, 2> splat);
+  bool madeBySplat(dsl::ValueId v) const;
   mlir::Value gpuLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
                           int64_t alignBytes = 0);
   void gpuStoreTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes);

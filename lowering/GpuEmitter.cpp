@@ -2,6 +2,7 @@
 // is spread blocked over them; cross-lane ops become warp shuffles or go through a workgroup
 // buffer between barriers; scalars are uniform.
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <map>
 #include <optional>
@@ -132,7 +133,8 @@ mlir::Value Emitter::smemFor(dsl::Elem e) {
 // same distance (a shift, as in the top-k's insertion network): one warp shuffle per operand
 // (none for a splat, whose lanes are all equal) and a select, instead of a round trip through
 // shared memory between two barriers. Null when the mask is not of that form.
-mlir::Value Emitter::shuffleByShifts(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask) {
+mlir::Value Emitter::shuffleByShifts(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
+                                     std::array<bool, 2> splat) {
   const int64_t outLanes = static_cast<int64_t>(mask.size());
   if (lanes > threads_ || outLanes > threads_)
     return {};
@@ -149,7 +151,7 @@ mlir::Value Emitter::shuffleByShifts(mlir::Value a, mlir::Value b, int64_t lanes
   mlir::Type i64 = b_.getI64Type();
   auto take = [&](mlir::Value tile, int op) -> mlir::Value {
     mlir::Value v = vector::ExtractOp::create(b_, tile, ArrayRef<int64_t>{0});
-    if (!shift[op] || isSplat(tile))
+    if (!shift[op] || splat[op])
       return v;
     return shuffleIdx(v, arith::AddIOp::create(b_, laneI64(), constant(i64, static_cast<double>(*shift[op]))));
   };
@@ -167,18 +169,16 @@ mlir::Value Emitter::shuffleByShifts(mlir::Value a, mlir::Value b, int64_t lanes
   return vector::BroadcastOp::create(b_, VectorType::get({1}, v.getType()), v);
 }
 
-bool Emitter::isSplat(mlir::Value tile) const {
-  if (auto bc = tile.getDefiningOp<vector::BroadcastOp>())
-    return !isa<VectorType>(bc.getSource().getType()); // a uniform scalar in every thread
-  DenseElementsAttr dense;
-  return matchPattern(tile, m_Constant(&dense)) && dense.isSplat();
+bool Emitter::madeBySplat(dsl::ValueId v) const {
+  const int32_t def = definingOp_[v.id];
+  return def >= 0 && k_.ops[def].kind == OpKind::Splat;
 }
 
 // A general lane permutation through the workgroup buffer: all threads write their lanes of a and
 // b, wait, read the lanes the mask names, wait (so the buffer can be reused).
 mlir::Value Emitter::gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
-                                dsl::Elem elem) {
-  if (mlir::Value v = shuffleByShifts(a, b, lanes, mask))
+                                dsl::Elem elem, std::array<bool, 2> splat) {
+  if (mlir::Value v = shuffleByShifts(a, b, lanes, mask, splat))
     return v;
   const bool isBool = elem == dsl::Elem::I1;
   mlir::Value buf = smemFor(elem);
@@ -543,7 +543,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   if (keysAsF32 && !gfx950_) // a table of exact key values, for decodes widened to f32
     declareKeyTable(gpuModule.getBody());
   // sm_90 decodes look their keys up in a table of key bytes per scale, built in shared memory
-  // when the program starts.
+  // when the program starts (where only f32 keys are read, LLVM drops the unread table).
   const bool keyWords = !gfx950_ && std::any_of(k_.ops.begin(), k_.ops.end(), [](const dsl::Op &op) {
     return op.kind == OpKind::DecodeNvfp4;
   });

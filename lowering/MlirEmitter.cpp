@@ -252,7 +252,8 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::Shuffle: {
     if (gpu_) {
       dsl::Type t = k_.typeOf(op.operands[0]);
-      set(gpuShuffle(in(0), in(1), t.lanes, op.lanesAttr, t.elem));
+      set(gpuShuffle(in(0), in(1), t.lanes, op.lanesAttr, t.elem,
+                     {madeBySplat(op.operands[0]), madeBySplat(op.operands[1])}));
       return;
     }
     SmallVector<int64_t> mask(op.lanesAttr.begin(), op.lanesAttr.end());

@@ -1,7 +1,7 @@
 // The sm_90 parts of the DSL's GPU form (see EmitterImpl.h): the NVFP4 decode as per-scale key
 // tables (built once per program in shared memory, rounded by cvt.rn.satfinite.e4m3x2.f16x2)
-// looked up with prmt, tiles in mma fragment
-// order (MmaSpread.h), and dot.tiles on the tensor cores as mma.sync on keys in that order.
+// looked up with prmt, tiles in mma fragment order (MmaSpread.h), and dot.tiles on the tensor
+// cores as mma.sync on keys in that order.
 //
 // Fragments (PTX ISA, warp-level matrix fragments), g = lane / 4, t = lane % 4. The keys' order is
 // that of m16n8k32 8-bit A: registers a0..a3 hold 4 bytes each of rows g, g+8, g, g+8 at K 4t, 4t,

@@ -109,6 +109,25 @@ TEST(MmaSpread, AResultReadElsewhereStaysBlockedWhileKeysStayFragments) {
   EXPECT_EQ(spreads(plain)[only(plain, OpKind::DotTiles).results[0].id], Spread::MmaAcc);
 }
 
+// Keys read only by an FFMA dot (17 columns: more than mma.sync tiles take) come from the table
+// of exact f32 keys, beside the key-byte table every sm_90 decode program declares.
+TEST(MmaSpread, KeysReadOnlyByAnFfmaDotLowerForSm90) {
+  dsl::KernelBuilder b("k");
+  dsl::Buffer kv = b.buffer("kv", dsl::Elem::I8, dsl::Access::Read);
+  dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
+  dsl::Value zero = b.constInt(0);
+  dsl::Value keys = b.decodeNvfp4(b.loadTile(kv, zero, 1024, 16), b.loadTile(kv, b.constInt(1024), 128, 16));
+  dsl::Value q = b.convert(OpKind::Bitcast, b.loadTile(kv, b.constInt(2048), 17 * 128), dsl::Elem::F8E4M3FN);
+  b.storeTile(out, zero, b.dotTiles(keys, q, 128));
+  auto k = b.finish();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
+  ASSERT_TRUE(ptx.ok()) << ptx.status().message();
+  EXPECT_NE(ptx->find("m3idx_nvfp4_keys"), std::string::npos);
+  EXPECT_NE(ptx->find("fma.rn.f32"), std::string::npos);
+  EXPECT_EQ(ptx->find("mma.sync"), std::string::npos);
+}
+
 // Each spread combination lowers to PTX: fragment keys with accumulators kept or sent to their
 // blocked owners through shared memory (mma.sync either way), blocked keys on FFMA.
 TEST(MmaSpread, EveryCombinationLowersForSm90) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -73,6 +74,21 @@ std::vector<Family> families() {
 
 void PrintTo(const Family &f, std::ostream *os) { *os << f.name; }
 
+// Exact values: every score bit for bit (NaN, a block a row does not reach, by class; zeros by
+// value) and the same top-k.
+void expectSameExactOutput(const IndexerOutput &got, const IndexerOutput &want, const std::string &what) {
+  ASSERT_EQ(got.scoreWidth, want.scoreWidth) << what;
+  ASSERT_EQ(got.scores.size(), want.scores.size()) << what;
+  for (size_t i = 0; i < got.scores.size(); ++i) {
+    if (std::isnan(want.scores[i])) {
+      ASSERT_TRUE(std::isnan(got.scores[i])) << what << ", score " << i;
+      continue;
+    }
+    ASSERT_EQ(got.scores[i], want.scores[i]) << what << ", score " << i;
+  }
+  EXPECT_EQ(got.topk, want.topk) << what;
+}
+
 class HostVsReference : public ::testing::TestWithParam<Family> {};
 
 TEST_P(HostVsReference, Matches) {
@@ -87,14 +103,7 @@ TEST_P(HostVsReference, Matches) {
   ASSERT_EQ(got->scoreWidth, want->scoreWidth);
   ASSERT_EQ(got->scores.size(), want->scores.size());
   if (fam.options.mode == ValueMode::Exact) {
-    for (size_t i = 0; i < got->scores.size(); ++i) {
-      if (std::isnan(want->scores[i])) {
-        ASSERT_TRUE(std::isnan(got->scores[i])) << i;
-        continue;
-      }
-      ASSERT_EQ(got->scores[i], want->scores[i]) << "score " << i; // zeros by value
-    }
-    EXPECT_EQ(got->topk, want->topk);
+    expectSameExactOutput(*got, *want, fam.name);
   } else {
     reference::CheckReport r = reference::checkTopk(c->view(), got->topk);
     reference::checkScores(c->view(), got->scores, got->scoreWidth, r);
@@ -190,27 +199,20 @@ TEST(HostBackend, MasksExactlyTheTokensEachRowDoesNotSee) {
     ASSERT_TRUE(c.ok()) << c.status().message();
     std::fill(c->q.bytes.begin(), c->q.bytes.end(), 0x38); // E4M3 1.0
     const int64_t pages = c->kv.shape[0];
-    for (int64_t p = 0; p < pages; ++p)
+    for (int64_t p = 0; p < pages; ++p) {
+      uint8_t *page = c->kv.as<uint8_t>() + p * spec::kPageBytes;
       for (int64_t t = 0; t < spec::kSparseBlockSize; ++t) {
-        uint8_t *page = c->kv.as<uint8_t>() + p * spec::kPageBytes;
         for (int64_t i = 0; i < spec::kDataBytesPerToken; ++i) // elements 2i, 2i + 1
           page[t * spec::kDataBytesPerToken + i] =
               static_cast<uint8_t>((2 * i <= t ? 0x7 : 0) | (2 * i + 1 <= t ? 0x70 : 0)); // E2M1 6.0
         std::memset(page + spec::kPageDataBytes + t * spec::kScalesPerToken, 0x38, spec::kScalesPerToken);
       }
+    }
     runtime::HostBackend host;
     StatusOr<IndexerOutput> got = host.run(c->view(), runtime::RunOptions{true});
     ASSERT_TRUE(got.ok()) << got.status().message();
     StatusOr<IndexerOutput> want = reference::runReference(c->view(), true);
     ASSERT_TRUE(want.ok());
-    ASSERT_EQ(got->scores.size(), want->scores.size());
-    for (size_t i = 0; i < got->scores.size(); ++i) {
-      if (std::isnan(want->scores[i])) { // a block the row does not reach
-        ASSERT_TRUE(std::isnan(got->scores[i])) << "context " << ctx << ", score " << i;
-        continue;
-      }
-      ASSERT_EQ(got->scores[i], want->scores[i]) << "context " << ctx << ", score " << i;
-    }
-    EXPECT_EQ(got->topk, want->topk) << "context " << ctx;
+    ASSERT_NO_FATAL_FAILURE(expectSameExactOutput(*got, *want, "context " + std::to_string(ctx)));
   }
 }

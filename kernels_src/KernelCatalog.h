@@ -18,10 +18,6 @@ enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill, Topk
 inline constexpr int prefillRowTile(int numHeads) { return numHeads >= 1 && numHeads <= 16 ? 16 / numHeads : 1; }
 // Key tokens a score program decodes and dots at once: the M of one 16x16 MFMA / MMA tile.
 inline constexpr int kTokenTile = 16;
-// Key tiles a score program has in flight ahead of the one it scores. Two measured slower on the
-// H200 (256 x 128K decode 1.30 vs 1.14 ms): the second tile's registers cost more occupancy than
-// the extra bytes in flight gain (bench/RESULTS.md).
-inline constexpr int kKeyPrefetch = 1;
 
 struct KernelConfig {
   int numHeads = 1;

@@ -64,19 +64,24 @@ struct RowTile {
 };
 
 // The blocks a program scores: slots [first, last) of its request's block list, slot i being
-// block blockOf(i) (decode CP scores every blockStep-th block).
+// block blockOf(i) (decode CP scores every blockStep-th block), in increasing block order.
+// slotsBefore(n): how many slots of the whole list hold a block below block n.
 struct BlockRange {
   Value first, last;
   std::function<Value(Value)> blockOf;
+  std::function<Value(Value)> slotsBefore;
 };
 
-// Scores every block of `range` of request `req` for every row of the tile and every head. Keys
-// are taken kTokenTile tokens at a time, as one stream over the program's blocks (so the load of
-// the next tile, one step ahead, crosses block boundaries): one dot.tiles of (tokens x 128)
-// against (rows*heads x 128), which matrix units run as one MFMA / MMA tile, into a running masked
-// max per (token slot, row, head), reduced over the slots and stored when a block ends. Every
-// block takes 128 / kTokenTile steps: slots past a sequence's end are inside its last page and
-// masked like the tokens a row does not see.
+// Scores every block of `range` of request `req` for every row of the tile and every head. A
+// block is 128 / kTokenTile tiles of kTokenTile key tokens; each tile is one dot.tiles of (tokens
+// x 128) against (rows*heads x 128), which matrix units run as one MFMA / MMA tile, into a running
+// max per (token slot, row, head), reduced over the slots and stored after the block's last tile.
+// Loops nest as blocks, then tiles: a tile's address is its block's page plus a constant step,
+// and the max starts afresh per block, so the per-tile work is the decode, the dot and the max
+// (a single loop over all tiles spent a third more instructions per tile on index arithmetic and
+// block-end selects; bench/RESULTS.md). Software-pipelined: the next tile's loads (the next
+// block's first tile at a block's end, its page read one block ahead) are in flight while a tile
+// is scored, as loop-carried values.
 void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, const BlockRange &range,
                  const RowTile &rt) {
   const int D = spec::kIndexHeadDim, T = kTokenTile, steps = spec::kSparseBlockSize / kTokenTile;
@@ -85,22 +90,18 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, 
   // [rows, heads, 128] of q is one contiguous tile, loaded once per program.
   Value q = b.convert(OpKind::Bitcast, b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit),
                       Elem::F8E4M3FN);
-  // Lane n*T + m of a dot.tiles result is token m against (row, head) n.
-  Value lane = b.iota(N * T);
-  Value token = lane % T;
-  Value causal = rt.causalOf(lane / (T * numHeads));
   Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * T);
 
-  Value total = (range.last - range.first) * steps;
+  // Byte offset of the page of slot i; only slots in [first, last) are read.
+  auto pageOf = [&](Value i) {
+    return loadI64(b, a.blockTable, req * a.maxBlocks + range.blockOf(i)) * spec::kPageBytes;
+  };
   // Pages are 9216 = 16 x 576 bytes and tiles start at multiples of 16 tokens: both loads are
   // 16-byte aligned when kv is (SPEC §3's reason for splitting data and scales).
-  auto loadKeys = [&](Value j) {
-    Value blk = range.blockOf(range.first + j / steps);
-    Value pageBase = loadI64(b, a.blockTable, req * a.maxBlocks + blk) * spec::kPageBytes;
-    Value tok0 = (j % steps) * T;
-    return Values{b.loadTile(a.kv, pageBase + tok0 * spec::kDataBytesPerToken,
-                             T * spec::kDataBytesPerToken, 16),
-                  b.loadTile(a.kv, pageBase + spec::kPageDataBytes + tok0 * spec::kScalesPerToken,
+  auto loadTile = [&](Value page, Value tile) {
+    Value tok0 = tile * T;
+    return Values{b.loadTile(a.kv, page + tok0 * spec::kDataBytesPerToken, T * spec::kDataBytesPerToken, 16),
+                  b.loadTile(a.kv, page + spec::kPageDataBytes + tok0 * spec::kScalesPerToken,
                              T * spec::kScalesPerToken, 16)};
   };
   // A block's scores, lane n = (row slot n / heads, head n % heads), each stored where its row sees
@@ -115,41 +116,49 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, 
     Value at = (slotHead * tileOf(a.numRows) + tileOf(rt.firstRow) + slotRow) * tileOf(a.width) + blkT;
     b.storeScatter(a.scores, at, s, blkT < nblk);
   };
-  // Software-pipelined: tiles j + 1 .. j + kKeyPrefetch are in flight while tile j is scored (the
-  // last iterations reload the last tile: in the page, unused), so enough bytes are in flight per
-  // warp to cover HBM latency at the occupancy the kernel's registers allow.
-  Values inits = {negInf};
-  for (int d = 0; d < kKeyPrefetch; ++d) {
-    Values tile = loadKeys(b.minS(b.constInt(d), total - 1));
-    inits.insert(inits.end(), tile.begin(), tile.end());
-  }
-  b.forLoop(b.constInt(0), total, b.constInt(1), inits, [&](Value j, const Values &it) {
-    Values next = loadKeys(b.minS(j + kKeyPrefetch, total - 1));
-    Value blk = range.blockOf(range.first + j / steps);
-    Value dots = b.dotTiles(b.decodeNvfp4(it[1], it[2]), q, D);
-    Value tok0 = blk * spec::kSparseBlockSize + (j % steps) * T;
-    // fmaxf drops NaN dots; invisible tokens count as -inf. Most tiles are seen whole by every
-    // row: those skip the mask (a uniform branch instead of a compare and select per lane).
-    Value best = b.ifElse(
-        tok0 + T <= rt.leastCausal, [&] { return Values{b.maxNumF(it[0], dots)}; },
-        [&] {
-          Value visible = b.splat(tok0, N * T) + token < causal;
-          return Values{b.maxNumF(it[0], b.select(visible, dots, negInf))};
-        })[0];
-    Value blockEnds = j % steps == b.constInt(steps - 1);
-    b.ifThen(blockEnds, [&] { storeBlock(blk, b.reduceMaxGroups(best, N)); });
-    Values carried = {b.select(b.splat(blockEnds, N * T), negInf, best)};
-    carried.insert(carried.end(), it.begin() + 3, it.end()); // the queue moves up one tile
-    carried.insert(carried.end(), next.begin(), next.end());
-    return carried;
-  });
+  // Slots [lo, hi); carried: the page of slot lo and its first tile's (data, scales). The last
+  // block reloads its own first tile as the "next" one (in the page, unused). Only masked loops
+  // compare token positions: fmaxf drops NaN dots; invisible tokens count as -inf.
+  auto blockLoop = [&](Value lo, Value hi, const Values &init, bool masked) {
+    return b.forLoop(lo, hi, b.constInt(1), init, [&](Value i, const Values &it) {
+      Value page = it[0], nextPage = pageOf(b.minS(i + 1, range.last - 1));
+      Value blk = range.blockOf(i);
+      Values tiles = b.forLoop(
+          b.constInt(0), b.constInt(steps), b.constInt(1), Values{negInf, it[1], it[2]},
+          [&](Value t, const Values &jt) {
+            Value blockEnds = t == b.constInt(steps - 1);
+            Values next = loadTile(b.select(blockEnds, nextPage, page), b.select(blockEnds, b.constInt(0), t + 1));
+            Value dots = b.dotTiles(b.decodeNvfp4(jt[1], jt[2]), q, D);
+            if (masked) { // lane n*T + m of a dot.tiles result is token m against (row, head) n
+              // (made here, not before the loops: live across the unmasked loop, these lanes
+              // cost it registers)
+              Value lane = b.iota(N * T);
+              Value tok = b.splat(blk * spec::kSparseBlockSize + t * T, N * T) + lane % T;
+              dots = b.select(tok < rt.causalOf(lane / (T * numHeads)), dots, negInf);
+            }
+            return Values{b.maxNumF(jt[0], dots), next[0], next[1]};
+          });
+      storeBlock(blk, b.reduceMaxGroups(tiles[0], N));
+      return Values{nextPage, tiles[1], tiles[2]};
+    });
+  };
+  // Blocks every row of the tile sees whole come first and need no mask; the rest (the last block
+  // or two of a row tile; slots past a sequence's end are inside its last page) are masked. The
+  // second loop takes over the first's prefetched tile.
+  Value whole = b.maxS(b.minS(range.slotsBefore(rt.leastCausal / spec::kSparseBlockSize), range.last),
+                       range.first);
+  Value firstPage = pageOf(range.first);
+  Values init = {firstPage};
+  for (Value v : loadTile(firstPage, b.constInt(0)))
+    init.push_back(v);
+  blockLoop(whole, range.last, blockLoop(range.first, whole, init, false), true);
 }
 
 // A program's slots: [chunk * blocks_per_program, + blocks_per_program) of `slots`.
 BlockRange chunkOf(KernelBuilder &b, const ScoreArgs &a, Value chunk, Value slots,
-                   std::function<Value(Value)> blockOf) {
+                   std::function<Value(Value)> blockOf, std::function<Value(Value)> slotsBefore) {
   Value first = chunk * a.blocksPerProgram;
-  return {first, b.minS(first + a.blocksPerProgram, slots), std::move(blockOf)};
+  return {first, b.minS(first + a.blocksPerProgram, slots), std::move(blockOf), std::move(slotsBefore)};
 }
 
 } // namespace
@@ -161,9 +170,11 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   Value req = pid / a.gridChunks;
   Value seqLen = loadI64(b, a.seqLens, req);
   // This rank's blocks of the request: blockBegin + i * blockStep for i < slots.
-  Value slots = b.maxS(blocksFor(seqLen) - a.blockBegin + (a.blockStep - 1), b.constInt(0)) / a.blockStep;
-  BlockRange range = chunkOf(b, a, pid % a.gridChunks, slots,
-                             [&](Value i) { return a.blockBegin + i * a.blockStep; });
+  auto slotsBefore = [&](Value n) { // slots i with blockBegin + i * blockStep < n
+    return b.maxS(n - a.blockBegin + (a.blockStep - 1), b.constInt(0)) / a.blockStep;
+  };
+  BlockRange range = chunkOf(b, a, pid % a.gridChunks, slotsBefore(blocksFor(seqLen)),
+                             [&](Value i) { return a.blockBegin + i * a.blockStep; }, slotsBefore);
   b.ifThen(range.first < range.last, [&] {
     const int Q = c.queryRows;
     RowTile rt;
@@ -195,7 +206,8 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   // causal_len = max(L - q_len + r + 1, 0) for row r of the request
   auto causalOf = [&](Value rowInRequest) { return b.maxS(seqLen - qLen + rowInRequest + 1, zero); };
   Value tileCausal = causalOf(rowBegin + numValid - 1 - qStart); // the tile's last row sees most
-  BlockRange range = chunkOf(b, a, pid % a.gridChunks, blocksFor(tileCausal), [](Value i) { return i; });
+  BlockRange range = chunkOf(b, a, pid % a.gridChunks, blocksFor(tileCausal), [](Value i) { return i; },
+                             [](Value n) { return n; });
   b.ifThen(range.first < range.last, [&] {
     RowTile rt;
     rt.firstRow = rowBegin;

@@ -103,6 +103,9 @@ private:
   // sm_90 (nvvm/Sm90Emitter.cpp): the decode's rounding as cvt.rn.satfinite.e4m3x2.f16x2, and
   // dot.tiles as f16 mma.sync m16n8k16 (tensor cores) on keys held in fragment order.
   mlir::Value sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales);
+  // The .maxnreg of an sm_90 program whose mma.sync dots span `columnTiles` tiles of 8 columns
+  // (0: no mma, no cap).
+  static int32_t sm90RegisterCap(int64_t columnTiles);
   void sm90FillKeyWords(); // keyWords_[2s], [2s + 1]: key bytes of codes 0-3, 4-7 times scale s
   std::pair<mlir::Value, mlir::Value> sm90KeyWordsOf(mlir::Value scaleByte);
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes

@@ -501,7 +501,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   };
   dotStageOf_.assign(k_.valueTypes.size(), -1);
   std::vector<PlannedBuffer> extraBuffers;
-  int64_t dotBytes = 0;
+  int64_t dotBytes = 0, mmaColumnTiles = 0;
   bool keysAsF32 = false; // some extf or FFMA dot.tiles takes a decode's result as f32
   definingOp_.assign(k_.valueTypes.size(), -1);
   for (size_t i = 0; i < k_.ops.size(); ++i)
@@ -522,6 +522,8 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     const int64_t bLanes = k_.typeOf(op.operands[1]).lanes, N = bLanes / k;
     const bool mfma = gfx950_ && mfmaFits(op), mma = !gfx950_ && mmaRuns(op);
     keysAsF32 |= !mfma && !mma && fromDecode(op.operands[0]);
+    if (mma)
+      mmaColumnTiles = std::max(mmaColumnTiles, (N + 7) / 8);
     auto add = [&](Role role, int32_t key, int64_t n, mlir::Type e) {
       extraBuffers.push_back({role, key, wgBuffer(n, e)});
       dotBytes += n * e.getIntOrFloatBitWidth() / 8;
@@ -552,6 +554,8 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   auto fn = gpu::GPUFuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}), smemTypes);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
+  if (int32_t cap = sm90RegisterCap(mmaColumnTiles))
+    fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b_.getI32IntegerAttr(cap));
   Block *entry = &fn.getBody().front();
   b_.setInsertionPointToStart(entry);
   size_t a = 0;

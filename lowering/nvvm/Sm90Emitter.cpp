@@ -141,6 +141,16 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   return arith::BitcastOp::create(b_, VectorType::get({N}, b_.getType<Float8E4M3FNType>()), bytes);
 }
 
+// Uncapped, ptxas gives the score programs with two column tiles 116-128 registers (16 warps per
+// SM); capped at 104 (19 warps) they do not spill and measured faster on the H200 (prefill 4 x 32K
+// H=1 score 3.50 vs 4.01 ms with their earlier loop shape). One column tile: 72 is the most any
+// such program takes uncapped and keeps it from scheduling loads far ahead (84 registers with a
+// one-level loop: 0.96 vs 0.82 ms at 256 x 128K); 64 measured 3% faster but spills (h1, rows 4).
+// bench/RESULTS.md, 2026-11-30.
+int32_t Emitter::sm90RegisterCap(int64_t columnTiles) {
+  return columnTiles == 0 ? 0 : columnTiles == 1 ? 72 : 104;
+}
+
 bool Emitter::mmaFits(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
   return !gfx950_ && threads_ == 32 && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&

@@ -26,15 +26,18 @@ std::vector<Spread> spreads(const dsl::Kernel &k) {
   return lowering::assignMmaSpreads(k, [&](const dsl::Op &op) { return fits(k, op); });
 }
 
-const dsl::Op &only(const dsl::Kernel &k, OpKind kind) {
-  const dsl::Op *found = nullptr;
+std::vector<const dsl::Op *> all(const dsl::Kernel &k, OpKind kind) {
+  std::vector<const dsl::Op *> found;
   for (const dsl::Op &op : k.ops)
-    if (op.kind == kind) {
-      EXPECT_EQ(found, nullptr) << "more than one " << dsl::opName(kind);
-      found = &op;
-    }
-  EXPECT_NE(found, nullptr);
-  return *found;
+    if (op.kind == kind)
+      found.push_back(&op);
+  return found;
+}
+
+const dsl::Op &only(const dsl::Kernel &k, OpKind kind) {
+  const auto found = all(k, kind);
+  EXPECT_EQ(found.size(), 1u) << dsl::opName(kind);
+  return *found.at(0);
 }
 
 } // namespace
@@ -47,19 +50,25 @@ TEST(MmaSpread, ScoreKernelsKeepKeysAndAccumulatorsInFragmentOrder) {
     auto k = kernels::buildKernel(kind, kernels::configFor(kind, heads, 4));
     ASSERT_TRUE(k.ok()) << k.status().message();
     const std::vector<Spread> s = spreads(*k);
-    const dsl::Op &dot = only(*k, OpKind::DotTiles), &decode = only(*k, OpKind::DecodeNvfp4);
-    const dsl::Op &reduce = only(*k, OpKind::ReduceMaxGroups);
-    EXPECT_EQ(s[dot.operands[0].id], Spread::MmaRows);
-    EXPECT_EQ(s[decode.operands[0].id], Spread::MmaRows);
-    EXPECT_EQ(s[decode.operands[1].id], Spread::MmaRows);
-    EXPECT_EQ(s[dot.operands[1].id], Spread::Blocked); // the queries: staged for B fragments
-    EXPECT_EQ(s[dot.results[0].id], Spread::MmaAcc);
-    EXPECT_EQ(s[reduce.operands[0].id], Spread::MmaAcc);
-    EXPECT_EQ(s[reduce.results[0].id], Spread::Blocked);
-    int rowsLoads = 0; // this step's and the next step's data and scales
+    // The score loop is emitted twice (tiles seen whole, then masked tiles): each copy in order.
+    const auto dots = all(*k, OpKind::DotTiles), decodes = all(*k, OpKind::DecodeNvfp4),
+               reduces = all(*k, OpKind::ReduceMaxGroups);
+    ASSERT_EQ(dots.size(), 2u);
+    ASSERT_EQ(decodes.size(), 2u);
+    ASSERT_EQ(reduces.size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(s[dots[i]->operands[0].id], Spread::MmaRows);
+      EXPECT_EQ(s[decodes[i]->operands[0].id], Spread::MmaRows);
+      EXPECT_EQ(s[decodes[i]->operands[1].id], Spread::MmaRows);
+      EXPECT_EQ(s[dots[i]->operands[1].id], Spread::Blocked); // the queries: staged for B fragments
+      EXPECT_EQ(s[dots[i]->results[0].id], Spread::MmaAcc);
+      EXPECT_EQ(s[reduces[i]->operands[0].id], Spread::MmaAcc);
+      EXPECT_EQ(s[reduces[i]->results[0].id], Spread::Blocked);
+    }
+    int rowsLoads = 0; // the first tile's data and scales, and each loop's next tile's
     for (const dsl::Op &op : k->ops)
       rowsLoads += op.kind == OpKind::LoadTile && s[op.results[0].id] == Spread::MmaRows;
-    EXPECT_EQ(rowsLoads, 4);
+    EXPECT_EQ(rowsLoads, 6);
   }
 }
 

@@ -141,12 +141,11 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   return arith::BitcastOp::create(b_, VectorType::get({N}, b_.getType<Float8E4M3FNType>()), bytes);
 }
 
-// Uncapped, ptxas gives the score programs with two column tiles 116-128 registers (16 warps per
-// SM); capped at 104 (19 warps) they do not spill and measured faster on the H200 (prefill 4 x 32K
-// H=1 score 3.50 vs 4.01 ms with their earlier loop shape). One column tile: 72 is the most any
-// such program takes uncapped and keeps it from scheduling loads far ahead (84 registers with a
-// one-level loop: 0.96 vs 0.82 ms at 256 x 128K); 64 measured 3% faster but spills (h1, rows 4).
-// bench/RESULTS.md, 2026-11-30.
+// Measured on the H200 (bench/RESULTS.md, 2026-11-30): with two column tiles ptxas takes 116-128
+// registers (16 warps per SM); 104 (19 warps) spills nothing and was faster (prefill 4 x 32K H=1
+// score 3.87 vs 4.01 ms). With one column tile the score loops take up to 72 uncapped; the cap
+// holds them there (a loop shape that ptxas gave 84 ran 0.96 ms at 256 x 128K uncapped, 0.82
+// capped). 64 was 3% faster still but spills 20 bytes (heads 1, rows 4).
 int32_t Emitter::sm90RegisterCap(int64_t columnTiles) {
   return columnTiles == 0 ? 0 : columnTiles == 1 ? 72 : 104;
 }

@@ -361,10 +361,11 @@ Value KernelBuilder::dotTiles(Value a, Value b, int k) {
 Value KernelBuilder::packScoreKey(Value score, Value block) {
   if (!live({score, block}))
     return poison(scalar(Elem::I64));
-  check(score.type() == scalar(Elem::F32) && block.type() == scalar(Elem::I64),
-        fmt::format("topk.pack_key: needs f32 score and i64 block, got {} and {}",
+  const int lanes = score.type().lanes;
+  check(score.type() == Type{Elem::F32, lanes} && block.type() == Type{Elem::I64, lanes},
+        fmt::format("topk.pack_key: needs f32 scores and i64 blocks of one shape, got {} and {}",
                     score.type().str(), block.type().str()));
-  return emit1(OpKind::PackScoreKey, {score, block}, scalar(Elem::I64));
+  return emit1(OpKind::PackScoreKey, {score, block}, Type{Elem::I64, lanes});
 }
 
 Values KernelBuilder::runRegion(int32_t op, int region, const std::function<Values()> &fn) {

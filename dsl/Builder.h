@@ -95,7 +95,8 @@ public:
   // tile<N*M x f32> with lane n*M + m = sum_i a[m*k + i] * b[n*k + i], in fp32 (exact products,
   // the target's order of the sum). Targets with matrix units run it on them.
   Value dotTiles(Value a, Value b, int k);
-  // SPEC §5 top-k key: (ordered bits of score, NaN -> -inf, -0 -> +0) << 32 | block.
+  // SPEC §5 top-k key: (ordered bits of score, NaN -> -inf, -0 -> +0) << 32 | block; scalars, or
+  // lane by lane for a tile of scores and a tile of blocks.
   Value packScoreKey(Value score, Value block);
 
   Values forLoop(Value lo, Value hi, Value step, const Values &inits,

@@ -1,7 +1,6 @@
 // Top-k kernels (SPEC §5): one program per (head, row) -- or per segment of a long row, merged by
-// topk_merge -- streams the scores once, keeping the 16 largest packed keys in a sorted 16-lane
-// tile (a compare-shift-select insertion network); the scores come 32 at a time, and only a tile
-// that may hold a key above the 16th is inserted key by key.
+// topk_merge -- streams the scores once, 32 at a time, keeping the 32 largest packed keys sorted;
+// only a step that may hold a key above the 16th is merged in, by a bitonic network.
 #include "kernels_src/ScoreKernels.h"
 
 #include <climits>
@@ -18,62 +17,81 @@ namespace {
 
 constexpr int K = spec::kTopkBlocks;
 
-// Inserts `key` into `state`, a tile sorted descending; the smallest key falls off the end.
-Value topkInsert(KernelBuilder &b, Value state, Value key) {
-  Value keys = b.splat(key, K);
-  Value above = b.cmp(OpKind::CmpGtU, keys, state); // a suffix of lanes, as state is sorted
-  std::vector<int32_t> shiftRight = {0};           // lane 0 of the first operand, then state
-  for (int i = 0; i < K - 1; ++i)
-    shiftRight.push_back(K + i);
-  Value shifted = b.shuffle(keys, state, shiftRight);
-  Value noneAbove = b.cmp(OpKind::CmpNe, keys, keys); // all false
-  Value aboveBefore = b.shuffle(noneAbove, above, shiftRight);
-  return b.select(above, b.select(aboveBefore, shifted, keys), state);
-}
-
 // Scores looked at per step: a step whose best possible key cannot enter the top 16 (the common
-// case once the top 16 has filled) costs one tile load and one reduction instead of a serial pass.
+// case once the top 16 has filled) costs one tile load and one reduction; one that may is merged
+// into the running top keys by a bitonic network, all lanes at once (a warp's width on GPUs).
 constexpr int kScanTile = 32;
 
+// Lanes i of a kScanTile tile for which (i & bit) != 0 (none for bit kScanTile).
+Value laneBitSet(KernelBuilder &b, int bit) {
+  const int S = kScanTile;
+  Value zero = b.splat(b.constInt(0), S);
+  return b.cmp(OpKind::CmpNe, b.iota(S) & b.splat(b.constInt(bit), S), zero);
+}
+
+// One compare-exchange stage of a bitonic network: lane i meets lane i ^ j and keeps the smaller
+// key where keepMin holds, the larger elsewhere. Keys are distinct (each carries its block id)
+// except the empty key 0, so "take the partner when it is above on a keep-max lane and below on a
+// keep-min lane" is exactly partnerAbove != keepMin.
+Value compareExchange(KernelBuilder &b, Value keys, int j, Value keepMin) {
+  std::vector<int32_t> partnerOf;
+  for (int i = 0; i < kScanTile; ++i)
+    partnerOf.push_back(i ^ j);
+  Value partner = b.shuffle(keys, keys, partnerOf);
+  Value partnerAbove = b.cmp(OpKind::CmpGtU, partner, keys);
+  return b.select(b.binary(OpKind::Xor, partnerAbove, keepMin), partner, keys);
+}
+
+// The kScanTile largest keys of `top` (sorted descending) and `step` (any order), sorted
+// descending: the step sorted ascending (a bitonic sort), the lane-wise larger of the two is the
+// union's kScanTile largest as a bitonic sequence, and a bitonic merge sorts it.
+Value mergeStep(KernelBuilder &b, Value top, Value step) {
+  const int S = kScanTile;
+  for (int k = 2; k <= S; k *= 2)
+    for (int j = k / 2; j >= 1; j /= 2) {
+      // Lane i is the lower of its pair when bit j is clear and keeps the smaller key when its
+      // block of k lanes ascends (bit k clear; all lanes at k == S): bit j == bit k.
+      step = compareExchange(b, step, j, b.cmp(OpKind::CmpEq, laneBitSet(b, j), laneBitSet(b, k)));
+    }
+  Value merged = b.select(b.cmp(OpKind::CmpGtU, top, step), top, step);
+  for (int j = S / 2; j >= 1; j /= 2) // descending: the lower lane of a pair keeps the larger key
+    merged = compareExchange(b, merged, j, laneBitSet(b, j));
+  return merged;
+}
+
 // A stream of candidate keys [0, count): a step's tile (masked past `count`), a bound no key of a
-// step exceeds, and the key of lane i of a step's tile (taken from the tile in registers, not
-// loaded again).
+// step exceeds, and the step's keys (a kScanTile tile, key 0 past `count`).
 struct KeyStream {
   std::function<Value(Value from, Value left)> loadStep;
   std::function<Value(Value tile, Value from, Value left)> bound;
-  std::function<Value(Value tile, Value from, Value i)> keyOf;
+  std::function<Value(Value tile, Value from, Value left)> keys;
 };
 
 // The top 16 keys of a stream, as a descending tile (key 0, below every real key, where there are
-// fewer than 16). A step whose bound cannot enter is skipped; the next step's tile is loaded before
-// this one is looked at, so one load is always in flight behind the comparisons.
+// fewer than 16). The running top keeps kScanTile keys sorted (its first 16 are the answer); a step
+// whose bound cannot pass the 16th is skipped. The next step's tile is loaded before this one is
+// looked at, so one load is always in flight behind the comparisons.
 Value topkOf(KernelBuilder &b, const KeyStream &ks, Value count) {
   const int S = kScanTile;
   // Key 0 is below every real key (the ordered bits of -inf are 0x007FFFFF), so it marks empty.
-  Value empty = b.splat(b.constInt(0), K);
+  Value empty = b.splat(b.constInt(0), S);
   Value steps = (count + (S - 1)) / S;
   auto load = [&](Value i) { return ks.loadStep(i * S, count - i * S); };
   Values top = b.forLoop(b.constInt(0), steps, b.constInt(1), {empty, load(b.constInt(0))},
                          [&](Value i, const Values &s) {
     Value from = i * S, left = count - from;
     Value next = load(i + 1);
-    Value smallest = b.extract(s[0], K - 1);
+    Value sixteenth = b.extract(s[0], K - 1);
     Values kept = b.ifElse(
-        b.cmp(OpKind::CmpGtU, ks.bound(s[1], from, left), smallest),
-        [&] {
-          return b.forLoop(b.constInt(0), b.minS(left, b.constInt(S)), b.constInt(1), {s[0]},
-                           [&](Value lane, const Values &t) {
-            Value key = ks.keyOf(s[1], from, lane);
-            Value low = b.extract(t[0], K - 1);
-            return b.ifElse(
-                b.cmp(OpKind::CmpGtU, key, low), [&] { return Values{topkInsert(b, t[0], key)}; },
-                [&] { return t; });
-          });
-        },
+        b.cmp(OpKind::CmpGtU, ks.bound(s[1], from, left), sixteenth),
+        [&] { return Values{mergeStep(b, s[0], ks.keys(s[1], from, left))}; },
         [&] { return Values{s[0]}; });
     return Values{kept[0], next};
   });
-  return top[0];
+  std::vector<int32_t> first(K);
+  for (int i = 0; i < K; ++i)
+    first[i] = i;
+  return b.shuffle(top[0], top[0], first);
 }
 
 // The top 16 keys of blocks [first, last) of the score row at `base`.
@@ -88,8 +106,9 @@ Value topkKeys(KernelBuilder &b, Buffer scores, Value base, Value first, Value l
     // No key of this step exceeds (best's ordered bits, the step's last block id).
     return b.packScoreKey(best, first + from + (S - 1));
   };
-  ks.keyOf = [&](Value tile, Value from, Value i) {
-    return b.packScoreKey(b.extractAt(tile, i), first + from + i);
+  ks.keys = [&](Value tile, Value from, Value left) {
+    Value keys = b.packScoreKey(tile, lanes + b.splat(first + from, S));
+    return b.select(lanes < b.splat(left, S), keys, b.splat(b.constInt(0), S));
   };
   return topkOf(b, ks, last - first);
 }
@@ -193,7 +212,7 @@ StatusOr<Kernel> buildTopkMerge(const KernelConfig &) {
     Value top = b.binary(OpKind::Shl, b.convert(OpKind::ExtU, best, Elem::I64), b.constInt(32));
     return b.binary(OpKind::Or, top, b.constInt(0xFFFFFFFF));
   };
-  ks.keyOf = [&](Value tile, Value, Value i) { return b.extractAt(tile, i); };
+  ks.keys = [&](Value tile, Value, Value) { return tile; }; // masked lanes read key 0
   b.storeTile(out, headRow * K, blockIds(b, topkOf(b, ks, segments * K)));
   return b.finish();
 }

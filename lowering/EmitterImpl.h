@@ -63,7 +63,7 @@ private:
   // splat[i]: operand i is a DSL splat (every lane the same value)
   mlir::Value gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
                          dsl::Elem elem, std::array<bool, 2> splat);
-  mlir::Value shuffleByShifts(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
+  mlir::Value lanePermutation(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
                               std::array<bool, 2> splat);
   bool madeBySplat(dsl::ValueId v) const;
   mlir::Value gpuLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,

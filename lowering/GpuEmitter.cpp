@@ -130,35 +130,52 @@ mlir::Value Emitter::smemFor(dsl::Elem e) {
 }
 
 // A shuffle of one-lane-per-thread tiles in which every lane taken from an operand comes from the
-// same distance (a shift, as in the top-k's insertion network): one warp shuffle per operand
-// (none for a splat, whose lanes are all equal) and a select, instead of a round trip through
-// shared memory between two barriers. Null when the mask is not of that form.
-mlir::Value Emitter::shuffleByShifts(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
-                                     std::array<bool, 2> splat) {
+// same distance (a shift, as in the top-k's insertion network) or from the lane xor one constant
+// (a bitonic network's compare-exchange partner): one warp shuffle per operand (none for a splat,
+// whose lanes are all equal, or a lane that stays in its thread) and a select, instead of a round
+// trip through shared memory between two barriers. Null when the mask is of neither form.
+mlir::Value Emitter::lanePermutation(mlir::Value a, mlir::Value b, int64_t lanes,
+                                     ArrayRef<int32_t> mask, std::array<bool, 2> splat) {
   const int64_t outLanes = static_cast<int64_t>(mask.size());
   if (lanes > threads_ || outLanes > threads_)
     return {};
-  std::optional<int64_t> shift[2];
+  // Per operand: the lanes it feeds, and whether they all come from i + shift / from i ^ flip.
+  struct Source {
+    bool used = false, byShift = true, byXor = true;
+    int64_t shift = 0, flip = 0;
+  } src[2];
   uint32_t fromB = 0;
   for (int64_t i = 0; i < outLanes; ++i) {
     const int op = mask[i] >= lanes ? 1 : 0;
-    const int64_t d = mask[i] % lanes - i;
-    if (shift[op] && *shift[op] != d)
-      return {};
-    shift[op] = d;
+    const int64_t from = mask[i] % lanes;
+    Source &s = src[op];
+    if (!s.used) {
+      s.used = true;
+      s.shift = from - i;
+      s.flip = from ^ i;
+    }
+    s.byShift = s.byShift && from - i == s.shift;
+    s.byXor = s.byXor && (from ^ i) == s.flip;
     fromB |= static_cast<uint32_t>(op) << i;
   }
+  for (const Source &s : src)
+    if (s.used && !s.byShift && !s.byXor)
+      return {};
   mlir::Type i64 = b_.getI64Type();
   auto take = [&](mlir::Value tile, int op) -> mlir::Value {
     mlir::Value v = vector::ExtractOp::create(b_, tile, ArrayRef<int64_t>{0});
-    if (!shift[op] || splat[op])
+    const Source &s = src[op];
+    if (!s.used || splat[op] || (s.byShift && s.shift == 0))
       return v;
-    return shuffleIdx(v, arith::AddIOp::create(b_, laneI64(), constant(i64, static_cast<double>(*shift[op]))));
+    mlir::Value lane = s.byShift
+                           ? mlir::Value(arith::AddIOp::create(b_, laneI64(), constant(i64, static_cast<double>(s.shift))))
+                           : mlir::Value(arith::XOrIOp::create(b_, laneI64(), constant(i64, static_cast<double>(s.flip))));
+    return shuffleIdx(v, lane);
   };
   mlir::Value va = take(a, 0), vb = take(b, 1), v;
-  if (!shift[1])
+  if (!src[1].used)
     v = va;
-  else if (!shift[0])
+  else if (!src[0].used)
     v = vb;
   else {
     mlir::Value bit = arith::AndIOp::create(
@@ -178,7 +195,7 @@ bool Emitter::madeBySplat(dsl::ValueId v) const {
 // b, wait, read the lanes the mask names, wait (so the buffer can be reused).
 mlir::Value Emitter::gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
                                 dsl::Elem elem, std::array<bool, 2> splat) {
-  if (mlir::Value v = shuffleByShifts(a, b, lanes, mask, splat))
+  if (mlir::Value v = lanePermutation(a, b, lanes, mask, splat))
     return v;
   const bool isBool = elem == dsl::Elem::I1;
   mlir::Value buf = smemFor(elem);

@@ -130,6 +130,16 @@ TEST(DslBuilder, ShuffleLaneRange) {
   }, "shuffle: lane 8 out of [0, 8)");
 }
 
+TEST(DslBuilder, PackScoreKeyNeedsScoresAndBlocksOfOneShape) {
+  expectError([](KernelBuilder &b) {
+    b.packScoreKey(b.splat(b.constF32(1.0), 8), b.iota(4));
+  }, "topk.pack_key: needs f32 scores and i64 blocks of one shape, got tile<8 x f32> and tile<4 x i64>");
+  expectError([](KernelBuilder &b) { b.packScoreKey(b.constF32(1.0), b.iota(4)); },
+              "got f32 and tile<4 x i64>");
+  expectError([](KernelBuilder &b) { b.packScoreKey(b.iota(4), b.iota(4)); },
+              "got tile<4 x i64> and tile<4 x i64>");
+}
+
 TEST(DslBuilder, WellTypedKernelPrintsCanonically) {
   auto build = [] {
     KernelBuilder b("ok");

@@ -7,8 +7,9 @@
 # peak measured by torch._scaled_mm; `torch`
 # runs PyTorch eager and torch.compile implementations of SPEC on the same shapes (checked on the
 # golden decode cases); `cp` checks and times one decode-CP rank's share of 256-request steps;
-# `sass` disassembles the score cubins. Logs go to $OUT when it is set.
-# Usage: bench/gpu.sh [check|bench|bench-checked|prefill|torch|cp|sass]...
+# `sass` disassembles the score cubins; `ceiling` times plain reads in the decode score's page
+# pattern next to the copy (bench/page_read_ceiling.cu, nvcc). Logs go to $OUT when it is set.
+# Usage: bench/gpu.sh [check|bench|bench-checked|prefill|torch|cp|sass|ceiling]...
 set -euo pipefail
 OUT=${OUT:-/tmp}
 stages=("$@")
@@ -56,6 +57,13 @@ for stage in "${stages[@]}"; do
       for f in .gpu/ptx/score_*.cubin; do
         "$dump" -sass "$f" > "$OUT/$(basename "$f" .cubin | tr '=,' '__').sass"
       done ;;
-    *) echo "unknown stage $stage (check, bench, bench-checked, prefill, torch, cp, sass)" >&2; exit 2 ;;
+    ceiling) # what plain loads in score_decode's pattern reach: the bound for its 256 x 128K step
+      nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+      "$nvcc" -O3 -std=c++17 -arch=sm_90 bench/page_read_ceiling.cu -o /tmp/page-read-ceiling
+      for shape in "256 131072" "256 32768" "8 1048576"; do
+        # shellcheck disable=SC2086
+        /tmp/page-read-ceiling $shape 2>&1 | tee -a "$OUT/gpu-ceiling.log"
+      done ;;
+    *) echo "unknown stage $stage (check, bench, bench-checked, prefill, torch, cp, sass, ceiling)" >&2; exit 2 ;;
   esac
 done

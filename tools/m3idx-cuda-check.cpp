@@ -4,9 +4,10 @@
 // bound up to near-tie swaps. Usage: m3idx-cuda-check PTX_DIR CASE... ; exit 1 on any mismatch.
 // `m3idx-cuda-check PTX_DIR --bench|--bench-prefill REQUESTS TOKENS HEADS [--check]` generates a
 // decode step (or REQUESTS prompts of TOKENS tokens) of that
-// size on the spot, times it (median of 10 after a warm-up), with --check checks it against the
-// reference (minutes on the CPU at 256 x 128K), and prints the ratio to the device's copy bandwidth
-// measured in the same run. `m3idx-cuda-check PTX_DIR --bench-cp REQUESTS TOKENS HEADS WORLD`
+// size on the spot, times it (CUDA events, median of 25 after two warm-ups, L2 flushed before
+// each), with --check checks it against the reference (minutes on the CPU at 256 x 128K), and
+// prints the ratio to the device's copy bandwidth (the step's bytes, events) measured in the same
+// run. `m3idx-cuda-check PTX_DIR --bench-cp REQUESTS TOKENS HEADS WORLD`
 // checks and times one decode-CP rank's share of a step (see benchDecodeCp).
 #include <cmath>
 #include <cstring>
@@ -25,10 +26,11 @@ using namespace m3idx;
 
 namespace {
 
-// Median of `runs` timed runs (after a warm-up) of the kernels `options` launch, per kernel.
+// Median of `runs` timed runs (after a warm-up, L2 flushed before each) of the kernels `options`
+// launch, per kernel.
 std::map<std::string, double> medianKernelMs(runtime::GpuBackend &backend, const BatchView &v,
                                              runtime::RunOptions options, int runs) {
-  options.timeEachKernel = true;
+  options.flushL2 = true;
   std::map<std::string, std::vector<double>> perKernel;
   for (int i = 0; i <= runs; ++i) {
     auto got = backend.run(v, options);
@@ -167,21 +169,25 @@ int main(int argc, char **argv) {
       return 1;
     }
     const BatchView v = c->view();
+    // Two warm-up steps, then 25 timed ones, each after an L2 flush; events time the launches
+    // (METHOD.md: median of many runs, inputs from HBM).
+    constexpr int kWarmup = 2, kTimed = 25;
     std::vector<double> ms;
     std::map<std::string, std::vector<double>> perKernel;
-    for (int i = 0; i <= 20; ++i) {
+    for (int i = 0; i < kWarmup + kTimed; ++i) {
       runtime::RunOptions opts;
-      opts.timeEachKernel = i > 10; // runs 11..20 give the per-kernel breakdown
+      opts.flushL2 = true;
       auto got = (*backend)->run(v, opts);
       if (!got.ok()) {
         std::cerr << got.status().message() << "\n";
         return 1;
       }
-      if (i >= 1 && i <= 10)
-        ms.push_back((*backend)->lastKernelMs());
+      if (i < kWarmup)
+        continue;
+      ms.push_back((*backend)->lastKernelMs());
       for (auto &[name, t] : (*backend)->lastKernelBreakdown())
         perKernel[name].push_back(t);
-      if (i == 20 && check) {
+      if (i == kWarmup + kTimed - 1 && check) {
         reference::CheckReport r = reference::checkTopk(v, got->topk);
         std::cout << (r.ok() ? "top-k OK" : "top-k MISMATCH") << "\n";
         if (!r.ok())
@@ -190,7 +196,7 @@ int main(int argc, char **argv) {
     }
     for (auto &[name, t] : perKernel) {
       std::sort(t.begin(), t.end());
-      std::cout << fmt::format("  {}: {:.3f} ms (median of {}, synchronized alone)\n", name,
+      std::cout << fmt::format("  {}: {:.3f} ms (median of {}, in sequence)\n", name,
                                t[t.size() / 2], t.size());
     }
     std::sort(ms.begin(), ms.end());
@@ -198,18 +204,19 @@ int main(int argc, char **argv) {
     if (prefill) {
       // Work: every row dots the tokens it sees (causal: row r of a prompt sees r + 1) with H heads.
       const double n = double(tokens), macs = o.numPrefills * o.numHeads * 128.0 * n * (n + 1) / 2;
-      std::cout << fmt::format("prefill {} x {} tokens, H={}: {:.3f} ms (median of 10, launches + "
-                               "sync), {:.1f} TFLOP/s of q.k products ({:.2f} TFLOP)\n",
-                               o.numPrefills, tokens, o.numHeads, median,
+      std::cout << fmt::format("prefill {} x {} tokens, H={}: {:.3f} ms (median of {}, CUDA events), "
+                               "{:.1f} TFLOP/s of q.k products ({:.2f} TFLOP)\n",
+                               o.numPrefills, tokens, o.numHeads, median, ms.size(),
                                2 * macs / (median * 1e9), 2 * macs / 1e12);
       return 0;
     }
     const double bytes = double(o.numDecodes) * o.decodeContext.min * 72.0;
-    auto copy = (*backend)->copyBandwidthGBs(size_t{1} << 30, 10);
+    // The copy moves the step's index-K bytes (at least 256 MiB), read and written once.
+    auto copy = (*backend)->copyBandwidthGBs(std::max<size_t>(size_t(bytes), size_t{256} << 20), 20);
     const double gbs = bytes / (median * 1e6);
-    std::cout << fmt::format("decode {} x 4 x {} tokens, H={}: {:.3f} ms (median of 10, launches + "
-                             "sync), {:.1f} GB/s of index-K; copy {:.0f} GB/s; {:.1f}% of copy\n",
-                             o.numDecodes, o.decodeContext.min, o.numHeads, median, gbs,
+    std::cout << fmt::format("decode {} x 4 x {} tokens, H={}: {:.3f} ms (median of {}, CUDA events), "
+                             "{:.1f} GB/s of index-K; copy {:.0f} GB/s; {:.1f}% of copy\n",
+                             o.numDecodes, o.decodeContext.min, o.numHeads, median, ms.size(), gbs,
                              copy.ok() ? *copy : 0.0, copy.ok() ? 100.0 * gbs / *copy : 0.0);
     return 0;
   }

@@ -21,6 +21,7 @@ struct DeviceApi {
   std::function<int(uint64_t ptr)> free;
   std::function<int(uint64_t dst, const void *src, size_t bytes)> upload;
   std::function<int(void *dst, uint64_t src, size_t bytes)> download;
+  // Device-to-device on the default stream; may return before it completes (synchronize).
   std::function<int(uint64_t dst, uint64_t src, size_t bytes)> copy;
   std::function<int()> synchronize;
   std::function<int(void **module, const void *image)> loadModule;
@@ -29,6 +30,15 @@ struct DeviceApi {
   std::function<int(void *function, unsigned programs, unsigned threads, void *stream,
                     void **params)>
       launch;
+  // Timing on a stream: events recorded between launches, waited for, and compared (CUDA / HIP
+  // events, in milliseconds).
+  std::function<int(void **event)> eventCreate;
+  std::function<int(void *event)> eventDestroy;
+  std::function<int(void *event, void *stream)> eventRecord;
+  std::function<int(void *event)> eventSynchronize;
+  std::function<int(float *ms, void *start, void *stop)> eventElapsedMs;
+  // Sets `bytes` bytes at dst to `value`, ordered on `stream` (benchmarks flush L2 with it).
+  std::function<int(uint64_t dst, uint8_t value, size_t bytes, void *stream)> memsetAsync;
   std::function<const char *(int code)> errorString;
 
   // "<platform> <call> failed: <error string> (code N)", or ok.

@@ -19,6 +19,7 @@ using hipModule_t = void *;
 using hipFunction_t = void *;
 using hipStream_t = void *;
 using hipDeviceptr_t = void *;
+using hipEvent_t = void *;
 
 struct Entry {
   const char *(*getErrorString)(hipError_t) = nullptr;
@@ -36,6 +37,12 @@ struct Entry {
   hipError_t (*memcpyHtoD)(hipDeviceptr_t, const void *, size_t) = nullptr;
   hipError_t (*memcpyDtoH)(void *, hipDeviceptr_t, size_t) = nullptr;
   hipError_t (*memcpyDtoD)(hipDeviceptr_t, hipDeviceptr_t, size_t) = nullptr;
+  hipError_t (*memsetD8Async)(hipDeviceptr_t, unsigned char, size_t, hipStream_t) = nullptr;
+  hipError_t (*eventCreate)(hipEvent_t *) = nullptr;
+  hipError_t (*eventDestroy)(hipEvent_t) = nullptr;
+  hipError_t (*eventRecord)(hipEvent_t, hipStream_t) = nullptr;
+  hipError_t (*eventSynchronize)(hipEvent_t) = nullptr;
+  hipError_t (*eventElapsedTime)(float *, hipEvent_t, hipEvent_t) = nullptr;
 };
 
 void *asPtr(uint64_t p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
@@ -56,7 +63,13 @@ StatusOr<runtime::DeviceApi> load(void *h, const std::string &path) {
                    resolveSymbol(h, path, "hipFree", e.free),
                    resolveSymbol(h, path, "hipMemcpyHtoD", e.memcpyHtoD),
                    resolveSymbol(h, path, "hipMemcpyDtoH", e.memcpyDtoH),
-                   resolveSymbol(h, path, "hipMemcpyDtoD", e.memcpyDtoD)})
+                   resolveSymbol(h, path, "hipMemcpyDtoD", e.memcpyDtoD),
+                   resolveSymbol(h, path, "hipMemsetD8Async", e.memsetD8Async),
+                   resolveSymbol(h, path, "hipEventCreate", e.eventCreate),
+                   resolveSymbol(h, path, "hipEventDestroy", e.eventDestroy),
+                   resolveSymbol(h, path, "hipEventRecord", e.eventRecord),
+                   resolveSymbol(h, path, "hipEventSynchronize", e.eventSynchronize),
+                   resolveSymbol(h, path, "hipEventElapsedTime", e.eventElapsedTime)})
     if (!s.ok())
       return Status::error("hip: " + s.message());
   runtime::DeviceApi a;
@@ -85,6 +98,14 @@ StatusOr<runtime::DeviceApi> load(void *h, const std::string &path) {
   a.download = [e](void *d, uint64_t s, size_t n) { return e.memcpyDtoH(d, asPtr(s), n); };
   a.copy = [e](uint64_t d, uint64_t s, size_t n) { return e.memcpyDtoD(asPtr(d), asPtr(s), n); };
   a.synchronize = [e] { return e.deviceSynchronize(); };
+  a.eventCreate = [e](void **ev) { return e.eventCreate(ev); };
+  a.eventDestroy = [e](void *ev) { return e.eventDestroy(ev); };
+  a.eventRecord = [e](void *ev, void *stream) { return e.eventRecord(ev, stream); };
+  a.eventSynchronize = [e](void *ev) { return e.eventSynchronize(ev); };
+  a.eventElapsedMs = [e](float *ms, void *start, void *stop) { return e.eventElapsedTime(ms, start, stop); };
+  a.memsetAsync = [e](uint64_t d, uint8_t v, size_t n, void *stream) {
+    return e.memsetD8Async(asPtr(d), v, n, stream);
+  };
   a.loadModule = [e](void **m, const void *image) { return e.moduleLoadData(m, image); };
   a.getFunction = [e](void **f, void *m, const char *name) { return e.moduleGetFunction(f, m, name); };
   a.launch = [e](void *f, unsigned programs, unsigned threads, void *stream, void **params) {

@@ -167,10 +167,9 @@ mlir::Value Emitter::lanePermutation(mlir::Value a, mlir::Value b, int64_t lanes
     const Source &s = src[op];
     if (!s.used || splat[op] || (s.byShift && s.shift == 0))
       return v;
-    mlir::Value lane = s.byShift
-                           ? mlir::Value(arith::AddIOp::create(b_, laneI64(), constant(i64, static_cast<double>(s.shift))))
-                           : mlir::Value(arith::XOrIOp::create(b_, laneI64(), constant(i64, static_cast<double>(s.flip))));
-    return shuffleIdx(v, lane);
+    if (s.byShift)
+      return shuffleIdx(v, arith::AddIOp::create(b_, laneI64(), constant(i64, static_cast<double>(s.shift))));
+    return shuffleIdx(v, arith::XOrIOp::create(b_, laneI64(), constant(i64, static_cast<double>(s.flip))));
   };
   mlir::Value va = take(a, 0), vb = take(b, 1), v;
   if (!src[1].used)

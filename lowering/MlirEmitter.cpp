@@ -111,11 +111,9 @@ mlir::Value Emitter::emitDecodeNvfp4(mlir::Value packed, mlir::Value scales) {
 
 mlir::Value Emitter::emitPackScoreKey(mlir::Value s, mlir::Value block) {
   // Scalars or vectors of one shape: each constant takes the shape of the value it meets.
-  mlir::Type f32 = s.getType(), i32 = block.getType(), i64 = block.getType();
+  mlir::Type f32 = s.getType(), i64 = block.getType(), i32 = b_.getI32Type();
   if (auto v = dyn_cast<VectorType>(f32))
-    i32 = v.clone(b_.getI32Type());
-  else
-    i32 = b_.getI32Type();
+    i32 = v.clone(i32);
   mlir::Value isNaN = arith::CmpFOp::create(b_, arith::CmpFPredicate::UNO, s, s);
   s = arith::SelectOp::create(b_, isNaN, constant(f32, -std::numeric_limits<double>::infinity()), s);
   mlir::Value isZero = arith::CmpFOp::create(b_, arith::CmpFPredicate::OEQ, s, constant(f32, 0.0));

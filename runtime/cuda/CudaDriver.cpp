@@ -117,8 +117,12 @@ StatusOr<runtime::DeviceApi> load(const std::string &path) {
   a.eventDestroy = [e](void *ev) { return e.eventDestroy(ev); };
   a.eventRecord = [e](void *ev, void *stream) { return e.eventRecord(ev, stream); };
   a.eventSynchronize = [e](void *ev) { return e.eventSynchronize(ev); };
-  a.eventElapsedMs = [e](float *ms, void *start, void *stop) { return e.eventElapsedTime(ms, start, stop); };
-  a.memsetAsync = [e](uint64_t d, uint8_t v, size_t n, void *stream) { return e.memsetD8Async(d, v, n, stream); };
+  a.eventElapsedMs = [e](float *ms, void *start, void *stop) {
+    return e.eventElapsedTime(ms, start, stop);
+  };
+  a.memsetAsync = [e](uint64_t d, uint8_t v, size_t n, void *stream) {
+    return e.memsetD8Async(d, v, n, stream);
+  };
   a.loadModule = [e](void **m, const void *image) { return e.moduleLoadData(m, image); };
   a.getFunction = [e](void **f, void *m, const char *name) { return e.moduleGetFunction(f, m, name); };
   a.launch = [e](void *f, unsigned programs, unsigned threads, void *stream, void **params) {

@@ -118,8 +118,8 @@ constexpr size_t kL2FlushBytes = size_t{512} << 20;
 Status GpuBackend::flushL2(void *stream) {
   if (!flushBuffer_)
     M3IDX_RETURN_IF_ERROR(api_->check(api_->alloc(&flushBuffer_, kL2FlushBytes), "memory allocation"));
-  return api_->check(api_->memsetAsync(flushBuffer_, static_cast<uint8_t>(++flushes_), kL2FlushBytes, stream),
-                     "L2 flush (memset)");
+  const auto value = static_cast<uint8_t>(++flushes_);
+  return api_->check(api_->memsetAsync(flushBuffer_, value, kL2FlushBytes, stream), "L2 flush (memset)");
 }
 
 StatusOr<double> GpuBackend::copyBandwidthGBs(size_t bytes, int repeat) {
@@ -265,15 +265,23 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
     M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkPrefill, a, H * (T - decodeRows) * prefillSplit.segments));
     M3IDX_RETURN_IF_ERROR(merge(prefillSplit, decodeRows, T - decodeRows));
   }
-  M3IDX_RETURN_IF_ERROR(api_->check(api_->eventSynchronize(events_[launched.size()]), "event synchronize"));
-  for (size_t i = 0; i < launched.size(); ++i) {
+  void *last = events_[launched.size()];
+  M3IDX_RETURN_IF_ERROR(api_->check(api_->eventSynchronize(last), "event synchronize"));
+  auto elapsed = [&](void *from, void *to) -> StatusOr<double> {
     float ms = 0;
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventElapsedMs(&ms, events_[i], events_[i + 1]), "event elapsed time"));
-    kernelMs_[launched[i]] += ms; // topk_merge may run for decode and for prefill rows
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventElapsedMs(&ms, from, to), "event elapsed time"));
+    return ms;
+  };
+  for (size_t i = 0; i < launched.size(); ++i) {
+    StatusOr<double> ms = elapsed(events_[i], events_[i + 1]);
+    if (!ms.ok())
+      return ms.status();
+    kernelMs_[launched[i]] += *ms; // topk_merge may run for decode and for prefill rows
   }
-  float total = 0;
-  M3IDX_RETURN_IF_ERROR(api_->check(api_->eventElapsedMs(&total, events_[0], events_[launched.size()]), "event elapsed time"));
-  lastKernelMs_ = total;
+  StatusOr<double> total = elapsed(events_[0], last);
+  if (!total.ok())
+    return total.status();
+  lastKernelMs_ = *total;
   M3IDX_RETURN_IF_ERROR(api_->check(api_->synchronize(), "synchronize"));
 
   IndexerOutput out;

@@ -102,7 +102,9 @@ StatusOr<runtime::DeviceApi> load(void *h, const std::string &path) {
   a.eventDestroy = [e](void *ev) { return e.eventDestroy(ev); };
   a.eventRecord = [e](void *ev, void *stream) { return e.eventRecord(ev, stream); };
   a.eventSynchronize = [e](void *ev) { return e.eventSynchronize(ev); };
-  a.eventElapsedMs = [e](float *ms, void *start, void *stop) { return e.eventElapsedTime(ms, start, stop); };
+  a.eventElapsedMs = [e](float *ms, void *start, void *stop) {
+    return e.eventElapsedTime(ms, start, stop);
+  };
   a.memsetAsync = [e](uint64_t d, uint8_t v, size_t n, void *stream) {
     return e.memsetD8Async(asPtr(d), v, n, stream);
   };

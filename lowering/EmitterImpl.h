@@ -48,6 +48,14 @@ private:
   Spread spreadOf(dsl::ValueId v) const { return spread_.empty() ? Spread::Blocked : spread_[v.id]; }
   mlir::Value mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
                               int64_t alignBytes);
+  // In programs with one mma column tile, MmaRows byte tiles of at most 8 bytes per row (NVFP4
+  // scales) hold each byte zero-extended in an i32 (a vector<lanes / 32 x i32>): every scale is a
+  // table index, and bytes packed in a word cost one byte extraction (PRMT, on the ALU pipe the
+  // score loop is bound by) per use. Measured on the H200 (bench/RESULTS.md): one column tile,
+  // score 1.4% faster; two column tiles (104 registers), H=4 decode 3.7% and prefill 2% slower.
+  bool mmaRowsWidened(int64_t lanes, unsigned elemBits) const {
+    return mmaColumnTiles_ == 1 && elemBits == 8 && lanes <= 16 * 8;
+  }
   mlir::Value mmaAccIota(int64_t lanes);
   mlir::Value mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups);
   // GPU distribution of a tile of `lanes` lanes over threads_ threads.
@@ -138,6 +146,7 @@ private:
   std::map<int32_t, mlir::Value> dotResult_;  // gpu: dot.tiles op index -> result buffer
   std::map<int32_t, mlir::Value> mfmaB_;      // b operand id -> this lane's B fragment(s)
   std::vector<Spread> spread_;                // sm_90: per ValueId (empty: all Blocked)
+  int64_t mmaColumnTiles_ = 0;                // sm_90: the most mma column tiles (of 8) a dot spans
   size_t stageCount_ = 0;
   std::vector<int32_t> dotStageOf_;           // ValueId -> index into stageBufs_, or -1
   std::vector<mlir::Value> stageBufs_;

@@ -570,6 +570,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   auto fn = gpu::GPUFuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}), smemTypes);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
+  mmaColumnTiles_ = mmaColumnTiles;
   if (int32_t cap = sm90RegisterCap(mmaColumnTiles))
     fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b_.getI32IntegerAttr(cap));
   Block *entry = &fn.getBody().front();

@@ -58,7 +58,10 @@ mlir::Type Emitter::valueType(dsl::ValueId v) {
   const dsl::Type t = k_.typeOf(v);
   switch (spreadOf(v)) {
   case Spread::Blocked: return type(t);
-  case Spread::MmaRows: return VectorType::get({t.lanes / 32}, elemType(t.elem));
+  case Spread::MmaRows: {
+    const bool widened = mmaRowsWidened(t.lanes, static_cast<unsigned>(dsl::elemBits(t.elem)));
+    return VectorType::get({t.lanes / 32}, widened ? b_.getI32Type() : elemType(t.elem));
+  }
   case Spread::MmaAcc: return VectorType::get({4 * ((t.lanes / 16 + 7) / 8)}, elemType(t.elem));
   }
   return {};

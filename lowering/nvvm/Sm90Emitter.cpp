@@ -169,7 +169,8 @@ mlir::Value loadWord(ImplicitLocOpBuilder &b, mlir::Value buf, mlir::Value at) {
 }
 } // namespace
 
-// Rows g and g + 8 of a 16-row tile, R / 4 lanes of each at column t R / 4: two vector loads.
+// Rows g and g + 8 of a 16-row tile, R / 4 lanes of each at column t R / 4: two vector loads (or,
+// for widened byte tiles, one load per byte).
 mlir::Value Emitter::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
                                      int64_t alignBytes) {
   mlir::Type i64 = b_.getI64Type();
@@ -182,6 +183,26 @@ mlir::Value Emitter::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t l
   mlir::Value first = arith::AddIOp::create(
       b_, off, arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, constant(i64, R)),
                                      arith::MulIOp::create(b_, t, constant(i64, c))));
+  // An empty asm per loaded 32-bit word (no instruction in the PTX) keeps it a load: loads of the
+  // next tile feed a loop-carried value, and LLVM's InstCombine would turn a phi of two small
+  // loads into one load of a phi of addresses, issued just before its use (the prefetch lost).
+  mlir::Type i32 = b_.getI32Type();
+  auto kept = [&](mlir::Value x) {
+    return LLVM::InlineAsmOp::create(b_, i32, ValueRange{x}, b_.getStringAttr(""), b_.getStringAttr("=r,0"),
+                                     UnitAttr(), UnitAttr(), LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(),
+                                     ArrayAttr())
+        .getResult(0);
+  };
+  if (mmaRowsWidened(lanes, bits)) { // byte loads (ld.global.u8 into 32-bit registers), no packing
+    SmallVector<mlir::Value> bytes;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t j = 0; j < c; ++j) {
+        mlir::Value at = arith::AddIOp::create(b_, first, constant(i64, h * 8 * R + j));
+        mlir::Value byte = memref::LoadOp::create(b_, buf, ValueRange{toIndex(at)});
+        bytes.push_back(kept(arith::ExtUIOp::create(b_, i32, byte)));
+      }
+    return vector::FromElementsOp::create(b_, VectorType::get({2 * c}, i32), bytes);
+  }
   // The two pieces are assembled as words (i32, or one i16 for 2-byte pieces), so LLVM loads them
   // as such instead of loading bytes and packing them.
   const int64_t wordBits = partBits % 32 == 0 ? 32 : partBits == 16 ? 16 : bits;
@@ -197,21 +218,11 @@ mlir::Value Emitter::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t l
     words = vector::InsertStridedSliceOp::create(b_, v, words, ArrayRef<int64_t>{h * partBits / wordBits},
                                                  ArrayRef<int64_t>{1});
   }
-  // Loads of the next tile feed a loop-carried value; LLVM's InstCombine would turn a phi of two
-  // small loads into one load of a phi of addresses, issued just before its use: the prefetch
-  // would be lost. An empty asm per 32-bit word (no instruction in the PTX) keeps them loads.
   if ((2 * partBits) % 32 == 0) {
-    mlir::Type i32 = b_.getI32Type();
     mlir::Value w32 = vector::BitCastOp::create(b_, asInts(2 * partBits / 32, 32), words);
-    for (int64_t w = 0; w < 2 * partBits / 32; ++w) {
-      mlir::Value x = vector::ExtractOp::create(b_, w32, ArrayRef<int64_t>{w});
-      mlir::Value kept =
-          LLVM::InlineAsmOp::create(b_, i32, ValueRange{x}, b_.getStringAttr(""), b_.getStringAttr("=r,0"),
-                                    UnitAttr(), UnitAttr(), LLVM::TailCallKindAttr(),
-                                    LLVM::AsmDialectAttr(), ArrayAttr())
-              .getResult(0);
-      w32 = vector::InsertOp::create(b_, kept, w32, ArrayRef<int64_t>{w});
-    }
+    for (int64_t w = 0; w < 2 * partBits / 32; ++w)
+      w32 = vector::InsertOp::create(b_, kept(vector::ExtractOp::create(b_, w32, ArrayRef<int64_t>{w})), w32,
+                                     ArrayRef<int64_t>{w});
     words = w32;
   }
   return arith::BitcastOp::create(b_, VectorType::get({2 * c}, elem),

@@ -8,8 +8,10 @@
 # runs PyTorch eager and torch.compile implementations of SPEC on the same shapes (checked on the
 # golden decode cases); `cp` checks and times one decode-CP rank's share of 256-request steps;
 # `sass` disassembles the score cubins; `ceiling` times plain reads in the decode score's page
-# pattern next to the copy (bench/page_read_ceiling.cu, nvcc). Logs go to $OUT when it is set.
-# Usage: bench/gpu.sh [check|bench|bench-checked|prefill|torch|cp|sass|ceiling]...
+# pattern next to the copy (bench/page_read_ceiling.cu, nvcc); `wgmma` times the decode loop with
+# Hopper's fp8 wgmma next to the same loop on mma.sync (bench/wgmma_probe.cu, nvcc, sm_90a). Logs
+# go to $OUT when it is set.
+# Usage: bench/gpu.sh [check|bench|bench-checked|prefill|torch|cp|sass|ceiling|wgmma]...
 set -euo pipefail
 OUT=${OUT:-/tmp}
 stages=("$@")
@@ -64,6 +66,13 @@ for stage in "${stages[@]}"; do
         # shellcheck disable=SC2086
         /tmp/page-read-ceiling $shape 2>&1 | tee -a "$OUT/gpu-ceiling.log"
       done ;;
-    *) echo "unknown stage $stage (check, bench, bench-checked, prefill, torch, cp, sass, ceiling)" >&2; exit 2 ;;
+    wgmma) # the decode loop with wgmma e4m3 next to ours (mma.sync f16), checked against each other
+      nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+      "$nvcc" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/wgmma_probe.cu -o /tmp/wgmma-probe
+      for shape in "256 131072 8" "256 131072 32" "256 32768 8"; do
+        # shellcheck disable=SC2086
+        /tmp/wgmma-probe $shape 2>&1 | tee -a "$OUT/gpu-wgmma.log"
+      done ;;
+    *) echo "unknown stage $stage (check, bench, bench-checked, prefill, torch, cp, sass, ceiling, wgmma)" >&2; exit 2 ;;
   esac
 done

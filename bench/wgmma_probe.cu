@@ -1,0 +1,348 @@
+// Would Hopper's native fp8 wgmma make the decode score faster? score_decode's loop is bound by its
+// ALU pipe, and 32 of its 110 ALU instructions per 16-token tile are F2FP widenings of the keys
+// for the f16 mma.sync that ptxas's e4m3 mma.sync emulation (and our lowering) runs on sm_90.
+// This probe runs the same loop twice on REQUESTS x TOKENS tokens of SPEC §3 pages in a shuffled
+// page order (runs of BLOCKS pages per program, 16-token tiles loaded a tile ahead, the NVFP4
+// decode by a per-scale key table and prmt, a running max per block and column):
+//   mma   -- one warp per program, keys widened to f16 pairs, 8 mma.sync m16n8k16 per tile (ours);
+//   wgmma -- one warpgroup per program, each warp a quarter of a block's tiles, the e4m3 keys
+//            straight from registers into wgmma.mma_async m64n8k32 (4 per 64 tokens), the
+//            queries (8 columns, K-major, no swizzle) in shared memory.
+// Both must give the same per-block maxima (checked against each other everywhere and against a
+// CPU dot product on the first blocks), then each is timed after an L2 flush (CUDA events, median
+// of 20) next to a device copy of as many bytes. Not the product's kernel: masks, heads and the
+// top-k are left out; it measures the loop. Built with nvcc for sm_90a by
+// `bash bench/gpu.sh wgmma`. Usage: wgmma_probe REQUESTS TOKENS [BLOCKS]
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace {
+
+constexpr int kPageBytes = 9216, kDataBytes = 8192, kTokens = 128, kTiles = 8, kCols = 8, kRows = 4;
+
+#define CHECK(call)                                                                      \
+  do {                                                                                   \
+    cudaError_t e_ = (call);                                                             \
+    if (e_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));            \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+__device__ __host__ inline uint32_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return static_cast<uint32_t>(x ^ (x >> 33));
+}
+
+// Pages: random nibbles, scales in [0x20, 0x5f] (finite, 2^-4 .. 2^3.9).
+__global__ void fillPages(uint8_t *kv, size_t bytes) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < bytes; i += size_t(gridDim.x) * blockDim.x) {
+    const uint32_t h = mix(i * 0x9E3779B97F4A7C15ULL + 1);
+    kv[i] = (i % kPageBytes) < kDataBytes ? uint8_t(h) : uint8_t(0x20 + h % 0x40);
+  }
+}
+
+// Key bytes of the 8 positive E2M1 codes times each E4M3 scale, rounded to E4M3 (satfinite).
+__global__ void fillTable(uint8_t *table) {
+  const int s = blockIdx.x, c = threadIdx.x;
+  const float mags[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(s), __NV_E4M3);
+  table[s * 8 + c] = __nv_cvt_float_to_fp8(mags[c] * __half2float(__half(h)), __NV_SATFINITE, __NV_E4M3);
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+  return r;
+}
+
+// 8 packed E2M1 codes -> 8 E4M3 key bytes (elements 0-3, 4-7), as score_decode does.
+__device__ __forceinline__ void decodeWord(uint32_t x, uint2 tab, uint32_t &o0, uint32_t &o1) {
+  const uint32_t codes = x & 0x77777777u, even = x << 4;
+  o0 = prmt(tab.x, tab.y, codes) ^ (prmt(even, x, 0xD9C8) & 0x80808080u);
+  o1 = prmt(tab.x, tab.y, codes >> 16) ^ (prmt(even, x, 0xFBEA) & 0x80808080u);
+}
+
+// Row g (or g + 8) of a tile as 8 key words: elements 4w .. 4w + 3 of the thread's 32.
+__device__ __forceinline__ void decodeRow(uint4 d, uint32_t s0, uint32_t s1, const uint2 *table, uint32_t *out) {
+  const uint2 t0 = table[s0], t1 = table[s1];
+  decodeWord(d.x, t0, out[0], out[1]);
+  decodeWord(d.y, t0, out[2], out[3]);
+  decodeWord(d.z, t1, out[4], out[5]);
+  decodeWord(d.w, t1, out[6], out[7]);
+}
+
+struct Tile {
+  uint4 a, b;            // rows g, g + 8: 16 bytes of packed codes each
+  uint32_t s0, s1, s2, s3; // their scale bytes (groups 2t, 2t + 1)
+};
+
+__device__ __forceinline__ Tile loadTile(const uint8_t *page, int tile, int lane) {
+  Tile t;
+  const uint8_t *d = page + tile * 1024 + lane * 16, *s = page + kDataBytes + tile * 128 + lane * 2;
+  t.a = *reinterpret_cast<const uint4 *>(d);
+  t.b = *reinterpret_cast<const uint4 *>(d + 512);
+  t.s0 = s[0], t.s1 = s[1], t.s2 = s[64], t.s3 = s[65];
+  return t;
+}
+
+// The K position of wgmma step s, index k (0..31) and of mma.sync step s: dim 32t + 8s + [0, 8)
+// of the thread's slice, so both paths read the keys as loaded (the B side mirrors it).
+__device__ __host__ inline int dimOf(int s, int k) { return 32 * ((k % 16) / 4) + 8 * s + (k / 16) * 4 + k % 4; }
+
+__device__ __forceinline__ float colMax(float v) {
+  for (int x = 4; x < 32; x *= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, x));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t f16Pair(uint32_t word, int half) {
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word >> (16 * half)), __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+}
+
+// One warp per program: BLOCKS blocks of one request, 8 tiles each.
+__global__ void __launch_bounds__(32) scoreMma(const uint8_t *kv, const int *pageTable, const uint8_t *q,
+                                               const uint8_t *tableG, int blocksPerReq, int bpp, float *out) {
+  __shared__ uint2 table[256];
+  const int lane = threadIdx.x, g = lane / 4, t = lane % 4;
+  for (int i = lane; i < 256; i += 32)
+    table[i] = reinterpret_cast<const uint2 *>(tableG)[i];
+  const int chunks = (blocksPerReq + bpp - 1) / bpp, req = blockIdx.x / chunks;
+  const int first = (blockIdx.x % chunks) * bpp, last = min(first + bpp, blocksPerReq);
+  // B fragments, f16: step s, half h, b0/b1 = column g, dims of K 2t, 2t + 1 / 2t + 8, 2t + 9.
+  uint32_t bf[16];
+  for (int s = 0; s < 4; ++s)
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 2; ++i) {
+        uint32_t w = 0;
+        if (g < kRows)
+          for (int j = 0; j < 2; ++j)
+            w |= uint32_t(q[(req * kRows + g) * 128 + 32 * t + 8 * s + 4 * h + 2 * i + j]) << (8 * j);
+        bf[(s * 2 + h) * 2 + i] = f16Pair(w, 0);
+      }
+  __syncwarp();
+  const uint8_t *page = kv + size_t(pageTable[req * blocksPerReq + first]) * kPageBytes;
+  Tile cur = loadTile(page, 0, lane);
+  for (int blk = first; blk < last; ++blk) {
+    const uint8_t *next = kv + size_t(pageTable[req * blocksPerReq + min(blk + 1, last - 1)]) * kPageBytes;
+    float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    for (int tile = 0; tile < kTiles; ++tile) {
+      Tile nt = tile == kTiles - 1 ? loadTile(next, 0, lane) : loadTile(page, tile + 1, lane);
+      uint32_t ka[8], kb[8];
+      decodeRow(cur.a, cur.s0, cur.s1, table, ka);
+      decodeRow(cur.b, cur.s2, cur.s3, table, kb);
+      float c[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int s = 0; s < 4; ++s)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int w = 2 * s + h;
+          asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+              "{%0,%1,%2,%3};"
+              : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+              : "r"(f16Pair(ka[w], 0)), "r"(f16Pair(kb[w], 0)), "r"(f16Pair(ka[w], 1)), "r"(f16Pair(kb[w], 1)),
+                "r"(bf[w * 2]), "r"(bf[w * 2 + 1]));
+        }
+      for (int i = 0; i < 4; ++i)
+        m[i] = fmaxf(m[i], c[i]);
+      cur = nt;
+    }
+    page = next;
+    const float c0 = colMax(fmaxf(m[0], m[2])), c1 = colMax(fmaxf(m[1], m[3]));
+    if (g == 0) {
+      out[(size_t(req) * blocksPerReq + blk) * kCols + 2 * t] = c0;
+      out[(size_t(req) * blocksPerReq + blk) * kCols + 2 * t + 1] = c1;
+    }
+  }
+}
+
+// One warpgroup per program: warp w scores tiles w and w + 4 of each block; 64 tokens per wgmma.
+__global__ void __launch_bounds__(128) scoreWgmma(const uint8_t *kv, const int *pageTable, const uint8_t *q,
+                                                  const uint8_t *tableG, int blocksPerReq, int bpp, float *out) {
+  __shared__ uint2 table[256];
+  __shared__ alignas(128) uint8_t bsm[4 * 256]; // step s: 2 core matrices (K 0-15, 16-31) of 8 x 16 bytes
+  __shared__ float red[4][kCols];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  for (int i = tid; i < 256; i += 128)
+    table[i] = reinterpret_cast<const uint2 *>(tableG)[i];
+  const int chunks = (blocksPerReq + bpp - 1) / bpp, req = blockIdx.x / chunks;
+  const int first = (blockIdx.x % chunks) * bpp, last = min(first + bpp, blocksPerReq);
+  for (int i = tid; i < 4 * 256; i += 128) {
+    const int s = i / 256, core = (i % 256) / 128, n = (i % 128) / 16, k = core * 16 + i % 16;
+    bsm[i] = n < kRows ? q[(req * kRows + n) * 128 + dimOf(s, k)] : 0;
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(bsm));
+  const uint64_t desc = uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(128 >> 4) << 16) | (uint64_t(128 >> 4) << 32);
+  const uint8_t *page = kv + size_t(pageTable[req * blocksPerReq + first]) * kPageBytes;
+  Tile cur = loadTile(page, warp, lane);
+  for (int blk = first; blk < last; ++blk) {
+    const uint8_t *next = kv + size_t(pageTable[req * blocksPerReq + min(blk + 1, last - 1)]) * kPageBytes;
+    float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    for (int half = 0; half < 2; ++half) {
+      Tile nt = half ? loadTile(next, warp, lane) : loadTile(page, warp + 4, lane);
+      uint32_t ka[8], kb[8];
+      decodeRow(cur.a, cur.s0, cur.s1, table, ka);
+      decodeRow(cur.b, cur.s2, cur.s3, table, kb);
+      float d0, d1, d2, d3;
+      asm volatile(
+          "{\n.reg .b64 d1, d2, d3;\n.reg .pred zero, add;\n"
+          "setp.ne.b32 zero, 0, 0;\nsetp.eq.b32 add, 0, 0;\n"
+          "add.s64 d1, %20, 16;\nadd.s64 d2, %20, 32;\nadd.s64 d3, %20, 48;\n"
+          "wgmma.fence.sync.aligned;\n"
+          "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %20, zero, 1, 1;\n"
+          "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%8,%9,%10,%11}, d1, add, 1, 1;\n"
+          "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%12,%13,%14,%15}, d2, add, 1, 1;\n"
+          "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%16,%17,%18,%19}, d3, add, 1, 1;\n"
+          "wgmma.commit_group.sync.aligned;\n"
+          "wgmma.wait_group.sync.aligned 0;\n}"
+          : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+          : "r"(ka[0]), "r"(kb[0]), "r"(ka[1]), "r"(kb[1]), "r"(ka[2]), "r"(kb[2]), "r"(ka[3]), "r"(kb[3]),
+            "r"(ka[4]), "r"(kb[4]), "r"(ka[5]), "r"(kb[5]), "r"(ka[6]), "r"(kb[6]), "r"(ka[7]), "r"(kb[7]),
+            "l"(desc)
+          : "memory");
+      m[0] = fmaxf(m[0], d0), m[1] = fmaxf(m[1], d1), m[2] = fmaxf(m[2], d2), m[3] = fmaxf(m[3], d3);
+      cur = nt;
+    }
+    page = next;
+    const float c0 = colMax(fmaxf(m[0], m[2])), c1 = colMax(fmaxf(m[1], m[3]));
+    if (g == 0)
+      red[warp][2 * t] = c0, red[warp][2 * t + 1] = c1;
+    __syncthreads();
+    if (tid < kCols)
+      out[(size_t(req) * blocksPerReq + blk) * kCols + tid] =
+          fmaxf(fmaxf(red[0][tid], red[1][tid]), fmaxf(red[2][tid], red[3][tid]));
+    __syncthreads();
+  }
+}
+
+float e4m3(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const float v = e ? std::ldexp(1.0f + m / 8.0f, e - 7) : std::ldexp(m / 8.0f, -6);
+  return (b & 0x80) ? -v : v;
+}
+
+template <class F> float timeIt(F &&launch, uint8_t *flush, size_t flushBytes) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int i = 0; i < 22; ++i) {
+    CHECK(cudaMemsetAsync(flush, i, flushBytes));
+    CHECK(cudaEventRecord(a));
+    launch();
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    CHECK(cudaEventElapsedTime(&t, a, b));
+    if (i >= 2)
+      ms.push_back(t);
+  }
+  CHECK(cudaGetLastError());
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: wgmma_probe REQUESTS TOKENS [BLOCKS]\n");
+    return 2;
+  }
+  const int reqs = std::atoi(argv[1]), blocksPerReq = std::atoi(argv[2]) / kTokens;
+  const int bpp = argc > 3 ? std::atoi(argv[3]) : 8;
+  const size_t pages = size_t(reqs) * blocksPerReq, kvBytes = pages * kPageBytes;
+  std::vector<int> order(pages);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  std::vector<uint8_t> qh(size_t(reqs) * kRows * 128);
+  for (size_t i = 0; i < qh.size(); ++i) {
+    uint8_t b = uint8_t(mix(i + 77));
+    qh[i] = (b & 0x7F) == 0x7F ? b ^ 1 : b; // no NaN queries
+  }
+  uint8_t *kv, *q, *table, *flush;
+  int *pt;
+  float *outA, *outB;
+  const size_t outN = pages * kCols, flushBytes = size_t(512) << 20;
+  CHECK(cudaMalloc(&kv, kvBytes));
+  CHECK(cudaMalloc(&q, qh.size()));
+  CHECK(cudaMalloc(&table, 256 * 8));
+  CHECK(cudaMalloc(&flush, flushBytes));
+  CHECK(cudaMalloc(&pt, pages * sizeof(int)));
+  CHECK(cudaMalloc(&outA, outN * sizeof(float)));
+  CHECK(cudaMalloc(&outB, outN * sizeof(float)));
+  CHECK(cudaMemcpy(q, qh.data(), qh.size(), cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(pt, order.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
+  fillPages<<<4096, 256>>>(kv, kvBytes);
+  fillTable<<<256, 8>>>(table);
+  CHECK(cudaDeviceSynchronize());
+
+  const int chunks = (blocksPerReq + bpp - 1) / bpp, programs = reqs * chunks;
+  auto mma = [&] { scoreMma<<<programs, 32>>>(kv, pt, q, table, blocksPerReq, bpp, outA); };
+  auto wg = [&] { scoreWgmma<<<programs, 128>>>(kv, pt, q, table, blocksPerReq, bpp, outB); };
+  mma();
+  wg();
+  CHECK(cudaDeviceSynchronize());
+  std::vector<float> a(outN), b(outN);
+  CHECK(cudaMemcpy(a.data(), outA, outN * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(b.data(), outB, outN * sizeof(float), cudaMemcpyDeviceToHost));
+  // The two paths against each other (every block and column), then against a CPU dot product on
+  // request 0's first 4 blocks.
+  double worst = 0;
+  size_t differ = 0;
+  for (size_t i = 0; i < outN; ++i) {
+    const double d = std::fabs(double(a[i]) - b[i]) / std::max(1.0, std::fabs(double(a[i])));
+    differ += d > 1e-5;
+    worst = std::max(worst, d);
+  }
+  std::vector<uint8_t> th(256 * 8), pageBytes(kPageBytes);
+  CHECK(cudaMemcpy(th.data(), table, th.size(), cudaMemcpyDeviceToHost));
+  double worstRef = 0;
+  for (int blk = 0; blk < std::min(4, blocksPerReq); ++blk) {
+    CHECK(cudaMemcpy(pageBytes.data(), kv + size_t(order[blk]) * kPageBytes, kPageBytes, cudaMemcpyDeviceToHost));
+    for (int col = 0; col < kRows; ++col) {
+      double best = -INFINITY;
+      for (int tok = 0; tok < kTokens; ++tok) {
+        double dot = 0;
+        for (int d = 0; d < 128; ++d) {
+          const uint8_t nib = (pageBytes[tok * 64 + d / 2] >> (4 * (d % 2))) & 15;
+          const uint8_t key = th[pageBytes[kDataBytes + tok * 8 + d / 16] * 8 + (nib & 7)] ^ ((nib & 8) ? 0x80 : 0);
+          dot += double(e4m3(key)) * e4m3(qh[col * 128 + d]);
+        }
+        best = std::max(best, dot);
+      }
+      for (const float *o : {a.data(), b.data()})
+        worstRef = std::max(worstRef, std::fabs(o[size_t(blk) * kCols + col] - best) / std::max(1.0, std::fabs(best)));
+    }
+  }
+  std::printf("%d x %d tokens, %d blocks per program: mma vs wgmma: %zu of %zu maxima differ (worst rel %.2e); "
+              "vs CPU on 4 blocks: worst rel %.2e\n",
+              reqs, blocksPerReq * kTokens, bpp, differ, outN, worst, worstRef);
+
+  const float tm = timeIt(mma, flush, flushBytes), tw = timeIt(wg, flush, flushBytes);
+  uint8_t *dst;
+  CHECK(cudaMalloc(&dst, kvBytes));
+  const float tc = timeIt([&] { CHECK(cudaMemcpyAsync(dst, kv, kvBytes, cudaMemcpyDeviceToDevice)); }, flush,
+                          flushBytes);
+  const double copyGBs = 2.0 * kvBytes / (tc * 1e6);
+  for (auto [name, ms] : {std::pair<const char *, float>{"mma.sync f16 (ours)", tm}, {"wgmma e4m3", tw}})
+    std::printf("  %-20s %.3f ms, %.0f GB/s of index-K, %.1f%% of copy (%.0f GB/s)\n", name, ms,
+                kvBytes / (ms * 1e6), 100.0 * kvBytes / (ms * 1e6) / copyGBs, copyGBs);
+  return 0;
+}

@@ -5,7 +5,7 @@
 // to keep them alive: no decode, no math. Built and run on the GPU machine by
 // `bash bench/gpu.sh ceiling` (nvcc); medians of 20 timed runs after a warm-up, CUDA events.
 // Usage: page_read_ceiling REQUESTS TOKENS
-#include <cuda_runtime.h>
+#include "CudaBench.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -18,15 +18,6 @@
 namespace {
 
 constexpr int kPageBytes = 9216, kDataBytes = 8192, kTilesPerPage = 8, kPagesPerRun = 8;
-
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));            \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
 
 // One warp reads one run of up to 8 pages tile by tile, the lanes' addresses as score_decode's
 // (thread g*4+t: 16 bytes of tokens g and g + 8, 2 scale bytes of each). AHEAD tiles' loads are
@@ -68,29 +59,6 @@ __global__ void readRuns(const uint8_t *kv, const int *table, int pagesPerReq, i
     sink[warp * 32 + lane] = acc;
 }
 
-struct Timer {
-  cudaEvent_t start, stop;
-  Timer() {
-    CHECK(cudaEventCreate(&start));
-    CHECK(cudaEventCreate(&stop));
-  }
-  template <typename F> double medianMs(F f) {
-    f(); // warm-up
-    CHECK(cudaDeviceSynchronize());
-    std::vector<float> ms;
-    for (int i = 0; i < 20; ++i) {
-      CHECK(cudaEventRecord(start));
-      f();
-      CHECK(cudaEventRecord(stop));
-      CHECK(cudaEventSynchronize(stop));
-      float t = 0;
-      CHECK(cudaEventElapsedTime(&t, start, stop));
-      ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-  }
-};
 
 } // namespace
 
@@ -114,7 +82,7 @@ int main(int argc, char **argv) {
   CHECK(cudaMemcpy(table, order.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
   const int runsPerReq = (pagesPerReq + kPagesPerRun - 1) / kPagesPerRun, runs = requests * runsPerReq;
   CHECK(cudaMalloc(&sink, size_t(runs) * 32 * sizeof(unsigned)));
-  Timer timer;
+  EventTimer timer;
   auto report = [&](const char *what, double ms, double moved) {
     std::printf("  %-44s %8.3f ms  %7.1f GB/s\n", what, ms, moved / (ms * 1e6));
   };

@@ -15,7 +15,8 @@
 // `bash bench/gpu.sh wgmma`. Usage: wgmma_probe REQUESTS TOKENS [BLOCKS]
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
-#include <cuda_runtime.h>
+
+#include "CudaBench.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -29,15 +30,6 @@
 namespace {
 
 constexpr int kPageBytes = 9216, kDataBytes = 8192, kTokens = 128, kTiles = 8, kCols = 8, kRows = 4;
-
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));            \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
 
 __device__ __host__ inline uint32_t mix(uint64_t x) {
   x ^= x >> 33;
@@ -237,26 +229,6 @@ float e4m3(uint8_t b) {
   return (b & 0x80) ? -v : v;
 }
 
-template <class F> float timeIt(F &&launch, uint8_t *flush, size_t flushBytes) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<float> ms;
-  for (int i = 0; i < 22; ++i) {
-    CHECK(cudaMemsetAsync(flush, i, flushBytes));
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    CHECK(cudaEventElapsedTime(&t, a, b));
-    if (i >= 2)
-      ms.push_back(t);
-  }
-  CHECK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 } // namespace
 
@@ -335,13 +307,15 @@ int main(int argc, char **argv) {
               "vs CPU on 4 blocks: worst rel %.2e\n",
               reqs, blocksPerReq * kTokens, bpp, differ, outN, worst, worstRef);
 
-  const float tm = timeIt(mma, flush, flushBytes), tw = timeIt(wg, flush, flushBytes);
+  EventTimer timer;
+  timer.flush = flush, timer.flushBytes = flushBytes;
+  const double tm = timer.medianMs(mma, 2), tw = timer.medianMs(wg, 2);
+  CHECK(cudaGetLastError());
   uint8_t *dst;
   CHECK(cudaMalloc(&dst, kvBytes));
-  const float tc = timeIt([&] { CHECK(cudaMemcpyAsync(dst, kv, kvBytes, cudaMemcpyDeviceToDevice)); }, flush,
-                          flushBytes);
+  const double tc = timer.medianMs([&] { CHECK(cudaMemcpyAsync(dst, kv, kvBytes, cudaMemcpyDeviceToDevice)); }, 2);
   const double copyGBs = 2.0 * kvBytes / (tc * 1e6);
-  for (auto [name, ms] : {std::pair<const char *, float>{"mma.sync f16 (ours)", tm}, {"wgmma e4m3", tw}})
+  for (auto [name, ms] : {std::pair<const char *, double>{"mma.sync f16 (ours)", tm}, {"wgmma e4m3", tw}})
     std::printf("  %-20s %.3f ms, %.0f GB/s of index-K, %.1f%% of copy (%.0f GB/s)\n", name, ms,
                 kvBytes / (ms * 1e6), 100.0 * kvBytes / (ms * 1e6) / copyGBs, copyGBs);
   return 0;

@@ -381,7 +381,7 @@ Values KernelBuilder::runRegion(int32_t op, int region, const std::function<Valu
 }
 
 Values KernelBuilder::forLoop(Value lo, Value hi, Value step, const Values &inits,
-                              const std::function<Values(Value, const Values &)> &body) {
+                              const std::function<Values(Value, const Values &)> &body, int unroll) {
   std::vector<Type> types;
   for (const Value &v : inits)
     types.push_back(live({v}) ? v.type() : scalar(Elem::I64));
@@ -392,7 +392,8 @@ Values KernelBuilder::forLoop(Value lo, Value hi, Value step, const Values &init
           fmt::format("for: bounds and step must be i64, got {}", v.type().str()));
   Values operands = {lo, hi, step};
   operands.insert(operands.end(), inits.begin(), inits.end());
-  Values results = emit(OpKind::For, operands, types);
+  check(unroll >= 1, fmt::format("for: unroll must be at least 1, got {}", unroll));
+  Values results = emit(OpKind::For, operands, types, unroll);
   const int32_t op = static_cast<int32_t>(k_.ops.size() - 1);
   k_.ops[op].regions.resize(1);
   Value iv(this, newValue(scalar(Elem::I64)));

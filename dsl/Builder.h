@@ -99,8 +99,10 @@ public:
   // lane by lane for a tile of scores and a tile of blocks.
   Value packScoreKey(Value score, Value block);
 
+  // `unroll` > 1 is a hint: targets that gain from it may run that many trips per iteration (the
+  // lowering decides per target; results are the same either way).
   Values forLoop(Value lo, Value hi, Value step, const Values &inits,
-                 const std::function<Values(Value iv, const Values &iters)> &body);
+                 const std::function<Values(Value iv, const Values &iters)> &body, int unroll = 1);
   Values ifElse(Value cond, const std::function<Values()> &thenFn,
                 const std::function<Values()> &elseFn);
   void ifThen(Value cond, const std::function<void()> &thenFn);

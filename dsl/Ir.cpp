@@ -92,6 +92,10 @@ void printOp(const Kernel &k, const Op &op, int indent, std::string &out) {
   case OpKind::Shuffle: attrs = fmt::format(" [{}]", fmt::join(op.lanesAttr, ", ")); break;
   case OpKind::DotTiles: attrs = fmt::format(" k={}", op.intAttr); break;
   case OpKind::ReduceMaxGroups: attrs = fmt::format(" groups={}", op.intAttr); break;
+  case OpKind::For:
+    if (op.intAttr > 1)
+      attrs = fmt::format(" unroll={}", op.intAttr);
+    break;
   case OpKind::Load: case OpKind::LoadTile: case OpKind::LoadTileMasked: case OpKind::Store:
   case OpKind::StoreTile: case OpKind::StoreScatter:
     attrs = fmt::format(" @{}", k.buffers[op.intAttr].name);

@@ -46,7 +46,7 @@ struct Op {
   OpKind kind;
   std::vector<ValueId> operands;
   std::vector<ValueId> results;
-  int64_t intAttr = 0;            // constants, lane index, buffer index, arg index
+  int64_t intAttr = 0;            // constants, lane index, buffer index, arg index, for: unroll hint
   double floatAttr = 0;
   std::vector<int32_t> lanesAttr; // shuffle mask
   int32_t alignAttr = 0;          // load.tile: bytes the offset's address is known to be aligned to

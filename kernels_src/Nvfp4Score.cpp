@@ -123,6 +123,9 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, 
     return b.forLoop(lo, hi, b.constInt(1), init, [&](Value i, const Values &it) {
       Value page = it[0], nextPage = pageOf(b.minS(i + 1, range.last - 1));
       Value blk = range.blockOf(i);
+      // The loop over a whole block's tiles may run 4 per trip where the target gains from it (a
+      // hint: lowering/nvvm/Sm90Emitter.cpp says where); the masked one runs once or twice per
+      // program and stays rolled.
       Values tiles = b.forLoop(
           b.constInt(0), b.constInt(steps), b.constInt(1), Values{negInf, it[1], it[2]},
           [&](Value t, const Values &jt) {
@@ -137,7 +140,8 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, 
               dots = b.select(tok < rt.causalOf(lane / (T * numHeads)), dots, negInf);
             }
             return Values{b.maxNumF(jt[0], dots), next[0], next[1]};
-          });
+          },
+          masked ? 1 : 4);
       storeBlock(blk, b.reduceMaxGroups(tiles[0], N));
       return Values{nextPage, tiles[1], tiles[2]};
     });

@@ -114,6 +114,8 @@ private:
   // The .maxnreg of an sm_90 program whose mma.sync dots span `columnTiles` tiles of 8 columns
   // (0: no mma, no cap).
   static int32_t sm90RegisterCap(int64_t columnTiles);
+  // Trips per iteration a dsl for runs with: its unroll hint where this target gains from it, else 1.
+  int64_t loopUnroll(const dsl::Op &forOp) const;
   void sm90FillKeyWords(); // keyWords_[2s], [2s + 1]: key bytes of codes 0-3, 4-7 times scale s
   std::pair<mlir::Value, mlir::Value> sm90KeyWordsOf(mlir::Value scaleByte);
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes

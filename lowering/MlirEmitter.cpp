@@ -12,6 +12,8 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -31,6 +33,9 @@ void loadDialects(MLIRContext &ctx) {
 }
 
 mlir::Value Emitter::toIndex(mlir::Value v) {
+  // Constants stay constants, so that loop utilities see constant trip counts (unroll hints).
+  if (std::optional<int64_t> c = mlir::getConstantIntValue(v))
+    return arith::ConstantIndexOp::create(b_, *c);
   return arith::IndexCastOp::create(b_, b_.getIndexType(), v);
 }
 
@@ -405,6 +410,10 @@ void Emitter::emitOp(const dsl::Op &op) {
     for (size_t i = 1; i < r.args.size(); ++i)
       values_[r.args[i].id] = forOp.getRegionIterArgs()[i - 1];
     emitRegion(r);
+    if (int64_t factor = loopUnroll(op); factor > 1) {
+      // A hint only: a loop the utility cannot unroll stays rolled, with the same results.
+      (void)mlir::loopUnrollByFactor(forOp, static_cast<uint64_t>(factor));
+    }
     for (size_t i = 0; i < op.results.size(); ++i)
       values_[op.results[i].id] = forOp.getResult(i);
     return;

@@ -143,11 +143,22 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
 
 // Measured on the H200 (bench/RESULTS.md, 2026-11-30): with two column tiles ptxas takes 116-128
 // registers (16 warps per SM); 104 (19 warps) spills nothing and was faster (prefill 4 x 32K H=1
-// score 3.87 vs 4.01 ms). With one column tile the score loops take up to 72 uncapped; the cap
-// holds them there (a loop shape that ptxas gave 84 ran 0.96 ms at 256 x 128K uncapped, 0.82
-// capped). 64 was 3% faster still but spills 20 bytes (heads 1, rows 4).
+// score 3.87 vs 4.01 ms). One column tile: the score loop runs 4 tiles per trip (loopUnroll
+// below); under 72 or 80 registers ptxas spills 8-16 bytes of it, under 96 none, and uncapped it
+// took 66-80 and ran slower (256 x 128K decode score 0.644 ms at 96, 0.692 uncapped; the rolled
+// loop needed 72: 0.688).
 int32_t Emitter::sm90RegisterCap(int64_t columnTiles) {
-  return columnTiles == 0 ? 0 : columnTiles == 1 ? 72 : 104;
+  return columnTiles == 0 ? 0 : columnTiles == 1 ? 96 : 104;
+}
+
+// Unroll hints are taken on sm_90 in programs with one mma column tile: the score loop over a
+// block's tiles, 4 per trip (next-tile loads at constant offsets, no loop-carried register
+// copies), 256 x 128K decode score 0.688 -> 0.644 ms (bench/RESULTS.md, sixth session). With two
+// column tiles H=4 decode was slower unrolled (0.272 -> 0.284-0.289 ms); on the host the 16 x 32K
+// decode step was too (16.5 -> 18.4 ms, and its JIT compile 124 -> 196 ms). gfx950 is not
+// measured (no AMD GPU here), so it keeps its loops rolled.
+int64_t Emitter::loopUnroll(const dsl::Op &forOp) const {
+  return gpu_ && !gfx950_ && mmaColumnTiles_ == 1 ? forOp.intAttr : 1;
 }
 
 bool Emitter::mmaFits(const dsl::Op &op) const {

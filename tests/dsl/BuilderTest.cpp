@@ -110,6 +110,26 @@ TEST(DslBuilder, LoopYieldMustMatchIterArgs) {
   }, "for: iter arg 0 is f32 but the body yields i64");
 }
 
+TEST(DslBuilder, LoopUnrollHintIsPositiveAndPrinted) {
+  expectError([](KernelBuilder &b) {
+    b.forLoop(b.constInt(0), b.constInt(4), b.constInt(1), {},
+              [&](Value, const Values &) { return Values{}; }, 0);
+  }, "for: unroll must be at least 1, got 0");
+  // The hint changes the code some targets make, so it is part of the printed kernel (the cache
+  // key's source).
+  auto print = [](int unroll) {
+    KernelBuilder b("ok");
+    Buffer out = b.buffer("out", Elem::F32, Access::Write);
+    Values r = b.forLoop(b.constInt(0), b.constInt(8), b.constInt(1), {b.constF32(0)},
+                         [&](Value, const Values &acc) { return Values{acc[0] + b.constF32(1)}; }, unroll);
+    b.store(out, b.programId(), r[0]);
+    StatusOr<Kernel> k = b.finish();
+    return k.ok() ? k->print() : k.status().message();
+  };
+  EXPECT_NE(print(4).find(" = for unroll=4 "), std::string::npos) << print(4);
+  EXPECT_EQ(print(1).find("unroll"), std::string::npos) << print(1);
+}
+
 TEST(DslBuilder, IfBranchesMustAgree) {
   expectError([](KernelBuilder &b) {
     b.ifElse(b.constInt(0) < b.constInt(1), [&] { return Values{b.constInt(1)}; },

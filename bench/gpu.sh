@@ -47,7 +47,7 @@ for stage in "${stages[@]}"; do
       python3 bench/torch_reference.py --fp8-peak 2>&1 | tee -a "$OUT/gpu-prefill.log" ;;
     torch)
       python3 bench/torch_reference.py --check .gpu/cases/decode_exact \
-        .gpu/cases/decode_edge_nan_scales --bench "256 32768 1" "256 131072 1" "64 131072 4" \
+        .gpu/cases/decode_edge_nan_scales --bench "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1" \
         2>&1 | tee "$OUT/torch-bench.log" ;;
     cp) # one decode-CP rank's share (4 ranks x 1 head) on this one GPU: checked, then timed
       build

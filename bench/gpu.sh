@@ -44,7 +44,7 @@ for stage in "${stages[@]}"; do
         # shellcheck disable=SC2086
         /tmp/m3idx-cuda-check .gpu/ptx --bench-prefill $shape 2>&1 | tee -a "$OUT/gpu-prefill.log"
       done
-      python3 bench/torch_reference.py --fp8-peak 2>&1 | tee -a "$OUT/gpu-prefill.log" ;;
+      python3 bench/torch_reference.py --fp8-peak --f16-peak 2>&1 | tee -a "$OUT/gpu-prefill.log" ;;
     torch)
       python3 bench/torch_reference.py --check .gpu/cases/decode_exact \
         .gpu/cases/decode_edge_nan_scales --bench "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1" \

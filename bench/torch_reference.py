@@ -3,7 +3,8 @@
 --check CASE...: runs decode-only case folders and compares top-k with CASE/expected/topk.npy
 (the golden cases). --bench "R TOKENS H" ...: times a generated decode step of R requests x 4 rows
 x TOKENS tokens with H heads, eager and compiled (CUDA events, median of 10 after warm-up).
-Requests are processed in chunks so eager's intermediates fit in memory.
+Requests are processed in chunks so eager's intermediates fit in memory. --fp8-peak, --f16-peak:
+dense 8192^3 matmul throughput on the tensor cores (the prefill floor's peak).
 """
 import argparse
 import json
@@ -122,25 +123,34 @@ def bench(shape, dev):
           f"({gb / results['compile'] * 1e3:.1f} GB/s of index-K)", flush=True)
 
 
-def fp8_peak(dev, n=8192):
-    """Dense e4m3 x e4m3 -> f32-accumulated matmul throughput (torch._scaled_mm, unit scales): the
-    tensor-core peak a prefill floor is measured against, in the same run."""
-    a = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
-    b = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
-    one = torch.ones((), device=dev)
+def matmul_peak(dev, fp8, n=8192):
+    """Dense n^3 matmul throughput with f32 accumulation, the tensor-core peak a prefill floor is
+    measured against in the same run: e4m3 x e4m3 (torch._scaled_mm, unit scales), or f16 x f16
+    (torch.matmul): Hopper's fp8 sums are not fp32 (bench/RESULTS.md), f16 ones are, so f16 is the
+    fastest tensor-core path a kernel with SPEC's fp32 sums can take."""
+    if fp8:
+        a = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
+        one = torch.ones((), device=dev)
+        op = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        name = f"fp8 e4m3 tensor-core peak (torch._scaled_mm {n}^3)"
+    else:
+        a = torch.randn(n, n, device=dev, dtype=torch.float16)
+        b = torch.randn(n, n, device=dev, dtype=torch.float16)
+        op = lambda: a @ b
+        name = f"f16 tensor-core peak (torch.matmul {n}^3)"
     for _ in range(3):
-        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        op()
     times = []
     for _ in range(20):
         x, y = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         x.record()
-        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        op()
         y.record()
         torch.cuda.synchronize()
         times.append(x.elapsed_time(y))
     ms = sorted(times)[len(times) // 2]
-    print(f"fp8 e4m3 tensor-core peak (torch._scaled_mm {n}^3): {2 * n**3 / ms / 1e9:.0f} TFLOP/s "
-          f"({ms:.3f} ms, median of 20)", flush=True)
+    print(f"{name}: {2 * n**3 / ms / 1e9:.0f} TFLOP/s ({ms:.3f} ms, median of 20)", flush=True)
 
 
 if __name__ == "__main__":
@@ -148,6 +158,7 @@ if __name__ == "__main__":
     p.add_argument("--check", nargs="*", default=[])
     p.add_argument("--bench", nargs="*", default=[])
     p.add_argument("--fp8-peak", action="store_true")
+    p.add_argument("--f16-peak", action="store_true")
     a = p.parse_args()
     dev = torch.device("cuda")
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}", flush=True)
@@ -155,5 +166,7 @@ if __name__ == "__main__":
     for shape in a.bench:
         bench(shape, dev)
     if a.fp8_peak:
-        fp8_peak(dev)
+        matmul_peak(dev, fp8=True)
+    if a.f16_peak:
+        matmul_peak(dev, fp8=False)
     raise SystemExit(0 if ok else 1)

@@ -3,8 +3,8 @@
 # fitting one device call: `check` builds the LLVM-free CUDA checker with the machine's g++ and
 # checks every case in .gpu/cases against the scalar reference; `bench` times generated decode steps
 # next to the copy bandwidth (`bench-checked` also checks each against the reference on the CPU,
-# about 7 minutes); `prefill` times 4 prompts of 32K tokens (H=1, 4) next to the fp8 tensor-core
-# peak measured by torch._scaled_mm; `torch`
+# about 7 minutes); `prefill` times 4 prompts of 32K tokens (H=1, 4) next to the fp8 and f16
+# tensor-core peaks (torch._scaled_mm, torch.matmul); `torch`
 # runs PyTorch eager and torch.compile implementations of SPEC on the same shapes (checked on the
 # golden decode cases); `cp` checks and times one decode-CP rank's share of 256-request steps;
 # `sass` disassembles the score cubins; `ceiling` times plain reads in the decode score's page

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run on the H200 (device tool, with .gpu carried; make it with bench/gpu-prepare.sh). Stages, each
 # fitting one device call: `check` builds the LLVM-free CUDA checker with the machine's g++ and
-# checks every case in .gpu/cases against the scalar reference; `bench` times generated decode steps
+# checks every case in .gpu/cases against the scalar reference, through the backend and through the
+# Indexer API on device buffers; `indexer` times Indexer::forward next to the backend; `bench` times generated decode steps
 # next to the copy bandwidth (`bench-checked` also checks each against the reference on the CPU,
 # about 7 minutes); `prefill` times 4 prompts of 32K tokens (H=1, 4) next to the fp8 and f16
 # tensor-core peaks (torch._scaled_mm, torch.matmul); `torch`
@@ -11,7 +12,7 @@
 # pattern next to the copy (bench/page_read_ceiling.cu, nvcc); `wgmma` times the decode loop with
 # Hopper's fp8 wgmma next to the same loop on mma.sync (bench/wgmma_probe.cu, nvcc, sm_90a). Logs
 # go to $OUT when it is set.
-# Usage: bench/gpu.sh [check|bench|bench-checked|prefill|torch|cp|sass|ceiling|wgmma]...
+# Usage: bench/gpu.sh [check|indexer|bench|bench-checked|prefill|torch|cp|sass|ceiling|wgmma]...
 set -euo pipefail
 OUT=${OUT:-/tmp}
 stages=("$@")
@@ -20,9 +21,9 @@ build() {
   [[ -x /tmp/m3idx-cuda-check ]] && return
   mkdir -p /tmp/m3idx-obj
   ls core/*.cpp casefile/*.cpp reference/*.cpp dsl/*.cpp kernels_src/*.cpp runtime/cuda/*.cpp runtime/gpu/*.cpp \
-    tools/m3idx-cuda-check.cpp |
+    runtime/api/{BatchMetadata,DeviceCaseRun,GpuIndexerEngine,Indexer,TensorView}.cpp tools/m3idx-cuda-check.cpp |
     xargs -P "$(nproc)" -I{} sh -c 'g++ -std=c++20 -O2 -DFMT_HEADER_ONLY -ffp-contract=off -I. \
-      -I.gpu/include -c {} -o /tmp/m3idx-obj/$(echo {} | tr / _).o'
+      -Iinclude -I.gpu/include -c {} -o /tmp/m3idx-obj/$(echo {} | tr / _).o'
   g++ /tmp/m3idx-obj/*.o -ldl -o /tmp/m3idx-cuda-check
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
@@ -30,7 +31,15 @@ for stage in "${stages[@]}"; do
   case $stage in
     check)
       build
-      /tmp/m3idx-cuda-check .gpu/ptx .gpu/cases/* 2>&1 | tee "$OUT/gpu-check.log" ;;
+      /tmp/m3idx-cuda-check .gpu/ptx .gpu/cases/* 2>&1 | tee "$OUT/gpu-check.log"
+      # the same cases through the Indexer API on device buffers
+      /tmp/m3idx-cuda-check .gpu/ptx --indexer .gpu/cases/* 2>&1 | tee -a "$OUT/gpu-check.log" ;;
+    indexer) # Indexer::forward on device buffers vs the backend's launches alone, same run
+      build
+      for shape in "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1"; do
+        # shellcheck disable=SC2086
+        /tmp/m3idx-cuda-check .gpu/ptx --indexer-bench $shape 2>&1 | tee -a "$OUT/gpu-indexer.log"
+      done ;;
     bench|bench-checked)
       build
       flag=$([[ $stage == bench-checked ]] && echo --check || true)
@@ -73,6 +82,6 @@ for stage in "${stages[@]}"; do
         # shellcheck disable=SC2086
         /tmp/wgmma-probe $shape 2>&1 | tee -a "$OUT/gpu-wgmma.log"
       done ;;
-    *) echo "unknown stage $stage (check, bench, bench-checked, prefill, torch, cp, sass, ceiling, wgmma)" >&2; exit 2 ;;
+    *) echo "unknown stage $stage (check, indexer, bench, bench-checked, prefill, torch, cp, sass, ceiling, wgmma)" >&2; exit 2 ;;
   esac
 done

@@ -9,6 +9,11 @@
 // prints the ratio to the device's copy bandwidth (the step's bytes, events) measured in the same
 // run. `m3idx-cuda-check PTX_DIR --bench-cp REQUESTS TOKENS HEADS WORLD`
 // checks and times one decode-CP rank's share of a step (see benchDecodeCp).
+// `m3idx-cuda-check PTX_DIR --indexer CASE...` runs the cases through the Indexer API instead (q,
+// kv and top-k in device buffers, metadata on the host, forward() on the stream);
+// `--indexer-bench REQUESTS TOKENS HEADS` times forward() of a decode step against the backend's
+// own launches in the same run, block table on the host and on the device (see benchIndexer).
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -20,7 +25,10 @@
 #include "casefile/CaseGenerator.h"
 #include "reference/ReferenceIndexer.h"
 #include "reference/TopkCheck.h"
+#include "runtime/api/DeviceCaseRun.h"
+#include "runtime/api/IndexerEngine.h"
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaDriver.h"
 
 using namespace m3idx;
 
@@ -129,6 +137,152 @@ int benchDecodeCp(runtime::GpuBackend &backend, int requests, int64_t tokens, in
   return differing ? 1 : 0;
 }
 
+// An Indexer on CUDA device 0 for a batch's parameters, over kernels from `ptxDir`, warmed up.
+StatusOr<std::unique_ptr<Indexer>> cudaIndexer(const std::string &ptxDir, const BatchView &v) {
+  IndexerConfig config;
+  config.numIndexHeads = v.params.numHeads;
+  config.initBlocks = v.params.initBlocks;
+  config.localBlocks = v.params.localBlocks;
+  config.decodeQueryLens = {v.params.decodeQueryLen};
+  auto backend = cuda::createCudaBackend(0, cuda::ptxFromDirectory(ptxDir));
+  if (!backend.ok())
+    return backend.status();
+  auto indexer = createIndexer(config, Device{DeviceKind::Cuda, 0},
+                               makeGpuIndexerEngine(config, std::move(backend).value()));
+  if (indexer.ok())
+    M3IDX_RETURN_IF_ERROR((*indexer)->warmup());
+  return indexer;
+}
+
+// Each case through the Indexer API on device buffers, with block tables on the host only and
+// also on the device, into the indexer's buffer, a caller's, and its own again: top-k checked
+// against the reference (as the backend check: within the fp32 bound, and whether bit for bit),
+// no kernel load and no scratch growth after the first step.
+int checkIndexer(const std::string &ptxDir, const runtime::DeviceApi &api, int count, char **cases) {
+  int failures = 0;
+  for (int i = 0; i < count; ++i) {
+    StatusOr<Case> c = loadCase(cases[i]);
+    if (!c.ok()) {
+      std::cout << cases[i] << ": Indexer FAILED: " << c.status().message() << "\n";
+      ++failures;
+      continue;
+    }
+    const BatchView v = c->view();
+    const std::vector<int32_t> want = reference::runReference(v, false)->topk;
+    for (bool deviceTables : {false, true}) {
+      auto indexer = cudaIndexer(ptxDir, v);
+      auto onDevice = indexer.ok() ? runtime::DeviceCase::upload(api, Device{DeviceKind::Cuda, 0}, v, deviceTables)
+                                   : StatusOr<std::unique_ptr<runtime::DeviceCase>>(indexer.status());
+      std::string problems;
+      bool same = true; // bit for bit (exact-valued cases must be; others may swap near ties)
+      int64_t allocations = -1;
+      for (bool callerTopk : {false, true, false}) {
+        if (!onDevice.ok()) {
+          problems = " " + onDevice.status().message();
+          break;
+        }
+        auto r = (*onDevice)->forward(**indexer, nullptr, callerTopk);
+        auto got = r.ok() ? (*onDevice)->download(*r) : StatusOr<std::vector<int32_t>>(r.status());
+        if (!got.ok()) {
+          problems += " " + got.status().message();
+          break;
+        }
+        if (!reference::checkTopk(v, *got).ok())
+          problems += fmt::format(" top-k mismatch ({})", callerTopk ? "caller's buffer" : "own buffer");
+        same = same && *got == want;
+        if ((*indexer)->compilesAfterWarmup() != 0)
+          problems += " kernel loaded after warm-up";
+        if (allocations >= 0 && (*indexer)->scratchAllocations() != allocations)
+          problems += " scratch grew in steady state";
+        allocations = (*indexer)->scratchAllocations();
+      }
+      const char *tables = deviceTables ? "device block table" : "host block table";
+      if (!problems.empty()) {
+        std::cout << cases[i] << ": Indexer FAILED (" << tables << "):" << problems << "\n";
+        ++failures;
+      } else {
+        std::cout << fmt::format("{}: Indexer OK ({}; H={} rows={}, own and caller's buffer; top-k {} "
+                                 "the reference)\n",
+                                 cases[i], tables, v.params.numHeads, v.numRows,
+                                 same ? "equals" : "differs from");
+      }
+    }
+  }
+  std::cout << fmt::format("Indexer: {} of {} runs failed\n", failures, 2 * count);
+  return failures ? 1 : 0;
+}
+
+// A decode step through Indexer::forward on device buffers against the backend's launches alone,
+// in one run: with the block table uploaded from the host each step, and with it on the device.
+// CUDA events around forward() on the null stream after an L2 flush, and the host time forward()
+// takes to return; medians of 25 after 2 warm-ups. The flush (a 2 GiB memset, about 0.6 ms)
+// outlasts forward()'s host time, so the GPU reaches the start event with the step queued whole
+// and the events time the GPU's work, not the host's.
+int benchIndexer(const std::string &ptxDir, runtime::GpuBackend &backend, const runtime::DeviceApi &api,
+                 int requests, int64_t tokens, int heads) {
+  StatusOr<Case> c = decodeStep(requests, tokens, heads);
+  if (!c.ok()) {
+    std::cerr << c.status().message() << "\n";
+    return 1;
+  }
+  constexpr size_t kFlushBytes = size_t{2} << 30;
+  uint64_t flush = 0;
+  void *start = nullptr, *stop = nullptr;
+  for (Status s : {api.check(api.alloc(&flush, kFlushBytes), "memory allocation"),
+                   api.check(api.eventCreate(&start), "event creation"),
+                   api.check(api.eventCreate(&stop), "event creation")})
+    if (!s.ok()) {
+      std::cerr << s.message() << "\n";
+      return 1;
+    }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  double kernels = 0;
+  for (auto &[name, t] : medianKernelMs(backend, c->view(), runtime::RunOptions{}, 25))
+    kernels += t;
+  std::string line = fmt::format("Indexer::forward decode {} x 4 x {} tokens, H={}: backend launches "
+                                 "alone {:.3f} ms;",
+                                 requests, tokens, heads, kernels);
+  for (bool deviceTables : {false, true}) {
+    auto indexer = cudaIndexer(ptxDir, c->view());
+    auto onDevice = indexer.ok() ? runtime::DeviceCase::upload(api, Device{DeviceKind::Cuda, 0}, c->view(), deviceTables)
+                                 : StatusOr<std::unique_ptr<runtime::DeviceCase>>(indexer.status());
+    if (!onDevice.ok()) {
+      std::cerr << onDevice.status().message() << "\n";
+      return 1;
+    }
+    std::vector<double> gpuMs, hostUs;
+    for (int i = 0; i < 27; ++i) {
+      api.memsetAsync(flush, static_cast<uint8_t>(i), kFlushBytes, nullptr);
+      api.eventRecord(start, nullptr);
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r = (*onDevice)->forward(**indexer, nullptr, false);
+      const auto t1 = std::chrono::steady_clock::now();
+      api.eventRecord(stop, nullptr);
+      api.eventSynchronize(stop);
+      if (!r.ok()) {
+        std::cerr << r.status().message() << "\n";
+        return 1;
+      }
+      float ms = 0;
+      api.eventElapsedMs(&ms, start, stop);
+      if (i >= 2) {
+        gpuMs.push_back(ms);
+        hostUs.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      }
+    }
+    line += fmt::format(" {} table: {:.3f} ms on the stream ({:+.1f}%), forward() returns after {:.0f} us;",
+                        deviceTables ? "device" : "host", median(gpuMs),
+                        100.0 * (median(gpuMs) / kernels - 1), median(hostUs));
+  }
+  api.free(flush);
+  std::cout << line << fmt::format(" block table {:.0f} KiB (events, medians of 25)\n",
+                                   double(requests) * c->view().maxBlocks * 4 / 1024);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -219,6 +373,16 @@ int main(int argc, char **argv) {
                              o.numDecodes, o.decodeContext.min, o.numHeads, median, ms.size(), gbs,
                              copy.ok() ? *copy : 0.0, copy.ok() ? 100.0 * gbs / *copy : 0.0);
     return 0;
+  }
+  if (mode == "--indexer" && argc > 3) {
+    auto api = cuda::loadDriver();
+    return api.ok() ? checkIndexer(argv[1], **api, argc - 3, argv + 3) : 1;
+  }
+  if (mode == "--indexer-bench" && argc == 6) {
+    auto api = cuda::loadDriver();
+    return api.ok() ? benchIndexer(argv[1], **backend, **api, std::atoi(argv[3]), std::atoll(argv[4]),
+                                   std::atoi(argv[5]))
+                    : 1;
   }
   if (mode == "--bench-cp" && argc == 7)
     return benchDecodeCp(**backend, std::atoi(argv[3]), std::atoll(argv[4]), std::atoi(argv[5]),

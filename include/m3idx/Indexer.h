@@ -32,11 +32,16 @@ struct IndexerConfig {
 std::string unsupportedReason(const IndexerConfig &config, DeviceKind target);
 
 // vLLM's metadata split. Decode rows come first in index_query: num_decodes x decode_query_len.
+// Metadata tensors are host arrays on every device: the indexer validates them (SPEC §7) and
+// plans the launches from them. On a GPU they go up in one stream-ordered copy per step, unless
+// a block table is also given on the device (deviceBlockTable: the same values, int32, same shape,
+// on the indexer's device): kernels then read that one and only the small arrays go up.
 struct DecodeMetadata {
   TensorView blockTable; // int32 [num_decodes, max_blocks]
   TensorView seqLens;    // int32 [num_decodes]
   int decodeQueryLen = 4;
   int64_t maxSeqLen = 0; // >= every seq_len (sizes the score scratch without a device read)
+  TensorView deviceBlockTable; // optional (data null: absent), GPU indexers only
 };
 
 struct PrefillMetadata {
@@ -45,6 +50,9 @@ struct PrefillMetadata {
   TensorView seqLens;       // int32 [num_prefills]
   int64_t maxQueryLen = 0;
   int64_t maxSeqLen = 0;
+  // Optional, as DecodeMetadata's; a mixed step reads it in place when it directly follows the
+  // decode one (rows of one table, decode requests first), else the host tables go up joined.
+  TensorView deviceBlockTable;
 };
 
 struct IndexerMetadata {
@@ -65,7 +73,12 @@ class IndexerImpl;
 
 class Indexer {
 public:
+  // Host: the host JIT backend on host buffers. Cuda: the sm_90 kernels (compiled in process,
+  // through the disk cache) launched on the caller's stream; q, kv and topk_out are device
+  // buffers, the metadata stays on the host (it is validated and planned there) and goes up in one
+  // stream-ordered copy per step.
   static StatusOr<std::unique_ptr<Indexer>> create(const IndexerConfig &config, Device device);
+  explicit Indexer(std::unique_ptr<IndexerImpl> impl); // the runtime's factories make IndexerImpl
   ~Indexer();
 
   // Compiles (or loads) every kernel the configured shapes need; forward() then never compiles.
@@ -75,7 +88,8 @@ public:
   // group and config allow it (SPEC §6); otherwise steps are scored locally with a warning.
   Status initDecodeCp(std::shared_ptr<Communicator> communicator);
 
-  // topkOut: optional caller buffer int32 [H, tokens, 16]; else the indexer's own.
+  // topkOut: optional caller buffer int32 [H, tokens, 16]; else the indexer's own. On a GPU the
+  // call returns once the step is queued on `stream`; the top-k is there when the stream gets there.
   StatusOr<ForwardResult> forward(const TensorView &indexQuery, const TensorView &kvCache,
                                   const IndexerMetadata &metadata, Stream stream = nullptr,
                                   const TensorView *topkOut = nullptr);
@@ -87,7 +101,6 @@ public:
   bool decodeCpActive() const;         // whether the last forward() used decode CP
 
 private:
-  explicit Indexer(std::unique_ptr<IndexerImpl> impl);
   std::unique_ptr<IndexerImpl> impl_;
 };
 

@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-#define M3IDX_API_VERSION 1
+#define M3IDX_API_VERSION 2 /* 2: device_block_table in the metadata structs */
 
 typedef struct m3idx_indexer m3idx_indexer;
 typedef struct m3idx_error m3idx_error;
@@ -47,6 +47,7 @@ typedef struct {
   m3idx_tensor seq_lens;    /* int32 [num_decodes] */
   int32_t decode_query_len;
   int64_t max_seq_len;
+  m3idx_tensor device_block_table; /* optional (data NULL: absent): block_table on the GPU */
 } m3idx_decode_metadata;
 
 typedef struct {
@@ -55,6 +56,7 @@ typedef struct {
   m3idx_tensor seq_lens;        /* int32 [num_prefills] */
   int64_t max_query_len;
   int64_t max_seq_len;
+  m3idx_tensor device_block_table; /* optional (data NULL: absent): block_table on the GPU */
 } m3idx_prefill_metadata;
 
 int32_t m3idx_api_version(void);

@@ -179,6 +179,9 @@ m3idx_error *m3idx_indexer_forward(m3idx_indexer *indexer, const m3idx_tensor *i
       if (!toTensor(&decode->block_table, "decode.block_table", d.blockTable, error) ||
           !toTensor(&decode->seq_lens, "decode.seq_lens", d.seqLens, error))
         return makeError(error);
+      if (decode->device_block_table.data &&
+          !toTensor(&decode->device_block_table, "decode.device_block_table", d.deviceBlockTable, error))
+        return makeError(error);
       d.decodeQueryLen = decode->decode_query_len;
       d.maxSeqLen = decode->max_seq_len;
       md.decode = &d;
@@ -188,6 +191,9 @@ m3idx_error *m3idx_indexer_forward(m3idx_indexer *indexer, const m3idx_tensor *i
           !toTensor(&prefill->query_start_loc, "prefill.query_start_loc", p.queryStartLoc,
                     error) ||
           !toTensor(&prefill->seq_lens, "prefill.seq_lens", p.seqLens, error))
+        return makeError(error);
+      if (prefill->device_block_table.data &&
+          !toTensor(&prefill->device_block_table, "prefill.device_block_table", p.deviceBlockTable, error))
         return makeError(error);
       p.maxQueryLen = prefill->max_query_len;
       p.maxSeqLen = prefill->max_seq_len;

@@ -21,6 +21,9 @@ struct DeviceApi {
   std::function<int(uint64_t ptr)> free;
   std::function<int(uint64_t dst, const void *src, size_t bytes)> upload;
   std::function<int(void *dst, uint64_t src, size_t bytes)> download;
+  // Ordered on `stream`. From pageable memory both drivers stage the bytes before returning, so the
+  // source may be reused at once (CUDA's "API synchronization behavior"; HIP does the same).
+  std::function<int(uint64_t dst, const void *src, size_t bytes, void *stream)> uploadAsync;
   // Device-to-device on the default stream; may return before it completes (synchronize).
   std::function<int(uint64_t dst, uint64_t src, size_t bytes)> copy;
   std::function<int()> synchronize;
@@ -36,6 +39,8 @@ struct DeviceApi {
   std::function<int(void *event)> eventDestroy;
   std::function<int(void *event, void *stream)> eventRecord;
   std::function<int(void *event)> eventSynchronize;
+  // Work queued on `stream` after this call waits for `event` (recorded on another stream).
+  std::function<int(void *stream, void *event)> streamWaitEvent;
   std::function<int(float *ms, void *start, void *stop)> eventElapsedMs;
   // Sets `bytes` bytes at dst to `value`, ordered on `stream` (benchmarks flush L2 with it).
   std::function<int(uint64_t dst, uint8_t value, size_t bytes, void *stream)> memsetAsync;

@@ -47,9 +47,8 @@ private:
 // (allocated, aligned, offset, size, stride), then the scalars.
 class LaunchArgs {
 public:
-  LaunchArgs &buffer(const DeviceBuffer &b, int64_t elements) {
-    for (uint64_t v : {static_cast<uint64_t>(b.ptr()), static_cast<uint64_t>(b.ptr()), uint64_t{0},
-                       static_cast<uint64_t>(elements), uint64_t{1}})
+  LaunchArgs &buffer(uint64_t address, int64_t elements) {
+    for (uint64_t v : {address, address, uint64_t{0}, static_cast<uint64_t>(elements), uint64_t{1}})
       values_.push_back(v);
     return *this;
   }
@@ -92,12 +91,17 @@ StatusOr<void *> GpuBackend::function(KernelKind kind, const kernels::KernelConf
   M3IDX_RETURN_IF_ERROR(api_->check(api_->getFunction(&fn, module, kernels::kernelName(kind)),
                                     "function lookup"));
   functions_[key] = fn;
+  loaded_.push_back(fmt::format("{} ({})", kernels::kernelName(kind), config.str()));
   return fn;
 }
 
 GpuBackend::~GpuBackend() {
+  if (anyStep_) // the scratch is freed below: the last step must not still read it
+    api_->eventSynchronize(stepDone_);
   for (void *e : events_)
     api_->eventDestroy(e);
+  if (stepDone_)
+    api_->eventDestroy(stepDone_);
   if (flushBuffer_)
     api_->free(flushBuffer_);
 }
@@ -144,14 +148,39 @@ StatusOr<double> GpuBackend::copyBandwidthGBs(size_t bytes, int repeat) {
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e6);
 }
 
-StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOptions &options) {
-  M3IDX_RETURN_IF_ERROR(validateBatch(b));
-  const RowPlan plan = planRows(b);
+Status GpuBackend::prepare(KernelKind kind, const kernels::KernelConfig &config) {
+  auto fn = function(kind, config);
+  return fn.ok() ? Status() : fn.status();
+}
+
+int64_t GpuBackend::scratchAllocations() const {
+  return scores_.allocations() + partial_.allocations() + metadata_.allocations();
+}
+
+namespace {
+
+// Sections of the step's metadata upload, in int32 elements, each starting 16 bytes aligned.
+struct MetadataLayout {
+  int64_t blockTable = 0, seqLens, queryStartLoc, tileRequest, tileRowBegin, rowBlocks, total;
+  MetadataLayout(const BatchView &b, int64_t tiles, bool withTable) {
+    auto after = [](int64_t at, int64_t count) { return (at + count + 3) / 4 * 4; };
+    seqLens = after(blockTable, withTable ? b.numRequests * b.maxBlocks : 0);
+    queryStartLoc = after(seqLens, b.numRequests);
+    tileRequest = after(queryStartLoc, b.numRequests + 1);
+    tileRowBegin = after(tileRequest, tiles);
+    rowBlocks = after(tileRowBegin, tiles);
+    total = after(rowBlocks, b.numRows);
+  }
+};
+
+} // namespace
+
+Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &io,
+                           const RunOptions &options, bool timed) {
   const int H = b.params.numHeads, Q = b.params.decodeQueryLen;
-  const int64_t T = b.numRows, W = plan.scoreWidth, R = b.numRequests, D = b.params.numDecodes;
+  const int64_t T = b.numRows, R = b.numRequests, D = b.params.numDecodes;
   const int64_t decodeRows = b.queryStartLoc[D];
   const int64_t scoreCount = H * T * W, topkCount = H * T * spec::kTopkBlocks;
-  // Checked before anything is uploaded.
   const int64_t blockBegin = options.decodeBlockBegin, blockStep = options.decodeBlockStep;
   if (blockBegin < 0 || blockStep < 1 || (blockStep > 1 && blockBegin >= blockStep))
     return invalidArgument("decode block range", "0 <= begin < step, step >= 1",
@@ -160,36 +189,55 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
   if (cpShare && T > decodeRows)
     return invalidArgument("decode block range", "a decode-only batch (a CP rank's share)",
                            fmt::format("{} prefill rows", T - decodeRows));
+  // Every function first (a compile or module load), so nothing below waits on the host.
+  for (KernelKind k : kernels::allKernels())
+    M3IDX_RETURN_IF_ERROR(prepare(k, kernels::configFor(k, H, Q)));
 
-  DeviceBuffer q(api_), kv(api_), bt(api_), sl(api_), qsl(api_), scores(api_), topk(api_),
-      tileReq(api_), tileRow(api_), rowBlocks(api_), partial(api_);
-  M3IDX_RETURN_IF_ERROR(q.upload(b.q, T * H * spec::kIndexHeadDim));
-  M3IDX_RETURN_IF_ERROR(kv.upload(b.kv, b.numPages * spec::kPageBytes));
-  M3IDX_RETURN_IF_ERROR(bt.upload(b.blockTable, R * b.maxBlocks * 4));
-  M3IDX_RETURN_IF_ERROR(sl.upload(b.seqLens, R * 4));
-  M3IDX_RETURN_IF_ERROR(qsl.upload(b.queryStartLoc, (R + 1) * 4));
-  M3IDX_RETURN_IF_ERROR(scores.allocate(scoreCount * 4)); // never initialised
-  M3IDX_RETURN_IF_ERROR(topk.allocate(topkCount * 4));
+  // Metadata: one host staging array, one stream-ordered upload.
+  const int64_t tiles = kernels::prefillTileCount(b);
+  const MetadataLayout at(b, tiles, /*withTable=*/!io.blockTable);
+  int32_t *host = staging_.ensure(at.total);
+  if (!io.blockTable)
+    std::copy_n(b.blockTable, R * b.maxBlocks, host + at.blockTable);
+  std::copy_n(b.seqLens, R, host + at.seqLens);
+  std::copy_n(b.queryStartLoc, R + 1, host + at.queryStartLoc);
+  kernels::fillPrefillTiles(b, host + at.tileRequest, host + at.tileRowBegin);
+  std::fill_n(host + at.rowBlocks, decodeRows, 0);
+  kernels::fillPrefillRowBlocks(b, host + at.rowBlocks);
+
   const kernels::TopkSplit decodeSplit = kernels::topkSplit(H * decodeRows, W, kernels::kGpuTopkPrograms);
   const kernels::TopkSplit prefillSplit =
       kernels::topkSplit(H * (T - decodeRows), W, kernels::kGpuTopkPrograms);
-  M3IDX_RETURN_IF_ERROR(partial.allocate(
-      8 * std::max(decodeSplit.partialKeys(H * T), prefillSplit.partialKeys(H * T))));
-  const int64_t tileCount = kernels::prefillTileCount(b);
-  std::vector<int32_t> tileRequest(tileCount), tileRowBegin(tileCount), blocks(T, 0);
-  kernels::fillPrefillTiles(b, tileRequest.data(), tileRowBegin.data());
-  kernels::fillPrefillRowBlocks(b, blocks.data());
-  M3IDX_RETURN_IF_ERROR(tileReq.upload(tileRequest.data(), tileRequest.size() * 4));
-  M3IDX_RETURN_IF_ERROR(tileRow.upload(tileRowBegin.data(), tileRowBegin.size() * 4));
-  M3IDX_RETURN_IF_ERROR(rowBlocks.upload(blocks.data(), blocks.size() * 4));
+  StatusOr<uint64_t> meta = metadata_.ensure(at.total * 4), scores = scores_.ensure(scoreCount * 4),
+                     partial = partial_.ensure(8 * std::max(decodeSplit.partialKeys(H * T),
+                                                            prefillSplit.partialKeys(H * T)));
+  for (const StatusOr<uint64_t> *p : {&meta, &scores, &partial})
+    if (!p->ok())
+      return p->status();
 
+  void *stream = options.stream;
+  if (anyStep_ && stream != lastStream_) // the scratch is the last step's until it is done
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->streamWaitEvent(stream, stepDone_), "stream wait"));
+  M3IDX_RETURN_IF_ERROR(
+      api_->check(api_->uploadAsync(*meta, host, at.total * 4, stream), "host-to-device copy"));
+
+  auto section = [&](int64_t offset) { return *meta + 4 * offset; };
   auto batchArgs = [&](LaunchArgs &a) {
-    a.buffer(q, T * H * spec::kIndexHeadDim).buffer(kv, b.numPages * spec::kPageBytes)
-        .buffer(bt, R * b.maxBlocks).buffer(sl, R).buffer(qsl, R + 1);
+    a.buffer(io.q, T * H * spec::kIndexHeadDim);
+    a.buffer(io.kv, b.numPages * spec::kPageBytes);
+    a.buffer(io.blockTable ? io.blockTable : section(at.blockTable), R * b.maxBlocks);
+    a.buffer(section(at.seqLens), R);
+    a.buffer(section(at.queryStartLoc), R + 1);
   };
-  // Events on the caller's stream: one before the first launch, one after each (no host sync
-  // between launches), so the step and each kernel are timed as they run in sequence.
-  std::vector<std::string> launched;
+  if (timed) {
+    launched_.clear();
+    if (options.flushL2)
+      M3IDX_RETURN_IF_ERROR(flushL2(stream));
+    auto first = event(0);
+    if (!first.ok())
+      return first.status();
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(*first, stream), "event record"));
+  }
   auto launch = [&](KernelKind kind, LaunchArgs &a, int64_t programs) -> Status {
     if (programs <= 0)
       return Status();
@@ -200,44 +248,35 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
       return fn.status();
     std::vector<void *> params = a.pointers();
     M3IDX_RETURN_IF_ERROR(api_->check(
-        api_->launch(*fn, static_cast<unsigned>(programs), threads_, options.stream, params.data()),
+        api_->launch(*fn, static_cast<unsigned>(programs), threads_, stream, params.data()),
         kernels::kernelName(kind)));
-    launched.push_back(kernels::kernelName(kind));
-    auto after = event(launched.size());
+    if (!timed)
+      return Status();
+    launched_.push_back(kernels::kernelName(kind));
+    auto after = event(launched_.size());
     if (!after.ok())
       return after.status();
-    return api_->check(api_->eventRecord(*after, options.stream), "event record");
+    return api_->check(api_->eventRecord(*after, stream), "event record");
   };
-  kernelMs_.clear();
 
-  // Compile or load every function first, so the timed region is launches only.
-  for (KernelKind k : kernels::allKernels())
-    if (auto fn = function(k, kernels::configFor(k, H, Q)); !fn.ok())
-      return fn.status();
-  if (options.flushL2)
-    M3IDX_RETURN_IF_ERROR(flushL2(options.stream));
-  auto first = event(0);
-  if (!first.ok())
-    return first.status();
-  M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(*first, options.stream), "event record"));
   if (D > 0) {
     const kernels::ScoreGrid grid = kernels::scoreGrid(
         D, kernels::blockSlots(maxRequestBlocks(b, 0, D), blockBegin, blockStep), kernels::kGpuScorePrograms);
     LaunchArgs a;
     batchArgs(a);
-    a.buffer(scores, scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W).scalar(grid.chunks)
+    a.buffer(*scores, scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W).scalar(grid.chunks)
         .scalar(grid.blocksPerProgram).scalar(b.params.initBlocks).scalar(b.params.localBlocks)
         .scalar(blockBegin).scalar(blockStep);
     M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScoreDecode, a, grid.programs(D)));
   }
-  if (!tileRequest.empty()) {
-    const int64_t tiles = static_cast<int64_t>(tileRequest.size());
+  if (tiles > 0) {
     const kernels::ScoreGrid grid = kernels::scoreGrid(tiles, maxRequestBlocks(b, D, R), kernels::kGpuScorePrograms);
     LaunchArgs a;
     batchArgs(a);
-    a.buffer(tileReq, tiles).buffer(tileRow, tiles).buffer(scores, scoreCount).scalar(T)
-        .scalar(b.maxBlocks).scalar(W).scalar(grid.chunks).scalar(grid.blocksPerProgram)
-        .scalar(b.params.initBlocks).scalar(b.params.localBlocks);
+    a.buffer(section(at.tileRequest), tiles);
+    a.buffer(section(at.tileRowBegin), tiles);
+    a.buffer(*scores, scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W).scalar(grid.chunks)
+        .scalar(grid.blocksPerProgram).scalar(b.params.initBlocks).scalar(b.params.localBlocks);
     M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScorePrefill, a, grid.programs(tiles)));
   }
   // Rows too few to fill the GPU are cut into segments, merged by topk_merge.
@@ -245,56 +284,90 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
     if (split.segments == 1)
       return Status();
     LaunchArgs a;
-    a.buffer(partial, split.partialKeys(H * T)).buffer(topk, topkCount).scalar(T).scalar(rowBegin)
-        .scalar(rows).scalar(split.segments);
+    a.buffer(*partial, split.partialKeys(H * T));
+    a.buffer(io.topk, topkCount).scalar(T).scalar(rowBegin).scalar(rows).scalar(split.segments);
     return launch(KernelKind::TopkMerge, a, H * rows);
   };
   if (decodeRows > 0 && !cpShare) {
     LaunchArgs a;
-    a.buffer(scores, scoreCount).buffer(sl, R).buffer(topk, topkCount)
-        .buffer(partial, decodeSplit.partialKeys(H * T)).scalar(T).scalar(W).scalar(decodeRows)
+    a.buffer(*scores, scoreCount);
+    a.buffer(section(at.seqLens), R);
+    a.buffer(io.topk, topkCount);
+    a.buffer(*partial, decodeSplit.partialKeys(H * T)).scalar(T).scalar(W).scalar(decodeRows)
         .scalar(decodeSplit.segmentBlocks).scalar(decodeSplit.segments);
     M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkDecode, a, H * decodeRows * decodeSplit.segments));
     M3IDX_RETURN_IF_ERROR(merge(decodeSplit, 0, decodeRows));
   }
   if (T - decodeRows > 0 && !cpShare) {
     LaunchArgs a;
-    a.buffer(scores, scoreCount).buffer(rowBlocks, T).buffer(topk, topkCount)
-        .buffer(partial, prefillSplit.partialKeys(H * T)).scalar(T).scalar(W).scalar(decodeRows)
+    a.buffer(*scores, scoreCount);
+    a.buffer(section(at.rowBlocks), T);
+    a.buffer(io.topk, topkCount);
+    a.buffer(*partial, prefillSplit.partialKeys(H * T)).scalar(T).scalar(W).scalar(decodeRows)
         .scalar(T - decodeRows).scalar(prefillSplit.segmentBlocks).scalar(prefillSplit.segments);
     M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkPrefill, a, H * (T - decodeRows) * prefillSplit.segments));
     M3IDX_RETURN_IF_ERROR(merge(prefillSplit, decodeRows, T - decodeRows));
   }
-  void *last = events_[launched.size()];
+  if (!stepDone_) {
+    void *e = nullptr;
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventCreate(&e), "event creation"));
+    stepDone_ = e;
+  }
+  M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(stepDone_, stream), "event record"));
+  lastStream_ = stream;
+  anyStep_ = true;
+  return Status();
+}
+
+Status GpuBackend::collectTimes() {
+  kernelMs_.clear();
+  void *last = events_[launched_.size()];
   M3IDX_RETURN_IF_ERROR(api_->check(api_->eventSynchronize(last), "event synchronize"));
   auto elapsed = [&](void *from, void *to) -> StatusOr<double> {
     float ms = 0;
     M3IDX_RETURN_IF_ERROR(api_->check(api_->eventElapsedMs(&ms, from, to), "event elapsed time"));
     return ms;
   };
-  for (size_t i = 0; i < launched.size(); ++i) {
+  for (size_t i = 0; i < launched_.size(); ++i) {
     StatusOr<double> ms = elapsed(events_[i], events_[i + 1]);
     if (!ms.ok())
       return ms.status();
-    kernelMs_[launched[i]] += *ms; // topk_merge may run for decode and for prefill rows
+    kernelMs_[launched_[i]] += *ms; // topk_merge may run for decode and for prefill rows
   }
   StatusOr<double> total = elapsed(events_[0], last);
   if (!total.ok())
     return total.status();
   lastKernelMs_ = *total;
+  return Status();
+}
+
+StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOptions &options) {
+  M3IDX_RETURN_IF_ERROR(validateBatch(b));
+  const RowPlan plan = planRows(b);
+  const int H = b.params.numHeads;
+  const int64_t T = b.numRows, W = plan.scoreWidth;
+  const int64_t scoreCount = H * T * W, topkCount = H * T * spec::kTopkBlocks;
+  DeviceBuffer q(api_), kv(api_), topk(api_);
+  M3IDX_RETURN_IF_ERROR(q.upload(b.q, T * H * spec::kIndexHeadDim));
+  M3IDX_RETURN_IF_ERROR(kv.upload(b.kv, b.numPages * spec::kPageBytes));
+  M3IDX_RETURN_IF_ERROR(topk.allocate(topkCount * 4));
+  M3IDX_RETURN_IF_ERROR(enqueue(b, W, {q.ptr(), kv.ptr(), topk.ptr()}, options, /*timed=*/true));
+  M3IDX_RETURN_IF_ERROR(collectTimes());
   M3IDX_RETURN_IF_ERROR(api_->check(api_->synchronize(), "synchronize"));
 
   IndexerOutput out;
   out.numHeads = H;
   out.numRows = T;
   out.scoreWidth = W;
-  if (!cpShare) {
+  if (options.decodeBlockStep <= 1) {
     out.topk.resize(topkCount);
     M3IDX_RETURN_IF_ERROR(topk.download(out.topk.data(), topkCount * 4));
   }
   if (options.keepScores) {
     out.scores.resize(scoreCount);
-    M3IDX_RETURN_IF_ERROR(scores.download(out.scores.data(), scoreCount * 4));
+    if (scoreCount > 0)
+      M3IDX_RETURN_IF_ERROR(api_->check(api_->download(out.scores.data(), scores_.ptr(), scoreCount * 4),
+                                        "device-to-host copy"));
     for (int h = 0; h < H; ++h)
       for (int64_t r = 0; r < T; ++r)
         std::fill(out.scores.begin() + (h * T + r) * W + plan.rows[r].nblk,

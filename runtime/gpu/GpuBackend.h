@@ -12,12 +12,22 @@
 
 #include "kernels_src/KernelCatalog.h"
 #include "runtime/Backend.h"
+#include "runtime/GrowBuffer.h"
 #include "runtime/gpu/DeviceApi.h"
+#include "runtime/gpu/DeviceScratch.h"
 
 namespace m3idx::runtime {
 
 using CodeSource =
     std::function<StatusOr<std::string>(kernels::KernelKind, const kernels::KernelConfig &)>;
+
+// Device addresses of a step's caller-held tensors (SPEC §3 shapes).
+struct DeviceTensors {
+  uint64_t q = 0;    // uint8 [T, H, 128]
+  uint64_t kv = 0;   // uint8 [numPages, 9216]
+  uint64_t topk = 0; // int32 [H, T, 16]; not written by a decode-CP share
+  uint64_t blockTable = 0; // int32 [R, maxBlocks] equal to the batch's; 0: uploaded from it
+};
 
 class GpuBackend final : public Backend {
 public:
@@ -28,7 +38,22 @@ public:
   ~GpuBackend() override;
   std::string name() const override { return name_; }
   std::string deviceName() const { return deviceName_; }
+  // Uploads the batch, enqueues it, waits, and downloads the results (tests, CLI, benchmarks).
   StatusOr<IndexerOutput> run(const BatchView &batch, const RunOptions &options) override;
+
+  // Enqueues a validated step on options.stream and returns without waiting: the batch's metadata
+  // (its host arrays; its q and kv pointers are not read) goes up in one copy into this backend's
+  // scratch, then the kernels read `io`. Scores are [H, T, width] in scratch (width >= the
+  // batch's score width). Steps share the scratch: one on another stream than the last first
+  // waits for it. With `timed`, events between launches time each kernel (lastKernelMs()).
+  Status enqueue(const BatchView &batch, int64_t width, const DeviceTensors &io,
+                 const RunOptions &options, bool timed = false);
+  // Obtains (compiles or loads) a kernel's function now, so that enqueue() needs none.
+  Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config);
+  // "kernel (config)" of every function obtained, in order.
+  const std::vector<std::string> &functionsLoaded() const { return loaded_; }
+  int64_t scratchAllocations() const;
+  const DeviceApi &api() const { return *api_; }
   // Milliseconds of the last run()'s launches, first to last, from events recorded on its stream.
   double lastKernelMs() const { return lastKernelMs_; }
   // Milliseconds of each kernel of the last run (events between consecutive launches), by name.
@@ -41,21 +66,29 @@ private:
   GpuBackend(const DeviceApi *api, std::string name, std::string deviceName, unsigned threads,
              CodeSource source)
       : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), threads_(threads),
-        source_(std::move(source)) {}
+        source_(std::move(source)), scores_(api), partial_(api), metadata_(api) {}
   StatusOr<void *> function(kernels::KernelKind kind, const kernels::KernelConfig &config);
   StatusOr<void *> event(size_t i); // the i-th timing event, created on first use
   Status flushL2(void *stream);
+  Status collectTimes(); // after a timed enqueue: waits for it, fills the times below
 
   const DeviceApi *api_;
   std::string name_, deviceName_;
   unsigned threads_;
   CodeSource source_;
   std::map<std::pair<int, std::string>, void *> functions_;
+  std::vector<std::string> loaded_;
   std::vector<void *> events_;
   uint64_t flushBuffer_ = 0; // allocated on the first flushL2 run
   int flushes_ = 0;
   double lastKernelMs_ = 0;
   std::map<std::string, double> kernelMs_;
+  std::vector<std::string> launched_; // kernels of the last timed enqueue, in order
+  DeviceScratch scores_, partial_, metadata_;
+  GrowBuffer<int32_t> staging_; // the metadata's host side, one upload per step
+  void *stepDone_ = nullptr;    // recorded at the end of every step, on lastStream_
+  void *lastStream_ = nullptr;
+  bool anyStep_ = false;
 };
 
 } // namespace m3idx::runtime

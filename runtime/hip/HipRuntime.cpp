@@ -36,12 +36,14 @@ struct Entry {
   hipError_t (*free)(void *) = nullptr;
   hipError_t (*memcpyHtoD)(hipDeviceptr_t, const void *, size_t) = nullptr;
   hipError_t (*memcpyDtoH)(void *, hipDeviceptr_t, size_t) = nullptr;
+  hipError_t (*memcpyHtoDAsync)(hipDeviceptr_t, const void *, size_t, hipStream_t) = nullptr;
   hipError_t (*memcpyDtoD)(hipDeviceptr_t, hipDeviceptr_t, size_t) = nullptr;
   hipError_t (*memsetD8Async)(hipDeviceptr_t, unsigned char, size_t, hipStream_t) = nullptr;
   hipError_t (*eventCreate)(hipEvent_t *) = nullptr;
   hipError_t (*eventDestroy)(hipEvent_t) = nullptr;
   hipError_t (*eventRecord)(hipEvent_t, hipStream_t) = nullptr;
   hipError_t (*eventSynchronize)(hipEvent_t) = nullptr;
+  hipError_t (*streamWaitEvent)(hipStream_t, hipEvent_t, unsigned) = nullptr;
   hipError_t (*eventElapsedTime)(float *, hipEvent_t, hipEvent_t) = nullptr;
 };
 
@@ -63,12 +65,14 @@ StatusOr<runtime::DeviceApi> load(void *h, const std::string &path) {
                    resolveSymbol(h, path, "hipFree", e.free),
                    resolveSymbol(h, path, "hipMemcpyHtoD", e.memcpyHtoD),
                    resolveSymbol(h, path, "hipMemcpyDtoH", e.memcpyDtoH),
+                   resolveSymbol(h, path, "hipMemcpyHtoDAsync", e.memcpyHtoDAsync),
                    resolveSymbol(h, path, "hipMemcpyDtoD", e.memcpyDtoD),
                    resolveSymbol(h, path, "hipMemsetD8Async", e.memsetD8Async),
                    resolveSymbol(h, path, "hipEventCreate", e.eventCreate),
                    resolveSymbol(h, path, "hipEventDestroy", e.eventDestroy),
                    resolveSymbol(h, path, "hipEventRecord", e.eventRecord),
                    resolveSymbol(h, path, "hipEventSynchronize", e.eventSynchronize),
+                   resolveSymbol(h, path, "hipStreamWaitEvent", e.streamWaitEvent),
                    resolveSymbol(h, path, "hipEventElapsedTime", e.eventElapsedTime)})
     if (!s.ok())
       return Status::error("hip: " + s.message());
@@ -96,12 +100,16 @@ StatusOr<runtime::DeviceApi> load(void *h, const std::string &path) {
   a.free = [e](uint64_t p) { return e.free(asPtr(p)); };
   a.upload = [e](uint64_t d, const void *s, size_t n) { return e.memcpyHtoD(asPtr(d), s, n); };
   a.download = [e](void *d, uint64_t s, size_t n) { return e.memcpyDtoH(d, asPtr(s), n); };
+  a.uploadAsync = [e](uint64_t d, const void *s, size_t n, void *stream) {
+    return e.memcpyHtoDAsync(asPtr(d), s, n, stream);
+  };
   a.copy = [e](uint64_t d, uint64_t s, size_t n) { return e.memcpyDtoD(asPtr(d), asPtr(s), n); };
   a.synchronize = [e] { return e.deviceSynchronize(); };
   a.eventCreate = [e](void **ev) { return e.eventCreate(ev); };
   a.eventDestroy = [e](void *ev) { return e.eventDestroy(ev); };
   a.eventRecord = [e](void *ev, void *stream) { return e.eventRecord(ev, stream); };
   a.eventSynchronize = [e](void *ev) { return e.eventSynchronize(ev); };
+  a.streamWaitEvent = [e](void *stream, void *ev) { return e.streamWaitEvent(stream, ev, 0); };
   a.eventElapsedMs = [e](float *ms, void *start, void *stop) {
     return e.eventElapsedTime(ms, start, stop);
   };

@@ -72,6 +72,7 @@ int main(void) {
   m3idx_tensor tq = tensor(q, M3IDX_DTYPE_U8, 3, q_shape);
   m3idx_tensor tkv = tensor(kv, M3IDX_DTYPE_U8, 2, kv_shape);
   m3idx_decode_metadata decode;
+  memset(&decode, 0, sizeof decode); /* no device_block_table */
   decode.block_table = tensor(block_table, M3IDX_DTYPE_I32, 2, bt_shape);
   decode.seq_lens = tensor(seq_lens, M3IDX_DTYPE_I32, 1, sl_shape);
   decode.decode_query_len = 4;

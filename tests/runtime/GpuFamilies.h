@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -12,7 +13,8 @@
 
 namespace m3idx::testing {
 
-inline void expectFamiliesMatchReference(runtime::Backend &backend) {
+inline std::vector<GenOptions> gpuFamilies() {
+  std::vector<GenOptions> families;
   for (auto [seed, heads, decodes, prefills] :
        {std::tuple{1, 4, 6, 0}, std::tuple{2, 1, 0, 3}, std::tuple{3, 2, 4, 2}}) {
     GenOptions o;
@@ -22,11 +24,18 @@ inline void expectFamiliesMatchReference(runtime::Backend &backend) {
     o.numDecodes = decodes;
     o.numPrefills = prefills;
     o.decodeContext = {0, 3000};
+    families.push_back(o);
+  }
+  return families;
+}
+
+inline void expectFamiliesMatchReference(runtime::Backend &backend) {
+  for (const GenOptions &o : gpuFamilies()) {
     StatusOr<Case> c = generateCase(o);
     ASSERT_TRUE(c.ok());
     auto got = backend.run(c->view(), {});
     ASSERT_TRUE(got.ok()) << got.status().message();
-    EXPECT_EQ(got->topk, reference::runReference(c->view(), false)->topk) << "seed " << seed;
+    EXPECT_EQ(got->topk, reference::runReference(c->view(), false)->topk) << "seed " << o.seed;
   }
 }
 

@@ -1,5 +1,6 @@
 // The host-app API: config rejection per field, forward on decode-only / prefill-only / mixed
 // batches equal to the reference, no JIT or scratch growth after warm-up, boundary validation.
+#include <cstdlib>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -92,8 +93,25 @@ TEST(UnsupportedReason, EachFieldNamed) {
     ASSERT_FALSE(indexer.ok());
     EXPECT_NE(indexer.status().message().find(c.field), std::string::npos);
   }
-  std::string cuda = unsupportedReason(ok, DeviceKind::Cuda);
-  EXPECT_NE(cuda.find("device cuda is not served"), std::string::npos) << cuda;
+  EXPECT_EQ(unsupportedReason(ok, DeviceKind::Cuda), "");
+  std::string hip = unsupportedReason(ok, DeviceKind::Hip);
+  EXPECT_NE(hip.find("device hip is not served by the Indexer API"), std::string::npos) << hip;
+  // Config errors come before any driver is looked for.
+  IndexerConfig bad;
+  bad.numIndexHeads = 3;
+  auto indexer = Indexer::create(bad, Device{DeviceKind::Cuda, 0});
+  ASSERT_FALSE(indexer.ok());
+  EXPECT_NE(indexer.status().message().find("num_index_heads"), std::string::npos);
+}
+
+TEST(Indexer, CudaWithoutADriverIsAClearError) {
+  ::setenv("M3IDX_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+  auto indexer = Indexer::create(IndexerConfig{}, Device{DeviceKind::Cuda, 0});
+  ::unsetenv("M3IDX_CUDA_LIBRARY");
+  ASSERT_FALSE(indexer.ok());
+  EXPECT_NE(indexer.status().message().find("cannot load the driver library /nonexistent/libcuda.so.1"),
+            std::string::npos)
+      << indexer.status().message();
 }
 
 TEST(Indexer, ForwardEqualsReferenceOnDecodePrefillAndMixed) {
@@ -175,6 +193,14 @@ TEST(Indexer, BoundaryValidationNamesTheArgument) {
   q = s->q;
   q.device = Device{DeviceKind::Cuda, 0};
   expectError(q, s->kv, s->md(), "index_query: expected device host:0, got cuda:0");
+  DecodeMetadata onDevice = s->split.decode; // metadata is read on the host on every device
+  onDevice.seqLens.device = Device{DeviceKind::Cuda, 0};
+  expectError(s->q, s->kv, IndexerMetadata{&onDevice, &s->split.prefill},
+              "decode.seq_lens: expected device host:0, got cuda:0");
+  PrefillMetadata withCopy = s->split.prefill; // a device copy of the table is for GPU indexers
+  withCopy.deviceBlockTable = withCopy.blockTable;
+  expectError(s->q, s->kv, IndexerMetadata{&s->split.decode, &withCopy},
+              "prefill.device_block_table: expected no table (a device copy is for GPU indexers)");
   TensorView kv = TensorView::contiguous(s->kv.data, DType::U8, {s->kv.shape[0], 8192});
   expectError(s->q, kv, s->md(), "kv_cache: expected shape[1] == 9216");
   q = TensorView::contiguous(s->q.data, DType::U8, {T - 1, 2, 128});

@@ -1,0 +1,135 @@
+// The Indexer's GPU engine: one step is one GpuBackend::enqueue on the caller's stream (its
+// metadata uploaded in one copy, then the score and top-k kernels), and forward() returns without
+// waiting. Decode and prefill parts go as one batch, so every kernel writes its rows of the
+// [H, T, 16] output in place; a mixed step first joins the parts' block tables on the host.
+#include <algorithm>
+
+#include "core/Spec.h"
+#include "runtime/GrowBuffer.h"
+#include "runtime/api/IndexerEngine.h"
+#include "runtime/gpu/GpuBackend.h"
+
+namespace m3idx {
+
+using runtime::GrowBuffer;
+
+namespace {
+
+class GpuIndexerEngine final : public IndexerEngine {
+public:
+  GpuIndexerEngine(const IndexerConfig &config, std::unique_ptr<runtime::GpuBackend> backend)
+      : config_(config), backend_(std::move(backend)), ownTopk_(&backend_->api()) {}
+
+  Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) override {
+    return backend_->prepare(kind, config);
+  }
+  int64_t kernelsObtained() const override {
+    return static_cast<int64_t>(backend_->functionsLoaded().size());
+  }
+  std::vector<std::string> kernelNotes(int64_t from) const override {
+    const auto &loaded = backend_->functionsLoaded();
+    std::vector<std::string> notes;
+    for (size_t i = from; i < loaded.size(); ++i)
+      notes.push_back(fmt::format("{} on {}", loaded[i], backend_->name()));
+    return notes;
+  }
+  int64_t scratchAllocations() const override {
+    return backend_->scratchAllocations() + ownTopk_.allocations() + joined_.allocations();
+  }
+  Status setCommunicator(std::shared_ptr<Communicator>) override {
+    return Status::error(fmt::format(
+        "decode CP: not served on {} devices by this build (the Indexer runs it on the host "
+        "backend; scoring a rank's share on a GPU needs the device all-gather and all-to-all "
+        "of issue 8)",
+        backend_->name()));
+  }
+  std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> cpKernels() const override {
+    return {};
+  }
+  StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
+
+private:
+  // The step as one batch: decode requests, then prefill requests.
+  BatchView joined(const IndexerStep &step);
+  // The joined batch's block table on the device, if the caller's device tables are it.
+  static const int32_t *deviceTable(const IndexerStep &step);
+
+  IndexerConfig config_;
+  std::unique_ptr<runtime::GpuBackend> backend_;
+  runtime::DeviceScratch ownTopk_;
+  GrowBuffer<int32_t> joined_; // a mixed step's block table, seq_lens and query_start_loc
+};
+
+BatchView GpuIndexerEngine::joined(const IndexerStep &step) {
+  const BatchView &d = step.decode, &p = step.prefill;
+  if (p.numRows == 0)
+    return d;
+  if (d.numRows == 0)
+    return p;
+  const int64_t R = d.numRequests + p.numRequests, M = std::max(d.maxBlocks, p.maxBlocks);
+  int32_t *table = joined_.ensure(R * M + R + R + 1);
+  int32_t *seqLens = table + R * M, *qsl = seqLens + R;
+  // Columns past a part's own width are never read (no row sees those blocks).
+  for (int64_t i = 0; i < d.numRequests; ++i)
+    std::copy_n(d.blockTable + i * d.maxBlocks, d.maxBlocks, table + i * M);
+  for (int64_t i = 0; i < p.numRequests; ++i)
+    std::copy_n(p.blockTable + i * p.maxBlocks, p.maxBlocks, table + (d.numRequests + i) * M);
+  std::copy_n(d.seqLens, d.numRequests, seqLens);
+  std::copy_n(p.seqLens, p.numRequests, seqLens + d.numRequests);
+  std::copy_n(d.queryStartLoc, d.numRequests + 1, qsl);
+  for (int64_t i = 1; i <= p.numRequests; ++i)
+    qsl[d.numRequests + i] = static_cast<int32_t>(d.numRows + p.queryStartLoc[i]);
+  BatchView b = d;
+  b.numRows = step.rows;
+  b.blockTable = table;
+  b.numRequests = R;
+  b.maxBlocks = M;
+  b.seqLens = seqLens;
+  b.queryStartLoc = qsl;
+  return b;
+}
+
+const int32_t *GpuIndexerEngine::deviceTable(const IndexerStep &step) {
+  const BatchView &d = step.decode, &p = step.prefill;
+  if (p.numRows == 0)
+    return step.decodeDeviceTable;
+  if (d.numRows == 0)
+    return step.prefillDeviceTable;
+  // Mixed: only as rows of one table (decode requests first), else the host tables are joined.
+  const bool oneTable = step.decodeDeviceTable && d.maxBlocks == p.maxBlocks &&
+                        step.prefillDeviceTable == step.decodeDeviceTable + d.numRequests * d.maxBlocks;
+  return oneTable ? step.decodeDeviceTable : nullptr;
+}
+
+StatusOr<int32_t *> GpuIndexerEngine::run(const IndexerStep &step, int32_t *topk, Stream stream,
+                                          bool *usedCp) {
+  *usedCp = false;
+  const int64_t topkBytes = config_.numIndexHeads * step.rows * spec::kTopkBlocks * 4;
+  if (!topk) {
+    StatusOr<uint64_t> own = ownTopk_.ensure(topkBytes);
+    if (!own.ok())
+      return own.status();
+    topk = reinterpret_cast<int32_t *>(static_cast<uintptr_t>(*own));
+  }
+  if (step.rows == 0)
+    return topk;
+  BatchView b = joined(step);
+  runtime::RunOptions options;
+  options.stream = stream;
+  runtime::DeviceTensors io;
+  io.q = reinterpret_cast<uintptr_t>(step.q);
+  io.kv = reinterpret_cast<uintptr_t>(step.kv);
+  io.topk = reinterpret_cast<uintptr_t>(topk);
+  io.blockTable = reinterpret_cast<uintptr_t>(deviceTable(step));
+  M3IDX_RETURN_IF_ERROR(backend_->enqueue(b, std::max(step.decodeWidth, step.prefillWidth), io, options));
+  return topk;
+}
+
+} // namespace
+
+std::unique_ptr<IndexerEngine> makeGpuIndexerEngine(const IndexerConfig &config,
+                                                    std::unique_ptr<runtime::GpuBackend> backend) {
+  return std::make_unique<GpuIndexerEngine>(config, std::move(backend));
+}
+
+} // namespace m3idx

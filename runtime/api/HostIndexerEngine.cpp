@@ -1,0 +1,157 @@
+// The Indexer's host engine: the host backend's kernels on host buffers, decode CP over a
+// Communicator (SPEC §6), decode and prefill parts run one after the other.
+#include <cstring>
+#include <iostream>
+#include <set>
+
+#include "core/DecodeCpPolicy.h"
+#include "core/Spec.h"
+#include "runtime/GrowBuffer.h"
+#include "runtime/HostBackend.h"
+#include "runtime/api/IndexerEngine.h"
+
+namespace m3idx {
+
+using runtime::GrowBuffer;
+
+namespace {
+
+// Copies `rows` rows of every head from a [H, rows, 16] buffer into rows [first, first + rows) of
+// the [H, T, 16] output.
+void copyHeadRows(int32_t *topk, int64_t T, int64_t first, const int32_t *src, int64_t rows, int H) {
+  for (int h = 0; h < H; ++h)
+    std::memcpy(topk + (h * T + first) * spec::kTopkBlocks, src + h * rows * spec::kTopkBlocks,
+                rows * spec::kTopkBlocks * sizeof(int32_t));
+}
+
+class HostIndexerEngine final : public IndexerEngine {
+public:
+  explicit HostIndexerEngine(const IndexerConfig &config) : config_(config) {}
+
+  Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) override {
+    auto k = backend_.kernel(kind, config);
+    return k.ok() ? Status() : k.status();
+  }
+  int64_t kernelsObtained() const override {
+    return static_cast<int64_t>(backend_.kernelRecords().size());
+  }
+  std::vector<std::string> kernelNotes(int64_t from) const override {
+    std::vector<std::string> notes;
+    const auto &records = backend_.kernelRecords();
+    for (size_t i = from; i < records.size(); ++i)
+      notes.push_back(fmt::format("{} ({}) from {}, {:.1f} ms", records[i].kernel, records[i].config,
+                                  runtime::sourceName(records[i].source),
+                                  records[i].compile.totalMs() + records[i].loadMs));
+    return notes;
+  }
+  int64_t scratchAllocations() const override {
+    return decodeTopk_.allocations() + prefillTopk_.allocations() + ownTopk_.allocations() +
+           scores_.allocations() + cpSend_.allocations() + cpRecv_.allocations() +
+           cpMerged_.allocations() + cpGathered_.allocations() + cpQuery_.allocations();
+  }
+  Status setCommunicator(std::shared_ptr<Communicator> communicator) override {
+    communicator_ = std::move(communicator);
+    return Status();
+  }
+  std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> cpKernels() const override {
+    if (!communicator_) // CP ranks score all heads of the group
+      return {};
+    return {{kernels::KernelKind::ScoreDecode,
+             kernels::configFor(kernels::KernelKind::ScoreDecode,
+                                communicator_->worldSize() * config_.numIndexHeads, spec::kCpQueryLen)}};
+  }
+  StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
+
+private:
+  Status decodeLocal(const BatchView &v, int64_t width, int32_t *topk);
+  Status decodeCp(const BatchView &v, int64_t width, int32_t *topk, Stream stream);
+
+  IndexerConfig config_;
+  runtime::HostBackend backend_;
+  std::shared_ptr<Communicator> communicator_;
+  std::set<std::string> warned_;
+  GrowBuffer<int32_t> decodeTopk_, prefillTopk_, ownTopk_;
+  GrowBuffer<float> scores_, cpSend_, cpRecv_, cpMerged_;
+  GrowBuffer<uint8_t> cpGathered_, cpQuery_;
+};
+
+Status HostIndexerEngine::decodeLocal(const BatchView &v, int64_t width, int32_t *topk) {
+  float *s = scores_.ensure(std::max<int64_t>(1, v.params.numHeads * v.numRows * width));
+  M3IDX_RETURN_IF_ERROR(backend_.scoreDecode(v, width, s));
+  return backend_.topkDecode(v, width, s, topk);
+}
+
+// SPEC §6 on one rank: all-gather the group's decode queries, score blocks b % world == rank for
+// every head with the ordinary score kernel, all-to-all the head slices, top-k on the received
+// scores of this rank's head.
+Status HostIndexerEngine::decodeCp(const BatchView &v, int64_t width, int32_t *topk, Stream stream) {
+  const int world = communicator_->worldSize(), rank = communicator_->rank();
+  const int64_t rows = v.numRows;
+  const size_t qBytes = static_cast<size_t>(rows) * spec::kIndexHeadDim;
+  uint8_t *gathered = cpGathered_.ensure(std::max<int64_t>(1, world * qBytes));
+  M3IDX_RETURN_IF_ERROR(communicator_->allGather(v.q, gathered, qBytes, stream));
+  uint8_t *q = cpQuery_.ensure(std::max<int64_t>(1, world * qBytes)); // [rows, world, 128]
+  for (int h = 0; h < world; ++h)
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(q + (r * world + h) * spec::kIndexHeadDim,
+                  gathered + h * qBytes + r * spec::kIndexHeadDim, spec::kIndexHeadDim);
+  BatchView all = v;
+  all.q = q;
+  all.params.numHeads = world;
+  const int64_t slice = rows * width; // one head's [rows, W]
+  float *send = cpSend_.ensure(std::max<int64_t>(1, world * slice));
+  M3IDX_RETURN_IF_ERROR(backend_.scoreDecode(all, width, send, /*blockBegin=*/rank, /*step=*/world));
+  float *recv = cpRecv_.ensure(std::max<int64_t>(1, world * slice));
+  M3IDX_RETURN_IF_ERROR(communicator_->allToAll(send, recv, slice * sizeof(float), stream));
+  float *merged = cpMerged_.ensure(std::max<int64_t>(1, slice)); // this rank's head, [rows, W]
+  const int Q = v.params.decodeQueryLen;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t nblk = spec::blocksFor(spec::causalLen(v.seqLens[r / Q], Q, r % Q));
+    for (int64_t b = 0; b < nblk; ++b)
+      merged[r * width + b] = recv[(b % world) * slice + r * width + b];
+  }
+  return backend_.topkDecode(v, width, merged, topk);
+}
+
+StatusOr<int32_t *> HostIndexerEngine::run(const IndexerStep &step, int32_t *topk, Stream stream,
+                                           bool *usedCp) {
+  const int H = config_.numIndexHeads;
+  const int64_t T = step.rows, decodeRows = step.decode.numRows, prefillRows = step.prefill.numRows;
+  if (!topk)
+    topk = ownTopk_.ensure(std::max<int64_t>(1, H * T * spec::kTopkBlocks));
+  *usedCp = false;
+  if (decodeRows > 0) {
+    int32_t *tmp = decodeTopk_.ensure(H * decodeRows * spec::kTopkBlocks);
+    bool cp = false;
+    if (communicator_) {
+      IndexerParams group = step.decode.params;
+      group.numHeads = H * communicator_->worldSize();
+      CpDecision gate = decideDecodeCp(group, communicator_->worldSize(), step.dualBatchOverlap);
+      const std::string warning = gate.fallbackReason + "; scoring decode rows locally";
+      if (!gate.useCp && warned_.insert(warning).second)
+        std::cerr << "m3idx: warning: " << warning << "\n";
+      cp = gate.useCp;
+    }
+    M3IDX_RETURN_IF_ERROR(cp ? decodeCp(step.decode, step.decodeWidth, tmp, stream)
+                             : decodeLocal(step.decode, step.decodeWidth, tmp));
+    *usedCp = cp;
+    copyHeadRows(topk, T, 0, tmp, decodeRows, H);
+  }
+  if (prefillRows > 0) {
+    const BatchView &p = step.prefill;
+    float *s = scores_.ensure(std::max<int64_t>(1, H * prefillRows * step.prefillWidth));
+    int32_t *tmp = prefillTopk_.ensure(H * prefillRows * spec::kTopkBlocks);
+    M3IDX_RETURN_IF_ERROR(backend_.scorePrefill(p, step.prefillWidth, s));
+    M3IDX_RETURN_IF_ERROR(backend_.topkPrefill(p, step.prefillWidth, s, tmp));
+    copyHeadRows(topk, T, decodeRows, tmp, prefillRows, H);
+  }
+  return topk;
+}
+
+} // namespace
+
+std::unique_ptr<IndexerEngine> makeHostIndexerEngine(const IndexerConfig &config) {
+  return std::make_unique<HostIndexerEngine>(config);
+}
+
+} // namespace m3idx

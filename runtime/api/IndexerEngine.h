@@ -1,0 +1,62 @@
+// What runs an Indexer's steps on its device: the host JIT kernels (HostIndexerEngine) or a GPU
+// backend's launches on the caller's stream (GpuIndexerEngine). The Indexer checks every argument
+// before a step reaches an engine; engines trust what they are given.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/Batch.h"
+#include "core/Status.h"
+#include "kernels_src/KernelCatalog.h"
+#include "m3idx/Indexer.h"
+
+namespace m3idx::runtime {
+class GpuBackend;
+}
+
+namespace m3idx {
+
+// A validated step. Metadata arrays are on the host; q and kv on the engine's device.
+struct IndexerStep {
+  BatchView decode, prefill; // numRows == 0: the part is absent. Their q / kv point into q / kv.
+  int64_t decodeWidth = 64, prefillWidth = 64; // score widths from the parts' max_seq_len
+  int64_t rows = 0;                            // decode rows + prefill rows
+  const uint8_t *q = nullptr;                  // [rows, H, 128]
+  const uint8_t *kv = nullptr;                 // [numPages, 9216]
+  // The parts' block tables on the device (GPU engines; null: absent), each [requests, maxBlocks].
+  const int32_t *decodeDeviceTable = nullptr, *prefillDeviceTable = nullptr;
+  bool dualBatchOverlap = false;
+};
+
+class IndexerEngine {
+public:
+  virtual ~IndexerEngine() = default;
+  // Obtains a kernel's code now (warm-up), so that steps need none.
+  virtual Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) = 0;
+  // Kernels obtained so far, and a line for each from the `from`-th on (late-compile warnings).
+  virtual int64_t kernelsObtained() const = 0;
+  virtual std::vector<std::string> kernelNotes(int64_t from) const = 0;
+  virtual int64_t scratchAllocations() const = 0;
+  // Decode CP (SPEC §6). An engine that cannot serve it says why.
+  virtual Status setCommunicator(std::shared_ptr<Communicator> communicator) = 0;
+  // Kernels a CP step needs besides the configured ones (none without CP).
+  virtual std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> cpKernels() const = 0;
+  // Writes every row's top-k into `topk` ([H, rows, 16] on the device), or into the engine's own
+  // buffer when it is null, and returns where. `usedCp` says whether decode CP served the step.
+  virtual StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream,
+                                  bool *usedCp) = 0;
+};
+
+std::unique_ptr<IndexerEngine> makeHostIndexerEngine(const IndexerConfig &config);
+// Over a GPU backend for config's heads (no decode CP).
+std::unique_ptr<IndexerEngine> makeGpuIndexerEngine(const IndexerConfig &config,
+                                                    std::unique_ptr<runtime::GpuBackend> backend);
+
+// An Indexer over `engine` (unsupportedReason is checked here too). Indexer::create picks the
+// engine for a device; builds without the host JIT (bench/gpu.sh) call this directly.
+StatusOr<std::unique_ptr<Indexer>> createIndexer(const IndexerConfig &config, Device device,
+                                                 std::unique_ptr<IndexerEngine> engine);
+
+} // namespace m3idx

@@ -1,0 +1,49 @@
+// A grow-only, uninitialised device buffer over a DeviceApi: steady-state steps reuse it without
+// allocating (kernels write every entry they later read). Growing waits for the device first, as
+// work in flight may still use the old buffer.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "runtime/gpu/DeviceApi.h"
+
+namespace m3idx::runtime {
+
+class DeviceScratch {
+public:
+  explicit DeviceScratch(const DeviceApi *api) : api_(api) {}
+  ~DeviceScratch() {
+    if (ptr_)
+      api_->free(ptr_);
+  }
+  DeviceScratch(const DeviceScratch &) = delete;
+  DeviceScratch &operator=(const DeviceScratch &) = delete;
+
+  // A buffer of at least `bytes` (4 when 0, so every kernel argument is a real address).
+  StatusOr<uint64_t> ensure(size_t bytes) {
+    bytes = std::max<size_t>(bytes, 4);
+    if (bytes <= capacity_)
+      return ptr_;
+    if (ptr_) {
+      M3IDX_RETURN_IF_ERROR(api_->check(api_->synchronize(), "synchronize (scratch growth)"));
+      M3IDX_RETURN_IF_ERROR(api_->check(api_->free(ptr_), "memory free"));
+      ptr_ = 0;
+      capacity_ = 0;
+    }
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->alloc(&ptr_, bytes), "memory allocation"));
+    capacity_ = bytes;
+    ++allocations_;
+    return ptr_;
+  }
+  uint64_t ptr() const { return ptr_; }
+  int64_t allocations() const { return allocations_; }
+
+private:
+  const DeviceApi *api_;
+  uint64_t ptr_ = 0;
+  size_t capacity_ = 0;
+  int64_t allocations_ = 0;
+};
+
+} // namespace m3idx::runtime

@@ -1,0 +1,290 @@
+// The Indexer's GPU engine on a fake device (every machine): what it uploads, launches and waits
+// for. A mixed step goes up as one joined batch in one stream-ordered copy; every kernel runs on
+// the caller's stream and writes the caller's (or the indexer's own) top-k buffer; a step on a
+// second stream first waits for the last step; steady state allocates nothing; decode CP is refused.
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "casefile/CaseGenerator.h"
+#include "core/Spec.h"
+#include "runtime/api/BatchMetadata.h"
+#include "runtime/api/IndexerEngine.h"
+#include "runtime/gpu/GpuBackend.h"
+
+using namespace m3idx;
+
+namespace {
+
+// A DeviceApi over host memory that records what it is asked to do; kernels do not run.
+struct FakeDevice {
+  struct Launch {
+    std::string kernel;
+    void *stream;
+    std::vector<uint64_t> args; // the leading values a check needs (see argsOf)
+  };
+  std::map<uint64_t, std::vector<uint8_t>> memory;
+  uint64_t next = 0x10000;
+  int allocations = 0, uploads = 0;
+  std::vector<void *> uploadStreams;
+  std::vector<size_t> uploadBytes;
+  std::vector<Launch> launches;
+  std::vector<std::pair<void *, void *>> waits;  // (stream, event)
+  std::map<void *, void *> lastRecordedOn;       // event -> stream
+  std::vector<std::string> names;                // function handles point into this
+  runtime::DeviceApi api;
+
+  // Values before the first scalar that matter: score kernels' five batch buffers; top-k kernels'
+  // first three buffers (their third is top-k); topk_merge's two (its second is top-k).
+  static size_t argsOf(const std::string &k) {
+    return k.rfind("score", 0) == 0 ? 25 : k == "topk_merge" ? 10 : 15;
+  }
+  uint8_t *at(uint64_t address) {
+    auto it = memory.upper_bound(address);
+    if (it == memory.begin())
+      return nullptr;
+    --it;
+    return address < it->first + it->second.size() ? it->second.data() + (address - it->first) : nullptr;
+  }
+
+  FakeDevice() {
+    names.reserve(16);
+    api.platform = "FAKE";
+    api.errorString = [](int) { return "fake failure"; };
+    api.openDevice = [](int, std::string *name) { *name = "fake"; return 0; };
+    api.alloc = [this](uint64_t *p, size_t n) {
+      *p = next;
+      memory[next].resize(n);
+      next += (n + 0xfff) / 0x1000 * 0x1000 + 0x1000;
+      ++allocations;
+      return 0;
+    };
+    api.free = [this](uint64_t p) { return memory.erase(p) ? 0 : 1; };
+    api.upload = [this](uint64_t d, const void *s, size_t n) { std::memcpy(at(d), s, n); return 0; };
+    api.uploadAsync = [this](uint64_t d, const void *s, size_t n, void *stream) {
+      std::memcpy(at(d), s, n);
+      ++uploads;
+      uploadStreams.push_back(stream);
+      uploadBytes.push_back(n);
+      return 0;
+    };
+    api.download = [this](void *d, uint64_t s, size_t n) { std::memcpy(d, at(s), n); return 0; };
+    api.copy = [](uint64_t, uint64_t, size_t) { return 0; };
+    api.synchronize = [] { return 0; };
+    api.loadModule = [](void **m, const void *) { *m = reinterpret_cast<void *>(1); return 0; };
+    api.getFunction = [this](void **f, void *, const char *name) {
+      names.push_back(name);
+      *f = &names.back();
+      return 0;
+    };
+    api.launch = [this](void *f, unsigned, unsigned, void *stream, void **params) {
+      Launch l{*static_cast<std::string *>(f), stream, {}};
+      for (size_t i = 0; i < argsOf(l.kernel); ++i)
+        l.args.push_back(*static_cast<uint64_t *>(params[i]));
+      launches.push_back(l);
+      return 0;
+    };
+    api.eventCreate = [this](void **e) { *e = reinterpret_cast<void *>(next++); return 0; };
+    api.eventDestroy = [](void *) { return 0; };
+    api.eventRecord = [this](void *e, void *stream) { lastRecordedOn[e] = stream; return 0; };
+    api.eventSynchronize = [](void *) { return 0; };
+    api.streamWaitEvent = [this](void *stream, void *e) { waits.push_back({stream, e}); return 0; };
+    api.eventElapsedMs = [](float *ms, void *, void *) { *ms = 0; return 0; };
+    api.memsetAsync = [](uint64_t, uint8_t, size_t, void *) { return 0; };
+  }
+};
+
+void *fakeStream(uintptr_t n) { return reinterpret_cast<void *>(n); }
+
+struct EngineStep {
+  FakeDevice device;
+  Case c;
+  runtime::BatchMetadata split;
+  std::unique_ptr<Indexer> indexer;
+  TensorView q, kv;
+
+  explicit EngineStep(int decodes, int prefills) {
+    GenOptions o;
+    o.seed = 11;
+    o.mode = ValueMode::Exact;
+    o.numHeads = 2;
+    o.numDecodes = decodes;
+    o.numPrefills = prefills;
+    o.decodeContext = {0, 3000};
+    o.prefillQueryLen = {1, 40};
+    c = *generateCase(o);
+    const BatchView v = c.view();
+    runtime::splitBatch(v, split);
+    IndexerConfig config;
+    config.numIndexHeads = 2;
+    config.initBlocks = v.params.initBlocks;
+    config.localBlocks = v.params.localBlocks;
+    auto backend = runtime::GpuBackend::create(&device.api, "cuda", 0, 32,
+                                               [](kernels::KernelKind, const kernels::KernelConfig &)
+                                                   -> StatusOr<std::string> { return std::string("image"); });
+    EXPECT_TRUE(backend.ok());
+    indexer = std::move(createIndexer(config, Device{DeviceKind::Cuda, 0},
+                                      makeGpuIndexerEngine(config, std::move(backend).value()))
+                            .value());
+    EXPECT_TRUE(indexer->warmup().ok());
+    uint64_t qAt, kvAt; // the engine never reads them: addresses are enough
+    device.api.alloc(&qAt, v.numRows * 2 * 128);
+    device.api.alloc(&kvAt, v.numPages * spec::kPageBytes);
+    const Device cuda{DeviceKind::Cuda, 0};
+    q = TensorView::contiguous(reinterpret_cast<void *>(qAt), DType::U8, {v.numRows, 2, 128}, cuda);
+    kv = TensorView::contiguous(reinterpret_cast<void *>(kvAt), DType::U8, {v.numPages, 9216}, cuda);
+  }
+  StatusOr<ForwardResult> forward(void *stream, const TensorView *out = nullptr) {
+    return indexer->forward(q, kv, split.metadata(), stream, out);
+  }
+  // The case's block table in fake device memory, given as the parts' device tables: rows of one
+  // table, or (apart) two tables whose rows do not follow each other.
+  uint64_t deviceTables(bool apart) {
+    const BatchView v = c.view();
+    const int64_t D = v.params.numDecodes, R = v.numRequests, M = v.maxBlocks;
+    uint64_t at;
+    device.api.alloc(&at, R * M * 4 + (apart ? 4096 : 0));
+    const uint64_t prefillAt = at + 4 * D * M + (apart ? 4096 : 0);
+    device.api.upload(at, v.blockTable, D * M * 4);
+    device.api.upload(prefillAt, v.blockTable + D * M, (R - D) * M * 4);
+    const Device cuda{DeviceKind::Cuda, 0};
+    split.decode.deviceBlockTable =
+        TensorView::contiguous(reinterpret_cast<void *>(at), DType::I32, {D, M}, cuda);
+    split.prefill.deviceBlockTable =
+        TensorView::contiguous(reinterpret_cast<void *>(prefillAt), DType::I32, {R - D, M}, cuda);
+    return at;
+  }
+  // The int32 array a launch argument's memref descriptor (5 values from `first`) points at.
+  std::vector<int32_t> array(const FakeDevice::Launch &l, size_t first) {
+    const int32_t *p = reinterpret_cast<const int32_t *>(device.at(l.args[first]));
+    return std::vector<int32_t>(p, p + l.args[first + 3]);
+  }
+};
+
+} // namespace
+
+TEST(GpuIndexerEngine, MixedStepIsOneJoinedBatchOnTheCallersStream) {
+  EngineStep s(5, 2);
+  const BatchView v = s.c.view();
+  const int64_t D = 5, R = v.numRequests, M = v.maxBlocks, T = v.numRows;
+  std::vector<int32_t> out(2 * T * 16);
+  void *outAt = nullptr;
+  s.device.api.alloc(reinterpret_cast<uint64_t *>(&outAt), out.size() * 4);
+  TensorView topk = TensorView::contiguous(outAt, DType::I32, {2, T, 16}, Device{DeviceKind::Cuda, 0});
+  auto r = s.forward(fakeStream(7), &topk);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->topk.data, outAt);
+  EXPECT_EQ(s.device.uploads, 1);
+  EXPECT_EQ(s.device.uploadStreams, std::vector<void *>{fakeStream(7)});
+  std::vector<std::string> kernels;
+  for (const auto &l : s.device.launches) {
+    kernels.push_back(l.kernel);
+    EXPECT_EQ(l.stream, fakeStream(7)) << l.kernel;
+    const size_t topkArg = l.kernel == "topk_merge" ? 5 : l.kernel.rfind("topk", 0) == 0 ? 10 : 0;
+    if (topkArg)
+      EXPECT_EQ(l.args[topkArg], reinterpret_cast<uint64_t>(outAt)) << l.kernel;
+  }
+  ASSERT_GE(kernels.size(), 4u);
+  EXPECT_EQ(kernels[0], "score_decode");
+  EXPECT_EQ(kernels[1], "score_prefill");
+  // The joined batch: decode requests' rows of the table, then the prefill ones; seq_lens as the
+  // case has them; query_start_loc over all rows (decode_query_len apart, then the prefill rows).
+  const auto &score = s.device.launches[0];
+  EXPECT_EQ(score.args[0], reinterpret_cast<uint64_t>(s.q.data));
+  EXPECT_EQ(score.args[5], reinterpret_cast<uint64_t>(s.kv.data));
+  const std::vector<int32_t> table = s.array(score, 10), seqLens = s.array(score, 15),
+                             qsl = s.array(score, 20);
+  ASSERT_EQ(static_cast<int64_t>(table.size()), R * M);
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t b = 0; b < spec::blocksFor(v.seqLens[i]); ++b)
+      EXPECT_EQ(table[i * M + b], v.blockTable[i * M + b]) << "request " << i << " block " << b;
+  EXPECT_EQ(seqLens, std::vector<int32_t>(v.seqLens, v.seqLens + R));
+  EXPECT_EQ(qsl, std::vector<int32_t>(v.queryStartLoc, v.queryStartLoc + R + 1));
+  EXPECT_EQ(qsl[D], D * v.params.decodeQueryLen);
+}
+
+TEST(GpuIndexerEngine, StepOnAnotherStreamWaitsForTheLastAndSteadyStateAllocatesNothing) {
+  EngineStep s(3, 1);
+  auto first = s.forward(fakeStream(1));
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_TRUE(s.device.waits.empty());
+  const int allocations = s.device.allocations;
+  const int64_t scratch = s.indexer->scratchAllocations();
+  // The indexer's own top-k is device memory of the fake, whole.
+  EXPECT_NE(s.device.at(reinterpret_cast<uint64_t>(first->topk.data)), nullptr);
+  ASSERT_TRUE(s.forward(fakeStream(1)).ok());
+  EXPECT_TRUE(s.device.waits.empty()); // same stream: ordered already
+  ASSERT_TRUE(s.forward(fakeStream(2)).ok());
+  ASSERT_EQ(s.device.waits.size(), 1u);
+  EXPECT_EQ(s.device.waits[0].first, fakeStream(2));
+  EXPECT_EQ(s.device.lastRecordedOn[s.device.waits[0].second], fakeStream(2)); // re-recorded since
+  ASSERT_TRUE(s.forward(fakeStream(2)).ok());
+  EXPECT_EQ(s.device.waits.size(), 1u);
+  EXPECT_EQ(s.device.allocations, allocations);
+  EXPECT_EQ(s.indexer->scratchAllocations(), scratch);
+  EXPECT_EQ(s.indexer->compilesAfterWarmup(), 0);
+}
+
+TEST(GpuIndexerEngine, DeviceBlockTableIsReadInPlaceAndOnlySmallArraysGoUp) {
+  for (auto [decodes, prefills] : {std::pair{4, 0}, std::pair{0, 2}, std::pair{4, 2}}) {
+    EngineStep host(decodes, prefills), s(decodes, prefills);
+    ASSERT_TRUE(host.forward(fakeStream(3)).ok());
+    const BatchView v = s.c.view();
+    const uint64_t table = s.deviceTables(/*apart=*/false);
+    const uint64_t prefillTable = table + 4 * decodes * v.maxBlocks;
+    ASSERT_TRUE(s.forward(fakeStream(3)).ok());
+    ASSERT_FALSE(s.device.launches.empty());
+    for (const auto &l : s.device.launches)
+      if (l.kernel.rfind("score", 0) == 0)
+        EXPECT_EQ(l.args[10], decodes ? table : prefillTable) << decodes << " + " << prefills;
+    // The upload is the host-table one less the table's section (16-byte aligned).
+    ASSERT_EQ(s.device.uploadBytes.size(), 1u);
+    EXPECT_EQ(host.device.uploadBytes.at(0) - s.device.uploadBytes[0],
+              size_t((v.numRequests * v.maxBlocks + 3) / 4 * 16));
+  }
+}
+
+TEST(GpuIndexerEngine, MixedDeviceTablesApartAreJoinedFromTheHost) {
+  EngineStep s(3, 2);
+  const BatchView v = s.c.view();
+  const uint64_t table = s.deviceTables(/*apart=*/true);
+  ASSERT_TRUE(s.forward(fakeStream(3)).ok());
+  const auto &score = s.device.launches.at(0);
+  EXPECT_NE(score.args[10], table);
+  EXPECT_EQ(s.array(score, 10), std::vector<int32_t>(v.blockTable, v.blockTable + v.numRequests * v.maxBlocks));
+}
+
+TEST(GpuIndexerEngine, DeviceBlockTableIsChecked) {
+  EngineStep s(3, 1);
+  s.deviceTables(false);
+  DecodeMetadata d = s.split.decode;
+  d.deviceBlockTable.shape[0] -= 1;
+  auto r = s.indexer->forward(s.q, s.kv, IndexerMetadata{&d, &s.split.prefill}, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("decode.device_block_table: expected the block table's shape"),
+            std::string::npos)
+      << r.status().message();
+  d = s.split.decode;
+  d.deviceBlockTable.device = Device{};
+  r = s.indexer->forward(s.q, s.kv, IndexerMetadata{&d, &s.split.prefill}, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("decode.device_block_table: expected device cuda:0, got host:0"),
+            std::string::npos)
+      << r.status().message();
+}
+
+TEST(GpuIndexerEngine, DecodeCpIsRefusedWithTheReason) {
+  EngineStep s(1, 0);
+  struct AnyGroup final : Communicator {
+    int rank() const override { return 0; }
+    int worldSize() const override { return 4; }
+    Status allGather(const void *, void *, size_t, Stream) override { return Status(); }
+    Status allToAll(const void *, void *, size_t, Stream) override { return Status(); }
+  };
+  Status st = s.indexer->initDecodeCp(std::make_shared<AnyGroup>());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("decode CP: not served on cuda devices"), std::string::npos) << st.message();
+}

@@ -12,7 +12,8 @@
 # pattern next to the copy (bench/page_read_ceiling.cu, nvcc); `wgmma` times the decode loop with
 # Hopper's fp8 wgmma next to the same loop on mma.sync (bench/wgmma_probe.cu, nvcc, sm_90a). Logs
 # go to $OUT when it is set.
-# Usage: bench/gpu.sh [check|indexer|bench|bench-checked|prefill|torch|cp|sass|ceiling|wgmma]...
+# `table` runs bench, torch and prefill and prints issue 5's table from their logs (bench/table.py).
+# Usage: bench/gpu.sh [check|indexer|bench|bench-checked|prefill|torch|table|cp|sass|ceiling|wgmma]...
 set -euo pipefail
 OUT=${OUT:-/tmp}
 stages=("$@")
@@ -58,6 +59,9 @@ for stage in "${stages[@]}"; do
       python3 bench/torch_reference.py --check .gpu/cases/decode_exact \
         .gpu/cases/decode_edge_nan_scales --bench "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1" \
         2>&1 | tee "$OUT/torch-bench.log" ;;
+    table) # issue 5's whole table from one call: the four stages' logs joined, targets marked
+      OUT="$OUT" bash "$0" bench torch prefill >/dev/null 2>&1 || true
+      python3 bench/table.py "$OUT" 2>&1 | tee "$OUT/table.md" ;;
     cp) # one decode-CP rank's share (4 ranks x 1 head) on this one GPU: checked, then timed
       build
       for tokens in 32768 131072 1048576; do
@@ -82,6 +86,6 @@ for stage in "${stages[@]}"; do
         # shellcheck disable=SC2086
         /tmp/wgmma-probe $shape 2>&1 | tee -a "$OUT/gpu-wgmma.log"
       done ;;
-    *) echo "unknown stage $stage (check, indexer, bench, bench-checked, prefill, torch, cp, sass, ceiling, wgmma)" >&2; exit 2 ;;
+    *) echo "unknown stage $stage (check, indexer, table, bench, bench-checked, prefill, torch, cp, sass, ceiling, wgmma)" >&2; exit 2 ;;
   esac
 done

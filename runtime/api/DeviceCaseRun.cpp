@@ -8,6 +8,9 @@ namespace {
 
 void *address(uint64_t p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
 
+// Output poison (0x7B7B7B7B is no block id): entries a step fails to write cannot pass (METHOD.md).
+constexpr uint8_t kPoison = 0x7B;
+
 } // namespace
 
 StatusOr<std::unique_ptr<DeviceCase>> DeviceCase::upload(const DeviceApi &api, Device device,
@@ -46,6 +49,9 @@ StatusOr<ForwardResult> DeviceCase::forward(Indexer &indexer, Stream stream, boo
   TensorView q = TensorView::contiguous(address(q_.ptr()), DType::U8, {T, H, spec::kIndexHeadDim}, device_);
   TensorView kv = TensorView::contiguous(address(kv_.ptr()), DType::U8, {b.numPages, spec::kPageBytes}, device_);
   TensorView out = TensorView::contiguous(address(topk_.ptr()), DType::I32, {H, T, spec::kTopkBlocks}, device_);
+  if (callerTopk && out.numel())
+    M3IDX_RETURN_IF_ERROR(api_.check(api_.memsetAsync(topk_.ptr(), kPoison, out.numel() * 4, stream),
+                                     "memset (poison)"));
   StatusOr<ForwardResult> r = indexer.forward(q, kv, split_.metadata(), stream, callerTopk ? &out : nullptr);
   if (r.ok() && callerTopk && r->topk.data != out.data)
     return Status::error("forward(): the result does not name the caller's top-k buffer");
@@ -59,6 +65,11 @@ StatusOr<std::vector<int32_t>> DeviceCase::download(const ForwardResult &r) cons
     M3IDX_RETURN_IF_ERROR(api_.check(
         api_.download(topk.data(), reinterpret_cast<uintptr_t>(r.topk.data), topk.size() * 4),
         "device-to-host copy"));
+  // Whichever buffer this was, a later step into it must write every entry again to pass.
+  if (!topk.empty())
+    M3IDX_RETURN_IF_ERROR(api_.check(api_.memsetAsync(reinterpret_cast<uintptr_t>(r.topk.data), kPoison,
+                                                      topk.size() * 4, nullptr),
+                                     "memset (poison)"));
   return topk;
 }
 

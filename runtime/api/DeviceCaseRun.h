@@ -23,9 +23,10 @@ public:
   static StatusOr<std::unique_ptr<DeviceCase>> upload(const DeviceApi &api, Device device,
                                                       const BatchView &batch, bool deviceTables);
   // forward() on `stream`, returning at once. `callerTopk`: into this case's own [H, T, 16] buffer
-  // (checked to be the one the result names) instead of the indexer's.
+  // (poisoned first; checked to be the one the result names) instead of the indexer's.
   StatusOr<ForwardResult> forward(Indexer &indexer, Stream stream, bool callerTopk);
-  // Waits for the device, then copies the result's top-k to the host.
+  // Waits for the device, copies the result's top-k to the host, then poisons that buffer (so the
+  // indexer's own one is poisoned before every step but its first).
   StatusOr<std::vector<int32_t>> download(const ForwardResult &result) const;
 
 private:

@@ -351,6 +351,17 @@ StatusOr<IndexerOutput> GpuBackend::run(const BatchView &b, const runtime::RunOp
   M3IDX_RETURN_IF_ERROR(q.upload(b.q, T * H * spec::kIndexHeadDim));
   M3IDX_RETURN_IF_ERROR(kv.upload(b.kv, b.numPages * spec::kPageBytes));
   M3IDX_RETURN_IF_ERROR(topk.allocate(topkCount * 4));
+  // Poisoned outputs (0x7B7B7B7B: no block id, no score a kernel makes by chance), so an entry a
+  // kernel should write and does not cannot pass for a right one (METHOD.md).
+  M3IDX_RETURN_IF_ERROR(api_->check(api_->memsetAsync(topk.ptr(), 0x7B, topkCount * 4, options.stream),
+                                    "memset (poison)"));
+  if (options.keepScores && scoreCount > 0) {
+    StatusOr<uint64_t> scores = scores_.ensure(scoreCount * 4);
+    if (!scores.ok())
+      return scores.status();
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->memsetAsync(*scores, 0x7B, scoreCount * 4, options.stream),
+                                      "memset (poison)"));
+  }
   M3IDX_RETURN_IF_ERROR(enqueue(b, W, {q.ptr(), kv.ptr(), topk.ptr()}, options, /*timed=*/true));
   M3IDX_RETURN_IF_ERROR(collectTimes());
   M3IDX_RETURN_IF_ERROR(api_->check(api_->synchronize(), "synchronize"));

@@ -12,7 +12,7 @@ for heads in 1 2 4; do
       > ".gpu/ptx/score_decode.heads=$heads,rows=$rows.ptx"
   done
   "$M3IDX" inspect score_prefill --heads $heads --target sm_90 --emit ptx \
-    > ".gpu/ptx/score_prefill.heads=$heads,rows=$((16 / heads)).ptx" # rows: prefillRowTile(heads)
+    > ".gpu/ptx/score_prefill.heads=$heads,rows=$((64 / heads)).ptx" # rows: prefillRowTile(heads, 64), sm_90's
 done
 for rows in 1 4; do
   "$M3IDX" inspect topk_decode --query-rows $rows --target sm_90 --emit ptx \

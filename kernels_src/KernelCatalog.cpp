@@ -34,10 +34,14 @@ std::optional<KernelKind> kernelByName(const std::string &name) {
   return std::nullopt;
 }
 
-KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen) {
+int prefillColumnsFor(const std::string &target) {
+  return target == "sm_90" ? kSm90PrefillColumns : kPrefillColumns;
+}
+
+KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen, int prefillColumns) {
   switch (k) {
   case KernelKind::ScoreDecode: return {numHeads, decodeQueryLen};
-  case KernelKind::ScorePrefill: return {numHeads, prefillRowTile(numHeads)};
+  case KernelKind::ScorePrefill: return {numHeads, prefillRowTile(numHeads, prefillColumns)};
   case KernelKind::TopkDecode: return {1, decodeQueryLen}; // heads come from the grid
   case KernelKind::TopkPrefill: return {1, 0};
   case KernelKind::TopkMerge: return {1, 0};

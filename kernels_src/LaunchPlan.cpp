@@ -34,19 +34,17 @@ TopkSplit topkSplit(int64_t rows, int64_t blocks, int64_t targetPrograms) {
   return t;
 }
 
-int64_t prefillTileCount(const BatchView &b) {
-  const int64_t tile = prefillRowTile(b.params.numHeads);
+int64_t prefillTileCount(const BatchView &b, int rowTile) {
   int64_t tiles = 0;
   for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i)
-    tiles += (b.queryStartLoc[i + 1] - b.queryStartLoc[i] + tile - 1) / tile;
+    tiles += (b.queryStartLoc[i + 1] - b.queryStartLoc[i] + rowTile - 1) / rowTile;
   return tiles;
 }
 
-void fillPrefillTiles(const BatchView &b, int32_t *request, int32_t *rowBegin) {
-  const int32_t tile = prefillRowTile(b.params.numHeads);
+void fillPrefillTiles(const BatchView &b, int rowTile, int32_t *request, int32_t *rowBegin) {
   int64_t t = 0;
   for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i)
-    for (int32_t row = b.queryStartLoc[i]; row < b.queryStartLoc[i + 1]; row += tile, ++t) {
+    for (int32_t row = b.queryStartLoc[i]; row < b.queryStartLoc[i + 1]; row += rowTile, ++t) {
       request[t] = static_cast<int32_t>(i);
       rowBegin[t] = row;
     }

@@ -41,11 +41,11 @@ struct TopkSplit {
 };
 TopkSplit topkSplit(int64_t rows, int64_t blocks, int64_t targetPrograms);
 
-// Number of prefill row tiles, and the table itself: tile t covers rows [rowBegin[t],
-// + prefillRowTile(heads)) of
-// request request[t]. Arrays hold prefillTileCount(b) entries.
-int64_t prefillTileCount(const BatchView &b);
-void fillPrefillTiles(const BatchView &b, int32_t *request, int32_t *rowBegin);
+// Number of prefill row tiles of `rowTile` rows (the score_prefill config's queryRows), and the
+// table itself: tile t covers rows [rowBegin[t], + rowTile) of request request[t]. Arrays hold
+// prefillTileCount(b, rowTile) entries.
+int64_t prefillTileCount(const BatchView &b, int rowTile);
+void fillPrefillTiles(const BatchView &b, int rowTile, int32_t *request, int32_t *rowBegin);
 
 // nblk of every prefill row (decode rows are left as they are): rowBlocks holds T entries.
 void fillPrefillRowBlocks(const BatchView &b, int32_t *rowBlocks);

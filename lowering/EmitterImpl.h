@@ -121,7 +121,14 @@ private:
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes
   bool mmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
   mlir::Value mmaDotTiles(const dsl::Op &op);
-  mlir::Value mmaFragmentsB(mlir::Value stagedBytes, int64_t rows);
+  // This lane's B registers of column tiles [first, last) (all of them by default).
+  mlir::Value mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, int64_t first = 0, int64_t last = -1);
+  // Programs whose dots span more than kMmaBRegisterTiles column tiles keep their B fragments in
+  // shared memory (in the staging buffer, 2 KB per tile) and load one tile's per use.
+  static constexpr int64_t kMmaBRegisterTiles = 2;
+  static int64_t mmaStageBytes(int64_t bLanes); // the staging buffer of an mma b operand
+  void mmaFragmentsToShared(mlir::Value stagedBytes, int64_t rows);
+  mlir::Value mmaSharedFragments(mlir::Value buf, int64_t tile); // 16 i32: one tile's B registers
   std::pair<mlir::Value, mlir::Value> f16Pairs(mlir::Value e4m3Word);
   void declareKeyTable(mlir::Block *moduleBody);
   std::vector<int32_t> definingOp_; // ValueId -> index of the op that makes it
@@ -147,6 +154,7 @@ private:
   std::map<int32_t, mlir::Value> dotStage_;   // gpu: b operand id -> staged copy (f32 or bytes)
   std::map<int32_t, mlir::Value> dotResult_;  // gpu: dot.tiles op index -> result buffer
   std::map<int32_t, mlir::Value> mfmaB_;      // b operand id -> this lane's B fragment(s)
+  std::map<int32_t, mlir::Value> mmaBShared_; // b operand id -> its B fragments in shared memory
   std::vector<Spread> spread_;                // sm_90: per ValueId (empty: all Blocked)
   int64_t mmaColumnTiles_ = 0;                // sm_90: the most mma column tiles (of 8) a dot spans
   size_t stageCount_ = 0;

@@ -379,9 +379,13 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
   gpuStoreTile(buf, constant(b_.getI64Type(), 0), val, t.lanes);
   barrier();
   dotStage_[v.id] = buf;
-  if (bytes)
-    mfmaB_[v.id] = gfx950_ ? mfmaFragmentB(buf, t.lanes / spec::kIndexHeadDim, spec::kIndexHeadDim)
-                           : mmaFragmentsB(buf, t.lanes / spec::kIndexHeadDim);
+  const int64_t rows = t.lanes / spec::kIndexHeadDim;
+  if (bytes && !gfx950_ && (rows + 7) / 8 > kMmaBRegisterTiles) {
+    mmaFragmentsToShared(buf, rows);
+    mmaBShared_[v.id] = buf;
+  } else if (bytes) {
+    mfmaB_[v.id] = gfx950_ ? mfmaFragmentB(buf, rows, spec::kIndexHeadDim) : mmaFragmentsB(buf, rows);
+  }
 }
 
 // FFMA form: thread t holds ca consecutive lanes of a, i.e. a slice of one row m; it dots the
@@ -546,7 +550,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     };
     if (dotStageOf_[op.operands[1].id] < 0) {
       dotStageOf_[op.operands[1].id] = static_cast<int32_t>(stageCount_++);
-      add(Role::StageB, op.operands[1].id, bLanes,
+      add(Role::StageB, op.operands[1].id, mma ? mmaStageBytes(bLanes) : bLanes,
           mfma || mma ? mlir::Type(b_.getI8Type()) : mlir::Type(b_.getF32Type()));
     }
     if (!mfma && !(mma && spreadOf(op.results[0]) == Spread::MmaAcc))

@@ -70,14 +70,14 @@ Status HostBackend::scoreDecode(const BatchView &b, int64_t width, float *scores
 
 Status HostBackend::scorePrefill(const BatchView &b, int64_t width, float *scores) {
   const int64_t D = b.params.numDecodes, R = b.numRequests;
-  const int64_t tiles = kernels::prefillTileCount(b);
+  const kernels::KernelConfig config =
+      kernels::configFor(KernelKind::ScorePrefill, b.params.numHeads, b.params.decodeQueryLen);
+  const int64_t tiles = kernels::prefillTileCount(b, config.queryRows);
   if (tiles == 0)
     return Status();
   int32_t *tileRequest = tileRequest_.ensure(tiles), *tileRowBegin = tileRowBegin_.ensure(tiles);
-  kernels::fillPrefillTiles(b, tileRequest, tileRowBegin);
-  auto k = kernel(KernelKind::ScorePrefill,
-                  kernels::configFor(KernelKind::ScorePrefill, b.params.numHeads,
-                                     b.params.decodeQueryLen));
+  kernels::fillPrefillTiles(b, config.queryRows, tileRequest, tileRowBegin);
+  auto k = kernel(KernelKind::ScorePrefill, config);
   if (!k.ok())
     return k.status();
   const kernels::ScoreGrid grid = kernels::scoreGrid(tiles, maxRequestBlocks(b, D, R), kernels::kHostScorePrograms);

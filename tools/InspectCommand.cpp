@@ -157,7 +157,8 @@ int runInspect(const InspectArgs &a) {
     std::cout << target->pipelineText() << "\n";
     return 0;
   }
-  kernels::KernelConfig config = kernels::configFor(*kind, a.heads, a.queryRows ? a.queryRows : 4);
+  kernels::KernelConfig config = kernels::configFor(*kind, a.heads, a.queryRows ? a.queryRows : 4,
+                                                    kernels::prefillColumnsFor(a.target));
   if (a.queryRows && *kind != kernels::KernelKind::ScorePrefill)
     config.queryRows = a.queryRows;
   StatusOr<dsl::Kernel> k = kernels::buildKernel(*kind, config);

@@ -29,6 +29,11 @@ using namespace mlir;
 namespace {
 constexpr int64_t kMmaM = 16, kMmaN = 8, kRowK = 128;
 constexpr int64_t kMmaK = 32; // K per step of the keys' word order (two f16 half steps)
+// Up to 64 columns (rows x heads) per dot: a prefill program's queries, whose B fragments then
+// live in shared memory (Emitter::kMmaBRegisterTiles).
+constexpr int64_t kMmaMaxTiles = 8;
+// One column tile's B registers: 4 K steps x 2 half steps x (b0, b1), i32 f16 pairs.
+constexpr int64_t kMmaBWords = 16;
 // sm_90 runs mma.sync e4m3 (m16n8k32) as two f16 HMMA.16816 behind conversions of A and B and
 // f32 adds of the partial products (ptxas's emulation: Hopper's fp8 tensor path is wgmma). Doing
 // it in the open saves the adds and converts B once per program instead of once per tile: each
@@ -146,25 +151,32 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
 // score 3.87 vs 4.01 ms). One column tile: the score loop runs 4 tiles per trip (loopUnroll
 // below); under 72 or 80 registers ptxas spills 8-16 bytes of it, under 96 none, and uncapped it
 // took 66-80 and ran slower (256 x 128K decode score 0.644 ms at 96, 0.692 uncapped; the rolled
-// loop needed 72: 0.688).
+// loop needed 72: 0.688). Eight column tiles (prefill, B fragments in shared memory, two tiles
+// per trip): uncapped, ptxas takes 254 and that ran fastest (4 x 32K H=1 score 3.05 ms; 3.32 at
+// 232 registers, 3.55 at 200, spilling 12-220 bytes).
 int32_t Emitter::sm90RegisterCap(int64_t columnTiles) {
-  return columnTiles == 0 ? 0 : columnTiles == 1 ? 96 : 104;
+  return columnTiles == 0 || columnTiles > kMmaBRegisterTiles ? 0 : columnTiles == 1 ? 96 : 104;
 }
 
 // Unroll hints are taken on sm_90 in programs with one mma column tile: the score loop over a
 // block's tiles, 4 per trip (next-tile loads at constant offsets, no loop-carried register
 // copies), 256 x 128K decode score 0.688 -> 0.644 ms (bench/RESULTS.md, sixth session). With two
 // column tiles H=4 decode was slower unrolled (0.272 -> 0.284-0.289 ms); on the host the 16 x 32K
-// decode step was too (16.5 -> 18.4 ms, and its JIT compile 124 -> 196 ms). gfx950 is not
-// measured (no AMD GPU here), so it keeps its loops rolled.
+// decode step was too (16.5 -> 18.4 ms, and its JIT compile 124 -> 196 ms). Programs whose B
+// fragments are in shared memory run 2 per trip: LLVM then loads each column tile's fragments
+// once for both key tiles, halving the shared-memory loads that bound them (Nsight Compute: MIO
+// throttle and short-scoreboard stalls first); prefill 4 x 32K H=1 score 3.30 -> 3.05 ms. gfx950
+// is not measured (no AMD GPU here), so it keeps its loops rolled.
 int64_t Emitter::loopUnroll(const dsl::Op &forOp) const {
+  if (gpu_ && !gfx950_ && mmaColumnTiles_ > kMmaBRegisterTiles)
+    return std::min<int64_t>(forOp.intAttr, 2);
   return gpu_ && !gfx950_ && mmaColumnTiles_ == 1 ? forOp.intAttr : 1;
 }
 
 bool Emitter::mmaFits(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
   return !gfx950_ && threads_ == 32 && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
-         a.lanes == kMmaM * kRowK && b.lanes % kRowK == 0 && b.lanes / kRowK <= 2 * kMmaN;
+         a.lanes == kMmaM * kRowK && b.lanes % kRowK == 0 && b.lanes / kRowK <= kMmaMaxTiles * kMmaN;
 }
 
 bool Emitter::mmaRuns(const dsl::Op &op) const {
@@ -259,45 +271,56 @@ mlir::Value Emitter::mmaAccIota(int64_t lanes) {
 }
 
 // Max over each column's 16 tokens: the thread's two tokens, then the 8 threads of the same t
-// (xor 4, 8, 16); output lane n (a tile narrower than the warp: thread n holds it) comes from
-// thread t = (n % 8) / 2.
+// (xor 4, 8, 16). Output lane n (held by thread n / L, L = the lanes each thread holds of the
+// groups: 1 up to 32 columns, else 2) comes from thread t = (n % 8) / 2, the one whose t holds
+// column n's accumulators.
 mlir::Value Emitter::mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
-  const int64_t tiles = cast<VectorType>(acc.getType()).getNumElements() / 4;
+  const int64_t tiles = cast<VectorType>(acc.getType()).getNumElements() / 4, L = chunk(groups);
   auto reg = [&](int64_t r) { return vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r}).getResult(); };
   mlir::Value lane = laneI64();
-  mlir::Value src = arith::DivSIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, kMmaN)),
-                                           constant(i64, 2));
-  mlir::Value out = constant(f32, -std::numeric_limits<double>::infinity());
+  std::vector<mlir::Value> n, src, out;
+  for (int64_t j = 0; j < L; ++j) {
+    n.push_back(arith::AddIOp::create(b_, arith::MulIOp::create(b_, lane, constant(i64, L)), constant(i64, j)));
+    src.push_back(arith::DivSIOp::create(b_, arith::RemSIOp::create(b_, n[j], constant(i64, kMmaN)),
+                                         constant(i64, 2)));
+    out.push_back(constant(f32, -std::numeric_limits<double>::infinity()));
+  }
   for (int64_t nt = 0; nt < tiles; ++nt)
     for (int64_t odd = 0; odd < 2; ++odd) {
       mlir::Value m = maxNum(reg(4 * nt + odd), reg(4 * nt + 2 + odd));
       for (int32_t x = 4; x < 32; x *= 2)
         m = maxNum(m, shuffleXor(m, x));
-      mlir::Value v = shuffleIdx(m, src);
       mlir::Value col = constant(i64, nt * kMmaN + odd);
-      mlir::Value mine = arith::CmpIOp::create( // lane - (lane % 8) / 2 * 2 ... is 8 nt + odd
-          b_, arith::CmpIPredicate::eq,
-          arith::SubIOp::create(b_, lane, arith::MulIOp::create(b_, src, constant(i64, 2))), col);
-      out = arith::SelectOp::create(b_, mine, v, out);
+      for (int64_t j = 0; j < L; ++j) {
+        if (L % 2 == 0 && j % 2 != odd)
+          continue; // lane n's parity is j's: never this column
+        mlir::Value v = shuffleIdx(m, src[j]);
+        mlir::Value mine = arith::CmpIOp::create( // n - (n % 8) / 2 * 2 is 8 nt + odd
+            b_, arith::CmpIPredicate::eq,
+            arith::SubIOp::create(b_, n[j], arith::MulIOp::create(b_, src[j], constant(i64, 2))), col);
+        out[j] = arith::SelectOp::create(b_, mine, v, out[j]);
+      }
     }
-  if (groups > threads_ && error_.empty())
-    error_ = "reduce.max.groups of mma accumulators: more groups than threads";
-  return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), out);
+  if (groups > 2 * threads_ && error_.empty())
+    error_ = "reduce.max.groups of mma accumulators: more than two groups per thread";
+  return vector::FromElementsOp::create(b_, VectorType::get({L}, f32), out);
 }
 
 // This lane's B registers for every column tile, K step and half step: [tile][step][half][b0, b1]
 // as a vector of i32 holding f16 pairs, from the staged b bytes (rows past `rows` are zero
 // columns). Step s, half h reads K 32t + 8s + 4h + [0, 4) of column g: b0 its first two, b1 its
 // last two, as the MmaRows keys' words are split in mmaDotTiles.
-mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows) {
+mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, int64_t first, int64_t last) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type();
-  const int64_t tiles = (rows + kMmaN - 1) / kMmaN, steps = kRowK / kMmaK;
+  const int64_t steps = kRowK / kMmaK;
+  if (last < 0)
+    last = (rows + kMmaN - 1) / kMmaN;
   mlir::Value lane = laneI64();
   mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
   mlir::Value k32 = arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, 4)), constant(i64, 32));
-  mlir::Value out = constant(VectorType::get({tiles * steps * 4}, i32), 0);
-  for (int64_t nt = 0; nt < tiles; ++nt) {
+  mlir::Value out = constant(VectorType::get({(last - first) * steps * 4}, i32), 0);
+  for (int64_t nt = first; nt < last; ++nt) {
     mlir::Value col = arith::AddIOp::create(b_, g, constant(i64, nt * kMmaN));
     mlir::Value has = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, constant(i64, rows));
     mlir::Value row = arith::SelectOp::create(b_, has, col, constant(i64, 0));
@@ -309,7 +332,7 @@ mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows) {
         mlir::Value w = arith::SelectOp::create(b_, has, loadWord(b_, stagedBytes, toIndex(at)),
                                                 constant(i32, 0));
         auto [lo, hi] = f16Pairs(w);
-        const int64_t at4 = ((nt * steps + s) * 2 + half) * 2;
+        const int64_t at4 = (((nt - first) * steps + s) * 2 + half) * 2;
         auto bits = [&](mlir::Value pair) {
           return vector::ExtractOp::create(
               b_, vector::BitCastOp::create(b_, VectorType::get({1}, i32), pair), ArrayRef<int64_t>{0});
@@ -317,6 +340,55 @@ mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows) {
         out = vector::InsertOp::create(b_, bits(lo), out, ArrayRef<int64_t>{at4});
         out = vector::InsertOp::create(b_, bits(hi), out, ArrayRef<int64_t>{at4 + 1});
       }
+  }
+  return out;
+}
+
+int64_t Emitter::mmaStageBytes(int64_t bLanes) {
+  const int64_t tiles = (bLanes / kRowK + kMmaN - 1) / kMmaN;
+  return tiles > kMmaBRegisterTiles ? std::max(bLanes, tiles * kMmaBWords * 4 * 32) : bLanes;
+}
+
+// Tile nt's B registers of lane l sit at words ((nt * 4 + q) * 32 + l) * 4 + j for register
+// 4 q + j: a tile is 2 KB, and each of its 4 reads per lane is one conflict-free 16-byte load of
+// the warp's 512 consecutive bytes. They overwrite the staged bytes they come from (a tile's
+// fragments take twice its bytes, at most 1 KB), so the upper tiles go first, from tile
+// ceil(tiles / 2) on: their fragments start at 2 KB x that, past every staged byte; the lower
+// ones are read whole before any of them is written.
+void Emitter::mmaFragmentsToShared(mlir::Value buf, int64_t rows) {
+  mlir::Type i64 = b_.getI64Type();
+  const int64_t tiles = (rows + kMmaN - 1) / kMmaN, half = (tiles + 1) / 2;
+  mlir::Value lane = laneI64();
+  auto store = [&](mlir::Value regs, int64_t first, int64_t last) {
+    for (int64_t nt = first; nt < last; ++nt)
+      for (int64_t q = 0; q < 4; ++q) {
+        mlir::Value four = vector::ExtractStridedSliceOp::create(
+            b_, regs, ArrayRef<int64_t>{(nt - first) * kMmaBWords + 4 * q}, ArrayRef<int64_t>{4},
+            ArrayRef<int64_t>{1});
+        mlir::Value at = arith::MulIOp::create(
+            b_, arith::AddIOp::create(b_, constant(i64, (nt * 4 + q) * 32), lane), constant(i64, 16));
+        vector::StoreOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({16}, b_.getI8Type()), four),
+                                buf, ValueRange{toIndex(at)}, false, llvm::MaybeAlign(16));
+      }
+  };
+  store(mmaFragmentsB(buf, rows, half, tiles), half, tiles); // 2 KB * half >= the staged bytes
+  mlir::Value low = mmaFragmentsB(buf, rows, 0, half);
+  barrier(); // every lane has read the bytes the lower tiles overwrite
+  store(low, 0, half);
+  barrier();
+}
+
+mlir::Value Emitter::mmaSharedFragments(mlir::Value buf, int64_t tile) {
+  mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type();
+  mlir::Value lane = laneI64();
+  mlir::Value out = constant(VectorType::get({kMmaBWords}, i32), 0);
+  for (int64_t q = 0; q < 4; ++q) {
+    mlir::Value at = arith::MulIOp::create(
+        b_, arith::AddIOp::create(b_, constant(i64, (tile * 4 + q) * 32), lane), constant(i64, 16));
+    mlir::Value v = vector::LoadOp::create(b_, VectorType::get({16}, b_.getI8Type()), buf, ValueRange{toIndex(at)},
+                                           false, llvm::MaybeAlign(16));
+    out = vector::InsertStridedSliceOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({4}, i32), v),
+                                               out, ArrayRef<int64_t>{4 * q}, ArrayRef<int64_t>{1});
   }
   return out;
 }
@@ -352,7 +424,8 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
       b_, VectorType::get({words}, i32),
       arith::BitcastOp::create(b_, VectorType::get({4 * words}, b_.getI8Type()), get(op.operands[0])));
   auto word = [&](int64_t w) { return vector::ExtractOp::create(b_, aWords, ArrayRef<int64_t>{w}).getResult(); };
-  mlir::Value bRegs = mfmaB_.at(bId.id);
+  const bool bShared = mmaBShared_.count(bId.id) > 0;
+  mlir::Value bRegs = bShared ? mlir::Value() : mfmaB_.at(bId.id);
   auto h2 = VectorType::get({2}, b_.getF16Type());
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), {f32, f32, f32, f32});
   // Rows g and g + 8 of step s, half h (words 2s + h of each row) as f16 pairs, shared by the
@@ -367,6 +440,8 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
   std::vector<mlir::Value> acc; // [tile][c0..c3]
   for (int64_t nt = 0; nt < tiles; ++nt) {
     std::vector<mlir::Value> c(4, constant(f32, 0));
+    mlir::Value tileRegs = bShared ? mmaSharedFragments(mmaBShared_.at(bId.id), nt) : bRegs;
+    const int64_t base = bShared ? 0 : nt * kMmaBWords;
     for (int64_t s = 0; s < steps; ++s)
       for (int64_t half = 0; half < 2; ++half) {
         SmallVector<mlir::Value> args(aRegs[2 * s + half].begin(), aRegs[2 * s + half].end());
@@ -375,7 +450,7 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
               b_, h2,
               vector::BroadcastOp::create(
                   b_, VectorType::get({1}, i32),
-                  vector::ExtractOp::create(b_, bRegs, ArrayRef<int64_t>{((nt * steps + s) * 2 + half) * 2 + i}))));
+                  vector::ExtractOp::create(b_, tileRegs, ArrayRef<int64_t>{base + (s * 2 + half) * 2 + i}))));
         args.append(c.begin(), c.end());
         mlir::Value d = LLVM::CallIntrinsicOp::create(b_, accType, b_.getStringAttr(kMmaIntrinsic), args)
                             .getResult(0);

@@ -20,6 +20,7 @@ public:
   GpuIndexerEngine(const IndexerConfig &config, std::unique_ptr<runtime::GpuBackend> backend)
       : config_(config), backend_(std::move(backend)), ownTopk_(&backend_->api()) {}
 
+  int prefillColumns() const override { return backend_->prefillColumns(); }
   Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) override {
     return backend_->prepare(kind, config);
   }

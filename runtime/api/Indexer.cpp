@@ -182,7 +182,8 @@ Status Indexer::warmup() {
     needed.push_back({KernelKind::ScoreDecode, kernels::configFor(KernelKind::ScoreDecode, H, q)});
     needed.push_back({KernelKind::TopkDecode, kernels::configFor(KernelKind::TopkDecode, H, q)});
   }
-  needed.push_back({KernelKind::ScorePrefill, kernels::configFor(KernelKind::ScorePrefill, H, 4)});
+  needed.push_back({KernelKind::ScorePrefill, kernels::configFor(KernelKind::ScorePrefill, H, 4,
+                                                                 impl_->engine->prefillColumns())});
   needed.push_back({KernelKind::TopkPrefill, kernels::configFor(KernelKind::TopkPrefill, H, 4)});
   needed.push_back({KernelKind::TopkMerge, kernels::configFor(KernelKind::TopkMerge, H, 4)});
   for (const auto &k : impl_->engine->cpKernels())

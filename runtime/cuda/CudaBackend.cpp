@@ -27,7 +27,8 @@ StatusOr<std::unique_ptr<runtime::GpuBackend>> createCudaBackend(int device, run
   auto api = loadDriver();
   if (!api.ok())
     return api.status();
-  return runtime::GpuBackend::create(*api, "cuda", device, 32, std::move(ptx));
+  return runtime::GpuBackend::create(*api, "cuda", device, 32, std::move(ptx),
+                                     kernels::prefillColumnsFor("sm_90"));
 }
 
 } // namespace m3idx::cuda

@@ -71,11 +71,11 @@ private:
 
 StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(const DeviceApi *api, std::string name,
                                                         int device, unsigned threads,
-                                                        CodeSource source) {
+                                                        CodeSource source, int prefillColumns) {
   std::string deviceName;
   M3IDX_RETURN_IF_ERROR(api->check(api->openDevice(device, &deviceName), "device selection"));
-  return std::unique_ptr<GpuBackend>(
-      new GpuBackend(api, std::move(name), std::move(deviceName), threads, std::move(source)));
+  return std::unique_ptr<GpuBackend>(new GpuBackend(api, std::move(name), std::move(deviceName), threads,
+                                                    std::move(source), prefillColumns));
 }
 
 StatusOr<void *> GpuBackend::function(KernelKind kind, const kernels::KernelConfig &config) {
@@ -191,17 +191,18 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
                            fmt::format("{} prefill rows", T - decodeRows));
   // Every function first (a compile or module load), so nothing below waits on the host.
   for (KernelKind k : kernels::allKernels())
-    M3IDX_RETURN_IF_ERROR(prepare(k, kernels::configFor(k, H, Q)));
+    M3IDX_RETURN_IF_ERROR(prepare(k, kernels::configFor(k, H, Q, prefillColumns_)));
 
   // Metadata: one host staging array, one stream-ordered upload.
-  const int64_t tiles = kernels::prefillTileCount(b);
+  const int rowTile = kernels::prefillRowTile(H, prefillColumns_);
+  const int64_t tiles = kernels::prefillTileCount(b, rowTile);
   const MetadataLayout at(b, tiles, /*withTable=*/!io.blockTable);
   int32_t *host = staging_.ensure(at.total);
   if (!io.blockTable)
     std::copy_n(b.blockTable, R * b.maxBlocks, host + at.blockTable);
   std::copy_n(b.seqLens, R, host + at.seqLens);
   std::copy_n(b.queryStartLoc, R + 1, host + at.queryStartLoc);
-  kernels::fillPrefillTiles(b, host + at.tileRequest, host + at.tileRowBegin);
+  kernels::fillPrefillTiles(b, rowTile, host + at.tileRequest, host + at.tileRowBegin);
   std::fill_n(host + at.rowBlocks, decodeRows, 0);
   kernels::fillPrefillRowBlocks(b, host + at.rowBlocks);
 
@@ -243,7 +244,7 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
       return Status();
     if (programs > std::numeric_limits<int32_t>::max())
       return invalidArgument("grid", "at most 2^31 - 1 programs", programs);
-    auto fn = function(kind, kernels::configFor(kind, H, Q));
+    auto fn = function(kind, kernels::configFor(kind, H, Q, prefillColumns_));
     if (!fn.ok())
       return fn.status();
     std::vector<void *> params = a.pointers();

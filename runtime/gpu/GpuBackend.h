@@ -31,10 +31,12 @@ struct DeviceTensors {
 
 class GpuBackend final : public Backend {
 public:
-  // `threads` per program: 32 for sm_90, 64 for gfx950 (lowering::GpuForm).
+  // `threads` per program: 32 for sm_90, 64 for gfx950 (lowering::GpuForm); `prefillColumns`:
+  // the target's (kernels::prefillColumnsFor), which shapes score_prefill's config and tiles.
   static StatusOr<std::unique_ptr<GpuBackend>> create(const DeviceApi *api, std::string name,
                                                       int device, unsigned threads,
-                                                      CodeSource source);
+                                                      CodeSource source,
+                                                      int prefillColumns = kernels::kPrefillColumns);
   ~GpuBackend() override;
   std::string name() const override { return name_; }
   std::string deviceName() const { return deviceName_; }
@@ -54,6 +56,7 @@ public:
   const std::vector<std::string> &functionsLoaded() const { return loaded_; }
   int64_t scratchAllocations() const;
   const DeviceApi &api() const { return *api_; }
+  int prefillColumns() const { return prefillColumns_; }
   // Milliseconds of the last run()'s launches, first to last, from events recorded on its stream.
   double lastKernelMs() const { return lastKernelMs_; }
   // Milliseconds of each kernel of the last run (events between consecutive launches), by name.
@@ -64,9 +67,10 @@ public:
 
 private:
   GpuBackend(const DeviceApi *api, std::string name, std::string deviceName, unsigned threads,
-             CodeSource source)
+             CodeSource source, int prefillColumns)
       : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), threads_(threads),
-        source_(std::move(source)), scores_(api), partial_(api), metadata_(api) {}
+        prefillColumns_(prefillColumns), source_(std::move(source)), scores_(api), partial_(api),
+        metadata_(api) {}
   StatusOr<void *> function(kernels::KernelKind kind, const kernels::KernelConfig &config);
   StatusOr<void *> event(size_t i); // the i-th timing event, created on first use
   Status flushL2(void *stream);
@@ -75,6 +79,7 @@ private:
   const DeviceApi *api_;
   std::string name_, deviceName_;
   unsigned threads_;
+  int prefillColumns_;
   CodeSource source_;
   std::map<std::pair<int, std::string>, void *> functions_;
   std::vector<std::string> loaded_;

@@ -1,8 +1,12 @@
 // Launch policies: the score grid takes runs of blocks per program only while it keeps its target
 // number of programs (never more than kMaxBlocksPerProgram, chunks covering every block); the
 // top-k cuts rows into segments only when there are too few rows to fill the target.
+#include <algorithm>
+#include <vector>
+
 #include <gtest/gtest.h>
 
+#include "kernels_src/KernelCatalog.h"
 #include "kernels_src/LaunchPlan.h"
 
 using namespace m3idx::kernels;
@@ -73,4 +77,31 @@ TEST(BlockSlots, ARanksShareOfTheBlocks) {
   EXPECT_EQ(blockSlots(6, 1, 4), 2);      // blocks 1, 5
   EXPECT_EQ(blockSlots(1, 3, 4), 0);
   EXPECT_EQ(blockSlots(0, 0, 1), 0);
+}
+
+// Prefill row tiles of any target's size (16 rows on the host and gfx950 at H=1, 64 on sm_90) cover
+// every prefill row once, never crossing a request; decode rows get none.
+TEST(PrefillTiles, EveryPrefillRowInOneTileOfItsRequest) {
+  m3idx::BatchView b;
+  b.params.numHeads = 1;
+  b.params.numDecodes = 2;
+  b.params.decodeQueryLen = 4;
+  const int32_t qsl[] = {0, 4, 8, 9, 79, 208};
+  b.queryStartLoc = qsl;
+  b.numRequests = 5;
+  b.numRows = 208;
+  for (int columns : {kPrefillColumns, prefillColumnsFor("sm_90")}) {
+    const int tile = prefillRowTile(1, columns);
+    const int64_t n = prefillTileCount(b, tile);
+    EXPECT_EQ(n, columns == 64 ? 1 + 2 + 3 : 1 + 5 + 9) << columns;
+    std::vector<int32_t> request(n), rowBegin(n), seen(208, 0);
+    fillPrefillTiles(b, tile, request.data(), rowBegin.data());
+    for (int64_t t = 0; t < n; ++t)
+      for (int32_t r = rowBegin[t]; r < std::min(rowBegin[t] + tile, qsl[request[t] + 1]); ++r) {
+        EXPECT_GE(r, qsl[request[t]]);
+        ++seen[r];
+      }
+    for (int r = 0; r < 208; ++r)
+      EXPECT_EQ(seen[r], r < 8 ? 0 : 1) << "row " << r << ", tiles of " << tile;
+  }
 }

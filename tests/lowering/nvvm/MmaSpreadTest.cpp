@@ -1,6 +1,8 @@
 // Which values the sm_90 lowering keeps in mma fragment order: the score kernels' key chain
 // (loads, loop-carried copies, decode) and their dot results up to the group reduction; anything a
 // blocked-only op also reads keeps its whole group blocked.
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "dsl/Builder.h"
@@ -19,7 +21,7 @@ namespace {
 bool fits(const dsl::Kernel &k, const dsl::Op &op) {
   const dsl::Type a = k.typeOf(op.operands[0]), b = k.typeOf(op.operands[1]);
   return a.elem == dsl::Elem::F8E4M3FN && op.intAttr == 128 && a.lanes == 16 * 128 &&
-         b.lanes % 128 == 0 && b.lanes / 128 <= 16;
+         b.lanes % 128 == 0 && b.lanes / 128 <= 64;
 }
 
 std::vector<Spread> spreads(const dsl::Kernel &k) {
@@ -43,11 +45,15 @@ const dsl::Op &only(const dsl::Kernel &k, OpKind kind) {
 } // namespace
 
 TEST(MmaSpread, ScoreKernelsKeepKeysAndAccumulatorsInFragmentOrder) {
-  for (auto [kind, heads] : {std::pair{kernels::KernelKind::ScoreDecode, 1},
-                             std::pair{kernels::KernelKind::ScoreDecode, 4},
-                             std::pair{kernels::KernelKind::ScorePrefill, 1},
-                             std::pair{kernels::KernelKind::ScorePrefill, 2}}) {
-    auto k = kernels::buildKernel(kind, kernels::configFor(kind, heads, 4));
+  using kernels::KernelKind;
+  const int sm90 = kernels::prefillColumnsFor("sm_90"); // 8 column tiles, B fragments in shared memory
+  for (auto [kind, heads, columns] : {std::tuple{KernelKind::ScoreDecode, 1, 16},
+                                      std::tuple{KernelKind::ScoreDecode, 4, 16},
+                                      std::tuple{KernelKind::ScorePrefill, 1, 16},
+                                      std::tuple{KernelKind::ScorePrefill, 2, 16},
+                                      std::tuple{KernelKind::ScorePrefill, 1, sm90},
+                                      std::tuple{KernelKind::ScorePrefill, 4, sm90}}) {
+    auto k = kernels::buildKernel(kind, kernels::configFor(kind, heads, 4, columns));
     ASSERT_TRUE(k.ok()) << k.status().message();
     const std::vector<Spread> s = spreads(*k);
     // The score loop is emitted twice (tiles seen whole, then masked tiles): each copy in order.
@@ -118,7 +124,7 @@ TEST(MmaSpread, AResultReadElsewhereStaysBlockedWhileKeysStayFragments) {
   EXPECT_EQ(spreads(plain)[only(plain, OpKind::DotTiles).results[0].id], Spread::MmaAcc);
 }
 
-// Keys read only by an FFMA dot (17 columns: more than mma.sync tiles take) come from the table
+// Keys read only by an FFMA dot (rows of 64: not the 128 mma.sync tiles take) come from the table
 // of exact f32 keys, beside the key-byte table every sm_90 decode program declares.
 TEST(MmaSpread, KeysReadOnlyByAnFfmaDotLowerForSm90) {
   dsl::KernelBuilder b("k");
@@ -126,8 +132,8 @@ TEST(MmaSpread, KeysReadOnlyByAnFfmaDotLowerForSm90) {
   dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
   dsl::Value zero = b.constInt(0);
   dsl::Value keys = b.decodeNvfp4(b.loadTile(kv, zero, 1024, 16), b.loadTile(kv, b.constInt(1024), 128, 16));
-  dsl::Value q = b.convert(OpKind::Bitcast, b.loadTile(kv, b.constInt(2048), 17 * 128), dsl::Elem::F8E4M3FN);
-  b.storeTile(out, zero, b.dotTiles(keys, q, 128));
+  dsl::Value q = b.convert(OpKind::Bitcast, b.loadTile(kv, b.constInt(2048), 4 * 64), dsl::Elem::F8E4M3FN);
+  b.storeTile(out, zero, b.dotTiles(keys, q, 64));
   auto k = b.finish();
   ASSERT_TRUE(k.ok()) << k.status().message();
   auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);

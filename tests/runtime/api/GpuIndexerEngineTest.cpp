@@ -11,6 +11,7 @@
 
 #include "casefile/CaseGenerator.h"
 #include "core/Spec.h"
+#include "kernels_src/LaunchPlan.h"
 #include "runtime/api/BatchMetadata.h"
 #include "runtime/api/IndexerEngine.h"
 #include "runtime/gpu/GpuBackend.h"
@@ -37,10 +38,11 @@ struct FakeDevice {
   std::vector<std::string> names;                // function handles point into this
   runtime::DeviceApi api;
 
-  // Values before the first scalar that matter: score kernels' five batch buffers; top-k kernels'
-  // first three buffers (their third is top-k); topk_merge's two (its second is top-k).
+  // Values before the first scalar that matter: score kernels' five batch buffers (score_prefill's
+  // tile table too); top-k kernels' first three buffers (their third is top-k); topk_merge's two
+  // (its second is top-k).
   static size_t argsOf(const std::string &k) {
-    return k.rfind("score", 0) == 0 ? 25 : k == "topk_merge" ? 10 : 15;
+    return k == "score_prefill" ? 35 : k.rfind("score", 0) == 0 ? 25 : k == "topk_merge" ? 10 : 15;
   }
   uint8_t *at(uint64_t address) {
     auto it = memory.upper_bound(address);
@@ -106,7 +108,7 @@ struct EngineStep {
   std::unique_ptr<Indexer> indexer;
   TensorView q, kv;
 
-  explicit EngineStep(int decodes, int prefills) {
+  explicit EngineStep(int decodes, int prefills, int prefillColumns = kernels::kPrefillColumns) {
     GenOptions o;
     o.seed = 11;
     o.mode = ValueMode::Exact;
@@ -124,7 +126,8 @@ struct EngineStep {
     config.localBlocks = v.params.localBlocks;
     auto backend = runtime::GpuBackend::create(&device.api, "cuda", 0, 32,
                                                [](kernels::KernelKind, const kernels::KernelConfig &)
-                                                   -> StatusOr<std::string> { return std::string("image"); });
+                                                   -> StatusOr<std::string> { return std::string("image"); },
+                                               prefillColumns);
     EXPECT_TRUE(backend.ok());
     indexer = std::move(createIndexer(config, Device{DeviceKind::Cuda, 0},
                                       makeGpuIndexerEngine(config, std::move(backend).value()))
@@ -274,6 +277,21 @@ TEST(GpuIndexerEngine, DeviceBlockTableIsChecked) {
   EXPECT_NE(r.status().message().find("decode.device_block_table: expected device cuda:0, got host:0"),
             std::string::npos)
       << r.status().message();
+}
+
+// sm_90's prefill programs take 64 columns: warm-up obtains that config (no kernel loaded by the
+// step) and the step's tile table has one tile per 64 / heads rows of a request.
+TEST(GpuIndexerEngine, PrefillTilesFollowTheBackendsColumns) {
+  for (int columns : {kernels::kPrefillColumns, kernels::prefillColumnsFor("sm_90")}) {
+    EngineStep s(2, 3, columns);
+    ASSERT_TRUE(s.forward(fakeStream(1)).ok());
+    EXPECT_EQ(s.indexer->compilesAfterWarmup(), 0) << columns;
+    const BatchView v = s.c.view();
+    const int tile = kernels::prefillRowTile(2, columns);
+    for (const auto &l : s.device.launches)
+      if (l.kernel == "score_prefill")
+        EXPECT_EQ(static_cast<int64_t>(l.args[28]), kernels::prefillTileCount(v, tile)) << columns;
+  }
 }
 
 TEST(GpuIndexerEngine, DecodeCpIsRefusedWithTheReason) {

@@ -18,7 +18,7 @@ namespace {
 class GpuIndexerEngine final : public IndexerEngine {
 public:
   GpuIndexerEngine(const IndexerConfig &config, std::unique_ptr<runtime::GpuBackend> backend)
-      : config_(config), backend_(std::move(backend)), ownTopk_(&backend_->api()) {}
+      : config_(config), ownTopk_(&backend->api()), backend_(std::move(backend)) {}
 
   int prefillColumns() const override { return backend_->prefillColumns(); }
   Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) override {
@@ -56,8 +56,10 @@ private:
   static const int32_t *deviceTable(const IndexerStep &step);
 
   IndexerConfig config_;
-  std::unique_ptr<runtime::GpuBackend> backend_;
+  // Before backend_, so destroyed after it: the backend waits for its last step on the way out,
+  // and only then is the top-k buffer that step may write freed.
   runtime::DeviceScratch ownTopk_;
+  std::unique_ptr<runtime::GpuBackend> backend_;
   GrowBuffer<int32_t> joined_; // a mixed step's block table, seq_lens and query_start_loc
 };
 

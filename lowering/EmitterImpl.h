@@ -126,6 +126,9 @@ private:
   // Programs whose dots span more than kMmaBRegisterTiles column tiles keep their B fragments in
   // shared memory (in the staging buffer, 2 KB per tile) and load one tile's per use.
   static constexpr int64_t kMmaBRegisterTiles = 2;
+  // Whether an mma b operand of `rows` rows keeps its fragments in shared memory: decides both
+  // the staging buffer's size (mmaStageBytes) and where stageDotOperand puts them.
+  static bool mmaBInShared(int64_t rows) { return (rows + 7) / 8 > kMmaBRegisterTiles; }
   static int64_t mmaStageBytes(int64_t bLanes); // the staging buffer of an mma b operand
   void mmaFragmentsToShared(mlir::Value stagedBytes, int64_t rows);
   mlir::Value mmaSharedFragments(mlir::Value buf, int64_t tile); // 16 i32: one tile's B registers

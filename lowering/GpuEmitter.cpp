@@ -380,7 +380,7 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
   barrier();
   dotStage_[v.id] = buf;
   const int64_t rows = t.lanes / spec::kIndexHeadDim;
-  if (bytes && !gfx950_ && (rows + 7) / 8 > kMmaBRegisterTiles) {
+  if (bytes && !gfx950_ && mmaBInShared(rows)) {
     mmaFragmentsToShared(buf, rows);
     mmaBShared_[v.id] = buf;
   } else if (bytes) {

@@ -345,8 +345,8 @@ mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, int64_
 }
 
 int64_t Emitter::mmaStageBytes(int64_t bLanes) {
-  const int64_t tiles = (bLanes / kRowK + kMmaN - 1) / kMmaN;
-  return tiles > kMmaBRegisterTiles ? std::max(bLanes, tiles * kMmaBWords * 4 * 32) : bLanes;
+  const int64_t rows = bLanes / kRowK, tiles = (rows + kMmaN - 1) / kMmaN;
+  return mmaBInShared(rows) ? std::max(bLanes, tiles * kMmaBWords * 4 * 32) : bLanes;
 }
 
 // Tile nt's B registers of lane l sit at words ((nt * 4 + q) * 32 + l) * 4 + j for register

@@ -61,15 +61,12 @@ StatusOr<ForwardResult> DeviceCase::forward(Indexer &indexer, Stream stream, boo
 StatusOr<std::vector<int32_t>> DeviceCase::download(const ForwardResult &r) const {
   M3IDX_RETURN_IF_ERROR(api_.check(api_.synchronize(), "synchronize"));
   std::vector<int32_t> topk(r.topk.numel());
-  if (!topk.empty())
-    M3IDX_RETURN_IF_ERROR(api_.check(
-        api_.download(topk.data(), reinterpret_cast<uintptr_t>(r.topk.data), topk.size() * 4),
-        "device-to-host copy"));
+  if (topk.empty())
+    return topk;
+  const uint64_t at = reinterpret_cast<uintptr_t>(r.topk.data);
+  M3IDX_RETURN_IF_ERROR(api_.check(api_.download(topk.data(), at, topk.size() * 4), "device-to-host copy"));
   // Whichever buffer this was, a later step into it must write every entry again to pass.
-  if (!topk.empty())
-    M3IDX_RETURN_IF_ERROR(api_.check(api_.memsetAsync(reinterpret_cast<uintptr_t>(r.topk.data), kPoison,
-                                                      topk.size() * 4, nullptr),
-                                     "memset (poison)"));
+  M3IDX_RETURN_IF_ERROR(api_.check(api_.memsetAsync(at, kPoison, topk.size() * 4, nullptr), "memset (poison)"));
   return topk;
 }
 

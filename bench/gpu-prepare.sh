@@ -12,7 +12,7 @@ for heads in 1 2 4; do
       > ".gpu/ptx/score_decode.heads=$heads,rows=$rows.ptx"
   done
   "$M3IDX" inspect score_prefill --heads $heads --target sm_90 --emit ptx \
-    > ".gpu/ptx/score_prefill.heads=$heads,rows=$((64 / heads)).ptx" # rows: prefillRowTile(heads, 64), sm_90's
+    > ".gpu/ptx/score_prefill.heads=$heads,rows=$((64 / heads)),tokens=64,warps=4.ptx" # kernels::kSm90PrefillForm
 done
 for rows in 1 4; do
   "$M3IDX" inspect topk_decode --query-rows $rows --target sm_90 --emit ptx \
@@ -24,7 +24,7 @@ done
 # otherwise. PTX above is made with PATH limited to /usr/bin:/bin, so this names ptxas explicitly.
 PTXAS=${M3IDX_PTXAS:-/usr/local/cuda/bin/ptxas}
 if [[ -x $PTXAS ]]; then
-  for f in .gpu/ptx/*.ptx; do "$PTXAS" -arch=sm_90 -O3 "$f" -o "${f%.ptx}.cubin"; done
+  for f in .gpu/ptx/*.ptx; do "$PTXAS" -arch=sm_90a -O3 "$f" -o "${f%.ptx}.cubin"; done
 fi
 
 gen() { "$M3IDX" gen --out ".gpu/cases/$1" "${@:2}" >/dev/null; }

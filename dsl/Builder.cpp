@@ -8,8 +8,9 @@ namespace m3idx::dsl {
 
 Type Value::type() const { return b_->typeOf(id_); }
 
-KernelBuilder::KernelBuilder(std::string name) {
+KernelBuilder::KernelBuilder(std::string name, int warps) {
   k_.name = std::move(name);
+  k_.warps = warps;
   cursor_.push_back({-1, 0});
 }
 
@@ -448,6 +449,8 @@ void KernelBuilder::ifThen(Value cond, const std::function<void()> &thenFn) {
 StatusOr<Kernel> KernelBuilder::finish() {
   if (error_)
     return Status::error(*error_);
+  if (k_.warps < 1 || k_.warps > 32) // a CTA has at most 1024 threads
+    return Status::error(fmt::format("kernel @{}: {} warps per program (expected 1..32)", k_.name, k_.warps));
   return k_;
 }
 

@@ -39,7 +39,7 @@ using Values = std::vector<Value>;
 
 class KernelBuilder {
 public:
-  explicit KernelBuilder(std::string name);
+  explicit KernelBuilder(std::string name, int warps = 1); // warps: see Kernel::warps
 
   // Arguments, in signature order: buffers first, then scalars.
   Buffer buffer(const std::string &name, Elem elem, Access access);

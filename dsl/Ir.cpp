@@ -142,7 +142,7 @@ std::string Kernel::print() const {
                                b.access == Access::Read ? "read" : "write"));
   for (const ScalarArgDecl &s : scalars)
     args.push_back(fmt::format("{}: {}", s.name, elemName(s.elem)));
-  out += fmt::format("{}) {{\n", fmt::join(args, ", "));
+  out += fmt::format("{}){} {{\n", fmt::join(args, ", "), warps > 1 ? fmt::format(" warps={}", warps) : "");
   printRegion(*this, body, 2, out);
   out += "}\n";
   return out;

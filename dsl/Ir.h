@@ -68,6 +68,9 @@ struct ScalarArgDecl {
 
 struct Kernel {
   std::string name;
+  // Warps a GPU program runs on (Triton's num_warps): how the lowering spreads tiles, and the
+  // launch's threads per program. Targets without multi-warp programs reject more than 1.
+  int warps = 1;
   std::vector<BufferArg> buffers;
   std::vector<ScalarArgDecl> scalars;
   std::vector<Type> valueTypes; // by ValueId

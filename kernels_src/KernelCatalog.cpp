@@ -7,7 +7,12 @@
 
 namespace m3idx::kernels {
 
-std::string KernelConfig::str() const { return fmt::format("heads={},rows={}", numHeads, queryRows); }
+std::string KernelConfig::str() const {
+  std::string s = fmt::format("heads={},rows={}", numHeads, queryRows);
+  if (tokenTile != kTokenTile || warps != 1)
+    s += fmt::format(",tokens={},warps={}", tokenTile, warps);
+  return s;
+}
 
 const std::vector<KernelKind> &allKernels() {
   static const std::vector<KernelKind> all = {KernelKind::ScoreDecode, KernelKind::ScorePrefill,
@@ -34,14 +39,15 @@ std::optional<KernelKind> kernelByName(const std::string &name) {
   return std::nullopt;
 }
 
-int prefillColumnsFor(const std::string &target) {
-  return target == "sm_90" ? kSm90PrefillColumns : kPrefillColumns;
+PrefillForm prefillFormFor(const std::string &target) {
+  return target == "sm_90" ? kSm90PrefillForm : kPrefillForm;
 }
 
-KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen, int prefillColumns) {
+KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen, PrefillForm prefill) {
   switch (k) {
   case KernelKind::ScoreDecode: return {numHeads, decodeQueryLen};
-  case KernelKind::ScorePrefill: return {numHeads, prefillRowTile(numHeads, prefillColumns)};
+  case KernelKind::ScorePrefill:
+    return {numHeads, prefillRowTile(numHeads, prefill.columns), prefill.tokenTile, prefill.warps};
   case KernelKind::TopkDecode: return {1, decodeQueryLen}; // heads come from the grid
   case KernelKind::TopkPrefill: return {1, 0};
   case KernelKind::TopkMerge: return {1, 0};
@@ -54,6 +60,10 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
     return invalidArgument("heads", "1, 2 or 4", c.numHeads);
   if (k != KernelKind::TopkPrefill && k != KernelKind::TopkMerge && (c.queryRows < 1 || c.queryRows > 64))
     return invalidArgument("query rows", "1..64", c.queryRows);
+  if (c.tokenTile < 1 || spec::kSparseBlockSize % c.tokenTile != 0)
+    return invalidArgument("token tile", "a divisor of 128", c.tokenTile);
+  if (c.warps != 1 && k != KernelKind::ScorePrefill)
+    return invalidArgument("warps", "1 (only score_prefill runs on several)", c.warps);
   switch (k) {
   case KernelKind::ScoreDecode: return buildScoreDecode(c);
   case KernelKind::ScorePrefill: return buildScorePrefill(c);

@@ -8,23 +8,32 @@
 
 #include "core/Status.h"
 #include "dsl/Ir.h"
+#include "kernels_src/LaunchPlan.h"
 
 namespace m3idx::kernels {
 
 enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill, TopkMerge };
 
-// Columns (rows x heads) of one prefill program: each decoded key tile is dotted with this many.
-// 16 fill one 16-wide matrix tile on every target. sm_90 programs take 64, their mma B fragments
-// in shared memory: prefill 4 x 32K 13% faster on the H200 (3.76 -> 3.27 ms at H=1; 16 rows with
-// 2 column tiles in registers, or 32 with 4 at 217 registers, were slower; bench/RESULTS.md).
-inline constexpr int kPrefillColumns = 16, kSm90PrefillColumns = 64;
-// A target's prefill columns, by its name ("sm_90": 64; "host", "gfx950": 16).
-int prefillColumnsFor(const std::string &target);
+// How a target runs score_prefill programs: each decoded key tile of `tokenTile` tokens is dotted
+// with `columns` (rows x heads) query columns, on `warps` warps; GPU grids keep about
+// `gpuPrograms` programs of at most `maxBlocksPerProgram` blocks (LaunchPlan.h's scoreGrid).
+// Host and gfx950 programs: 16 columns and 16 tokens (one 16-wide matrix tile), one warp / wave,
+// the decode grid's sizes. sm_90 programs are a warpgroup (4 warps) running wgmma m64n64k16 on 64
+// tokens x 64 columns (lowering/nvvm/Sm90Wgmma.cpp), and take 64 blocks each: a program first
+// stages its queries and a key table, which programs of 8 blocks spent much of their time on
+// (bench/RESULTS.md, eighth session: 4 x 32K H=1 score 2.06 ms with 8, 1.54 with 32, 1.49 with 64).
+struct PrefillForm {
+  int columns = 16, tokenTile = 16, warps = 1;
+  int64_t gpuPrograms = kGpuScorePrograms, maxBlocksPerProgram = kMaxBlocksPerProgram;
+};
+inline constexpr PrefillForm kPrefillForm{}, kSm90PrefillForm{64, 64, 4, 2048, 64};
+// A target's prefill form, by its name ("sm_90": kSm90PrefillForm; "host", "gfx950": kPrefillForm).
+PrefillForm prefillFormFor(const std::string &target);
 // Rows of one prefill program: `columns` / heads.
-inline constexpr int prefillRowTile(int numHeads, int columns = kPrefillColumns) {
+inline constexpr int prefillRowTile(int numHeads, int columns = kPrefillForm.columns) {
   return numHeads >= 1 && numHeads <= columns ? columns / numHeads : 1;
 }
-// Key tokens a score program decodes and dots at once: the M of one 16x16 MFMA / MMA tile.
+// Key tokens a decode score program decodes and dots at once: the M of one 16x16 MFMA / MMA tile.
 inline constexpr int kTokenTile = 16;
 
 struct KernelConfig {
@@ -32,11 +41,13 @@ struct KernelConfig {
   // Rows that share each key read: decode_query_len for decode kernels, the row tile for
   // score_prefill; unused (0) by topk_prefill.
   int queryRows = 4;
+  // Key tokens per dot (a divisor of the 128-token block) and warps per GPU program.
+  int tokenTile = kTokenTile, warps = 1;
 
   bool operator==(const KernelConfig &o) const {
-    return numHeads == o.numHeads && queryRows == o.queryRows;
+    return numHeads == o.numHeads && queryRows == o.queryRows && tokenTile == o.tokenTile && warps == o.warps;
   }
-  std::string str() const; // "heads=4,rows=4"
+  std::string str() const; // "heads=4,rows=4" (then ",tokens=T,warps=W" unless 16 and 1)
 };
 
 const std::vector<KernelKind> &allKernels();
@@ -44,7 +55,7 @@ const char *kernelName(KernelKind k);
 std::optional<KernelKind> kernelByName(const std::string &name);
 
 // The config a kernel is built with for a step's heads and decode_query_len.
-KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen, int prefillColumns = kPrefillColumns);
+KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen, PrefillForm prefill = kPrefillForm);
 
 StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &config);
 

@@ -14,11 +14,11 @@ int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last) {
   return m;
 }
 
-ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms) {
+ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms, int64_t maxBlocksPerProgram) {
   ScoreGrid g;
   blocks = std::max<int64_t>(blocks, 1);
   g.blocksPerProgram =
-      std::clamp<int64_t>(units * blocks / std::max<int64_t>(targetPrograms, 1), 1, kMaxBlocksPerProgram);
+      std::clamp<int64_t>(units * blocks / std::max<int64_t>(targetPrograms, 1), 1, maxBlocksPerProgram);
   g.chunks = (blocks + g.blocksPerProgram - 1) / g.blocksPerProgram;
   return g;
 }

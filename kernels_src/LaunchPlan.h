@@ -29,7 +29,8 @@ struct ScoreGrid {
   int64_t chunks = 1, blocksPerProgram = 1;
   int64_t programs(int64_t units) const { return units * chunks; }
 };
-ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms);
+ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms,
+                    int64_t maxBlocksPerProgram = kMaxBlocksPerProgram);
 
 // Top-k of `rows` (head, row) pairs of up to `blocks` blocks: rows too few to fill the target are
 // cut into segments of segmentBlocks (a multiple of the 32-score step, at least 128) whose top 16s

@@ -73,7 +73,7 @@ struct BlockRange {
 };
 
 // Scores every block of `range` of request `req` for every row of the tile and every head. A
-// block is 128 / kTokenTile tiles of kTokenTile key tokens; each tile is one dot.tiles of (tokens
+// block is 128 / T tiles of T key tokens (the config's token tile); each tile is one dot.tiles of (tokens
 // x 128) against (rows*heads x 128), which matrix units run as one MFMA / MMA tile, into a running
 // max per (token slot, row, head), reduced over the slots and stored after the block's last tile.
 // Loops nest as blocks, then tiles: a tile's address is its block's page plus a constant step,
@@ -82,9 +82,9 @@ struct BlockRange {
 // index arithmetic and block-end selects; bench/RESULTS.md). Software-pipelined: the next tile's loads (the next
 // block's first tile at a block's end, its page read one block ahead) are in flight while a tile
 // is scored, as loop-carried values.
-void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, int numHeads, Value req, const BlockRange &range,
+void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Value req, const BlockRange &range,
                  const RowTile &rt) {
-  const int D = spec::kIndexHeadDim, T = kTokenTile, steps = spec::kSparseBlockSize / kTokenTile;
+  const int numHeads = c.numHeads, D = spec::kIndexHeadDim, T = c.tokenTile, steps = spec::kSparseBlockSize / T;
   const int N = rt.count * numHeads; // (row, head) pairs, row-major
 
   // [rows, heads, 128] of q is one contiguous tile, loaded once per program.
@@ -168,7 +168,7 @@ BlockRange chunkOf(KernelBuilder &b, const ScoreArgs &a, Value chunk, Value slot
 } // namespace
 
 StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
-  KernelBuilder b("score_decode");
+  KernelBuilder b("score_decode", c.warps);
   ScoreArgs a = declareArgs(b, /*prefill=*/false);
   Value pid = b.programId();
   Value req = pid / a.gridChunks;
@@ -189,13 +189,13 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
       return b.maxS(r + b.splat(seqLen - (Q - 1), r.type().lanes), b.splat(b.constInt(0), r.type().lanes));
     };
     rt.leastCausal = b.maxS(seqLen - (Q - 1), b.constInt(0)); // row 0's
-    scoreBlocks(b, a, c.numHeads, req, range, rt);
+    scoreBlocks(b, a, c, req, range, rt);
   });
   return b.finish();
 }
 
 StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
-  KernelBuilder b("score_prefill");
+  KernelBuilder b("score_prefill", c.warps);
   ScoreArgs a = declareArgs(b, /*prefill=*/true);
   Value pid = b.programId();
   Value tileId = pid / a.gridChunks;
@@ -224,7 +224,7 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
       Value seen = b.maxS(r + b.splat(seqLen - qLen + rowBegin - qStart + 1, n), b.splat(zero, n));
       return b.select(r < b.splat(numValid, n), seen, b.splat(zero, n));
     };
-    scoreBlocks(b, a, c.numHeads, req, range, rt);
+    scoreBlocks(b, a, c, req, range, rt);
   });
   return b.finish();
 }

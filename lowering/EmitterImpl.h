@@ -5,6 +5,7 @@
 
 #include <array>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,14 +29,14 @@ using mlir::ImplicitLocOpBuilder;
 using mlir::MLIRContext;
 
 // Workgroup memory the dot.tiles buffers of one program may take (of the 48 KiB both targets give
-// a kernel without opting in to more).
-inline constexpr int64_t kMaxDotWorkgroupBytes = 32 * 1024;
+// a kernel without opting in to more; the sm_90 key table takes 2 KiB).
+inline constexpr int64_t kMaxDotWorkgroupBytes = 40 * 1024;
 
 class Emitter {
 public:
   Emitter(mlir::MLIRContext &ctx, const dsl::Kernel &k, bool gpu, GpuForm form = {})
       : k_(k), b_(mlir::UnknownLoc::get(&ctx), &ctx), values_(k.valueTypes.size()), gpu_(gpu),
-        threads_(form.threads), gfx950_(form.gfx950) {}
+        threads_(form.threads * k.warps), gfx950_(form.gfx950) {}
 
   StatusOr<OwningOpRef<ModuleOp>> run();
   StatusOr<OwningOpRef<ModuleOp>> runGpu();
@@ -133,6 +134,25 @@ private:
   void mmaFragmentsToShared(mlir::Value stagedBytes, int64_t rows);
   mlir::Value mmaSharedFragments(mlir::Value buf, int64_t tile); // 16 i32: one tile's B registers
   std::pair<mlir::Value, mlir::Value> f16Pairs(mlir::Value e4m3Word);
+  // The A registers of MmaRows keys (vector<64 x f8E4M3FN> per thread), per f16 K step.
+  std::vector<std::array<mlir::Value, 4>> mmaFragmentsA(mlir::Value keys);
+  // sm_90a warpgroup programs (nvvm/Sm90Wgmma.cpp): dot.tiles of 64 MmaRows key tokens (16 per
+  // warp, A in registers) against 64 query columns (B, f16 in shared memory, 128-byte swizzled)
+  // as wgmma m64n64k16 with f32 sums.
+  static constexpr int64_t kWgmmaTokens = 64, kWgmmaColumns = 64; // wgmma's M and N
+  // The .maxnreg of wgmma programs: 4 per SM. Measured on the H200 (bench/RESULTS.md, eighth
+  // session), prefill 4 x 32K H=1 score: uncapped (243 registers, 2 programs per SM) 2.46 ms, 168
+  // (3 per SM, 140-160 bytes spilled) 2.15 ms, 128 (300-316 bytes spilled) 2.06 ms.
+  static constexpr int32_t kWgmmaRegisterCap = 128;
+  bool wgmmaFits(const dsl::Op &dotTiles) const; // the shapes it takes
+  bool wgmmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
+  mlir::Value wgmmaDotTiles(const dsl::Op &op);
+  void wgmmaStageColumns(mlir::Value staged, mlir::Value bBuf);
+  mlir::Value wgmmaDescriptor(mlir::Value buf, int64_t step);
+  mlir::Value wgmmaAccIota(int64_t lanes);
+  mlir::Value wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups);
+  mlir::Value wgmmaStaging_, wgmmaExchange_; // workgroup buffers of wgmma programs
+  std::set<int32_t> wgmmaB_;                 // b operand ids staged as wgmma B
   void declareKeyTable(mlir::Block *moduleBody);
   std::vector<int32_t> definingOp_; // ValueId -> index of the op that makes it
   mlir::Value keyTable_;

@@ -32,9 +32,13 @@ mlir::Value Emitter::laneBelow(int64_t n) {
                                constant(b_.getI64Type(), static_cast<double>(n)));
 }
 
-// gpu.shuffle moves 32-bit values: narrower values are widened, i64 goes as two halves.
+// gpu.shuffle moves 32-bit values: narrower values are widened, i64 goes as two halves. Shuffles
+// stay inside a warp: in programs of several warps an indexed one (whose source may be in another
+// warp) is refused.
 mlir::Value Emitter::shuffleIdx(mlir::Value v, mlir::Value srcLane) {
-  mlir::Value width = constant(b_.getI32Type(), threads_);
+  if (threads_ > 32 && !gfx950_ && error_.empty())
+    error_ = fmt::format("a lane shuffle across the warps of a {}-thread program", threads_);
+  mlir::Value width = constant(b_.getI32Type(), std::min(threads_, 32));
   mlir::Value src = arith::TruncIOp::create(b_, b_.getI32Type(), srcLane);
   auto move32 = [&](mlir::Value x) {
     return gpu::ShuffleOp::create(b_, x.getType(), b_.getI1Type(), x, src, width,
@@ -55,8 +59,9 @@ mlir::Value Emitter::shuffleIdx(mlir::Value v, mlir::Value srcLane) {
   return arith::TruncIOp::create(b_, t, move32(arith::ExtUIOp::create(b_, b_.getI32Type(), v)));
 }
 
-// A program is exactly one warp / wavefront, so a barrier only has to order that warp's shared
-// memory accesses: on NVVM bar.warp.sync (all lanes) does, and is cheaper than a CTA barrier.
+// A one-warp program's barrier only has to order that warp's shared memory accesses: on NVVM
+// bar.warp.sync (all lanes) does, and is cheaper than a CTA barrier; programs of several warps
+// (and gfx950's wavefronts) take the CTA barrier.
 void Emitter::barrier() {
   if (!gfx950_ && threads_ == 32)
     NVVM::SyncWarpOp::create(b_, constant(b_.getI32Type(), -1));
@@ -65,7 +70,10 @@ void Emitter::barrier() {
 }
 
 mlir::Value Emitter::shuffleXor(mlir::Value v, int32_t mask) {
-  auto op = gpu::ShuffleOp::create(b_, v, mask, threads_, gpu::ShuffleMode::XOR);
+  const int width = gfx950_ ? threads_ : std::min(threads_, 32);
+  if (mask >= width && error_.empty())
+    error_ = fmt::format("a lane shuffle across the warps of a {}-thread program", threads_);
+  auto op = gpu::ShuffleOp::create(b_, v, mask, width, gpu::ShuffleMode::XOR);
   return op.getShuffleResult();
 }
 
@@ -137,7 +145,7 @@ mlir::Value Emitter::smemFor(dsl::Elem e) {
 mlir::Value Emitter::lanePermutation(mlir::Value a, mlir::Value b, int64_t lanes,
                                      ArrayRef<int32_t> mask, std::array<bool, 2> splat) {
   const int64_t outLanes = static_cast<int64_t>(mask.size());
-  if (lanes > threads_ || outLanes > threads_)
+  if (lanes > threads_ || outLanes > threads_ || (threads_ > 32 && !gfx950_))
     return {};
   // Per operand: the lanes it feeds, and whether they all come from i + shift / from i ^ flip.
   struct Source {
@@ -376,9 +384,15 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
     val = arith::BitcastOp::create(b_, cast<VectorType>(val.getType()).clone(b_.getI8Type()), val);
   else
     val = toF32(val);
+  dotStage_[v.id] = buf;
+  if (wgmmaB_.count(v.id)) { // raw bytes in the staging buffer, widened into B's layout
+    gpuStoreTile(wgmmaStaging_, constant(b_.getI64Type(), 0), val, t.lanes);
+    barrier();
+    wgmmaStageColumns(wgmmaStaging_, buf);
+    return;
+  }
   gpuStoreTile(buf, constant(b_.getI64Type(), 0), val, t.lanes);
   barrier();
-  dotStage_[v.id] = buf;
   const int64_t rows = t.lanes / spec::kIndexHeadDim;
   if (bytes && !gfx950_ && mmaBInShared(rows)) {
     mmaFragmentsToShared(buf, rows);
@@ -394,6 +408,8 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
 mlir::Value Emitter::gpuDotTiles(const dsl::Op &op) {
   if (gfx950_ && mfmaFits(op))
     return mfmaDotTiles(op);
+  if (wgmmaRuns(op))
+    return wgmmaDotTiles(op);
   if (!gfx950_ && mmaRuns(op))
     return mmaDotTiles(op);
   const int64_t k = op.intAttr, aLanes = k_.typeOf(op.operands[0]).lanes;
@@ -512,12 +528,13 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   for (auto [e, n] : smemLanes)
     smemTypes.push_back(wgBuffer(n, elemType(static_cast<Elem>(e))));
   // dot.tiles: a buffer per distinct b operand (bytes for matrix units, else f32), and one for each
-  // op's results unless they move by shuffles (MFMA) or stay in mma.sync accumulators.
-  enum class Role { StageB, Result };
+  // op's results unless they move by shuffles (MFMA) or stay in mma.sync or wgmma accumulators.
+  enum class Role { StageB, Result, WgmmaStaging, WgmmaExchange };
   struct PlannedBuffer {
     Role role;
     int32_t key; // b operand id, or op index
     mlir::Type type;
+    int64_t align = 0; // bytes, where more than the element's is needed
   };
   dotStageOf_.assign(k_.valueTypes.size(), -1);
   std::vector<PlannedBuffer> extraBuffers;
@@ -527,8 +544,12 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   for (size_t i = 0; i < k_.ops.size(); ++i)
     for (dsl::ValueId r : k_.ops[i].results)
       definingOp_[r.id] = static_cast<int32_t>(i);
-  if (!gfx950_ && threads_ == 32)
-    spread_ = assignMmaSpreads(k_, [&](const dsl::Op &op) { return mmaFits(op); });
+  if (gfx950_ && k_.warps != 1)
+    return Status::error(fmt::format("kernel @{}: {} warps per program: gfx950 programs are one wave",
+                                     k_.name, k_.warps));
+  if (!gfx950_)
+    spread_ = assignMmaSpreads(
+        k_, [&](const dsl::Op &op) { return mmaFits(op); }, [&](const dsl::Op &op) { return wgmmaFits(op); });
   auto fromDecode = [&](dsl::ValueId v) {
     return definingOp_[v.id] >= 0 && k_.ops[definingOp_[v.id]].kind == OpKind::DecodeNvfp4;
   };
@@ -540,21 +561,34 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
       continue;
     const int64_t k = op.intAttr, M = k_.typeOf(op.operands[0]).lanes / k;
     const int64_t bLanes = k_.typeOf(op.operands[1]).lanes, N = bLanes / k;
-    const bool mfma = gfx950_ && mfmaFits(op), mma = !gfx950_ && mmaRuns(op);
-    keysAsF32 |= !mfma && !mma && fromDecode(op.operands[0]);
+    const bool mfma = gfx950_ && mfmaFits(op), mma = !gfx950_ && mmaRuns(op), wgmma = wgmmaRuns(op);
+    keysAsF32 |= !mfma && !mma && !wgmma && fromDecode(op.operands[0]);
     if (mma)
       mmaColumnTiles = std::max(mmaColumnTiles, (N + 7) / 8);
-    auto add = [&](Role role, int32_t key, int64_t n, mlir::Type e) {
-      extraBuffers.push_back({role, key, wgBuffer(n, e)});
+    auto add = [&](Role role, int32_t key, int64_t n, mlir::Type e, int64_t align = 0) {
+      extraBuffers.push_back({role, key, wgBuffer(n, e), align});
       dotBytes += n * e.getIntOrFloatBitWidth() / 8;
     };
     if (dotStageOf_[op.operands[1].id] < 0) {
       dotStageOf_[op.operands[1].id] = static_cast<int32_t>(stageCount_++);
-      add(Role::StageB, op.operands[1].id, mma ? mmaStageBytes(bLanes) : bLanes,
-          mfma || mma ? mlir::Type(b_.getI8Type()) : mlir::Type(b_.getF32Type()));
+      // wgmma's B: 64 columns x 128 as swizzled f16, 1024-byte aligned (the swizzle's period)
+      add(Role::StageB, op.operands[1].id, wgmma ? 2 * bLanes : mma ? mmaStageBytes(bLanes) : bLanes,
+          mfma || mma || wgmma ? mlir::Type(b_.getI8Type()) : mlir::Type(b_.getF32Type()), wgmma ? 1024 : 0);
     }
-    if (!mfma && !(mma && spreadOf(op.results[0]) == Spread::MmaAcc))
+    if (wgmma && spreadOf(op.results[0]) != Spread::WgmmaAcc) // no blocked copy of 64 x 64 results
+      return Status::error(fmt::format("kernel @{}: the wgmma dot.tiles result is read in blocked order "
+                                       "(on sm_90 warpgroup programs only elementwise ops, loop-carried "
+                                       "values and a reduce.max.groups of 64 may read it)",
+                                       k_.name));
+    if (wgmma)
+      wgmmaB_.insert(op.operands[1].id);
+    if (!mfma && !(mma && spreadOf(op.results[0]) == Spread::MmaAcc) && !wgmma)
       add(Role::Result, static_cast<int32_t>(i), N * M, b_.getF32Type());
+  }
+  if (!wgmmaB_.empty()) { // the queries' raw bytes on their way to B; the warps' column maxima
+    extraBuffers.push_back({Role::WgmmaStaging, 0, wgBuffer(kWgmmaColumns * spec::kIndexHeadDim, b_.getI8Type()), 16});
+    extraBuffers.push_back({Role::WgmmaExchange, 0, wgBuffer(4 * kWgmmaColumns, b_.getF32Type())});
+    dotBytes += kWgmmaColumns * spec::kIndexHeadDim + 4 * kWgmmaColumns * 4;
   }
   if (dotBytes > kMaxDotWorkgroupBytes)
     return Status::error(fmt::format("kernel @{}: dot.tiles needs {} bytes of workgroup memory "
@@ -575,7 +609,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
   mmaColumnTiles_ = mmaColumnTiles;
-  if (int32_t cap = sm90RegisterCap(mmaColumnTiles))
+  if (int32_t cap = wgmmaB_.empty() ? sm90RegisterCap(mmaColumnTiles) : kWgmmaRegisterCap)
     fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b_.getI32IntegerAttr(cap));
   Block *entry = &fn.getBody().front();
   b_.setInsertionPointToStart(entry);
@@ -589,11 +623,16 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     smem_[e] = fn.getWorkgroupAttributions()[w++];
   stageBufs_.resize(stageCount_);
   for (const PlannedBuffer &pb : extraBuffers) {
+    if (pb.align)
+      fn.setWorkgroupAttributionAttr(static_cast<unsigned>(w), LLVM::LLVMDialect::getAlignAttrName(),
+                                     b_.getI64IntegerAttr(pb.align));
     mlir::Value buf = fn.getWorkgroupAttributions()[w++];
-    if (pb.role == Role::StageB)
-      stageBufs_[dotStageOf_[pb.key]] = buf;
-    else
-      dotResult_[pb.key] = buf;
+    switch (pb.role) {
+    case Role::StageB: stageBufs_[dotStageOf_[pb.key]] = buf; break;
+    case Role::Result: dotResult_[pb.key] = buf; break;
+    case Role::WgmmaStaging: wgmmaStaging_ = buf; break;
+    case Role::WgmmaExchange: wgmmaExchange_ = buf; break;
+    }
   }
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
   if (keysAsF32 && !gfx950_)

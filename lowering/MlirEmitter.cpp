@@ -65,9 +65,10 @@ mlir::Type Emitter::valueType(dsl::ValueId v) {
   case Spread::Blocked: return type(t);
   case Spread::MmaRows: {
     const bool widened = mmaRowsWidened(t.lanes, static_cast<unsigned>(dsl::elemBits(t.elem)));
-    return VectorType::get({t.lanes / 32}, widened ? b_.getI32Type() : elemType(t.elem));
+    return VectorType::get({t.lanes / (widened ? 32 : threads_)}, widened ? b_.getI32Type() : elemType(t.elem));
   }
   case Spread::MmaAcc: return VectorType::get({4 * ((t.lanes / 16 + 7) / 8)}, elemType(t.elem));
+  case Spread::WgmmaAcc: return VectorType::get({t.lanes / threads_}, elemType(t.elem));
   }
   return {};
 }
@@ -164,6 +165,10 @@ void Emitter::emitOp(const dsl::Op &op) {
     auto vt = cast<VectorType>(resultType());
     if (spreadOf(op.results[0]) == Spread::MmaAcc) {
       set(mmaAccIota(k_.typeOf(op.results[0]).lanes));
+      return;
+    }
+    if (spreadOf(op.results[0]) == Spread::WgmmaAcc) {
+      set(wgmmaAccIota(k_.typeOf(op.results[0]).lanes));
       return;
     }
     if (gpu_) { // lane * k + [0, k)
@@ -288,6 +293,10 @@ void Emitter::emitOp(const dsl::Op &op) {
     const int64_t lanes = k_.typeOf(op.operands[0]).lanes, groups = op.intAttr;
     if (spreadOf(op.operands[0]) == Spread::MmaAcc) {
       set(mmaAccReduceMaxGroups(in(0), groups));
+      return;
+    }
+    if (spreadOf(op.operands[0]) == Spread::WgmmaAcc) {
+      set(wgmmaAccReduceMaxGroups(in(0), groups));
       return;
     }
     if (gpu_) {

@@ -99,7 +99,7 @@ StatusOr<std::vector<BundleItem>> compileBundle(const BundleRequest &req,
     for (int h : req.heads)
       for (int q : req.decodeQueryLens)
         for (KernelKind k : kernels::allKernels()) {
-          kernels::KernelConfig c = kernels::configFor(k, h, q, kernels::prefillColumnsFor(t));
+          kernels::KernelConfig c = kernels::configFor(k, h, q, kernels::prefillFormFor(t));
           if (seen.insert({t, static_cast<int>(k), c.str()}).second)
             work.push_back({t, k, c});
         }

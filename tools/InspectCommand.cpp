@@ -158,7 +158,7 @@ int runInspect(const InspectArgs &a) {
     return 0;
   }
   kernels::KernelConfig config = kernels::configFor(*kind, a.heads, a.queryRows ? a.queryRows : 4,
-                                                    kernels::prefillColumnsFor(a.target));
+                                                    kernels::prefillFormFor(a.target));
   if (a.queryRows && *kind != kernels::KernelKind::ScorePrefill)
     config.queryRows = a.queryRows;
   StatusOr<dsl::Kernel> k = kernels::buildKernel(*kind, config);

@@ -12,7 +12,7 @@ using dsl::OpKind;
 
 namespace {
 
-constexpr uint8_t kBlocked = 1, kRows = 2, kAcc = 4, kAny = kBlocked | kRows | kAcc;
+constexpr uint8_t kBlocked = 1, kRows = 2, kAcc = 4, kWacc = 8, kAny = kBlocked | kRows | kAcc | kWacc;
 
 uint8_t bit(Spread s) { return static_cast<uint8_t>(1u << static_cast<int>(s)); }
 
@@ -38,7 +38,7 @@ public:
   void want(int32_t v, uint8_t mask) { wanted_[find(v)] |= mask; }
   Spread choose(int32_t v) {
     v = find(v);
-    for (Spread s : {Spread::MmaRows, Spread::MmaAcc})
+    for (Spread s : {Spread::MmaRows, Spread::MmaAcc, Spread::WgmmaAcc})
       if (wanted_[v] == bit(s) && (allowed_[v] & bit(s)))
         return s;
     return Spread::Blocked;
@@ -58,7 +58,8 @@ const dsl::Op &yieldOf(const dsl::Kernel &k, const dsl::Region &r) { return k.op
 } // namespace
 
 std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
-                                     const std::function<bool(const dsl::Op &)> &mmaFits) {
+                                     const std::function<bool(const dsl::Op &)> &mmaFits,
+                                     const std::function<bool(const dsl::Op &)> &wgmmaFits) {
   const size_t n = k.valueTypes.size();
   auto isTile = [&](dsl::ValueId v) { return k.typeOf(v).isTile(); };
   auto solve = [&](const std::vector<bool> &ffmaDot) {
@@ -75,7 +76,7 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
       case OpKind::ProgramId: case OpKind::Load: case OpKind::Store: case OpKind::Yield:
         break;
       case OpKind::Iota: case OpKind::Splat:
-        allowAll(op.results, kBlocked | kAcc);
+        allowAll(op.results, kBlocked | kAcc | kWacc);
         break;
       case OpKind::LoadTile:
         g.allow(op.results[0].id, k.typeOf(op.results[0]).lanes % 64 == 0 ? kBlocked | kRows : kBlocked);
@@ -87,7 +88,12 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
         break;
       case OpKind::DotTiles:
         g.allow(op.operands[1].id, kBlocked);
-        if (!mmaFits(op) || ffmaDot[i]) {
+        if (wgmmaFits && wgmmaFits(op) && !ffmaDot[i]) { // keys: each warp's 16 rows as A
+          g.allow(op.operands[0].id, kBlocked | kRows);
+          g.want(op.operands[0].id, kRows);
+          g.allow(op.results[0].id, kBlocked | kWacc);
+          g.want(op.results[0].id, kWacc);
+        } else if (!mmaFits(op) || ffmaDot[i]) {
           g.allow(op.operands[0].id, kBlocked);
           g.allow(op.results[0].id, kBlocked);
         } else {
@@ -97,8 +103,9 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
           g.want(op.results[0].id, kAcc);
         }
         break;
-      case OpKind::ReduceMaxGroups: // accumulators: groups of 16 tokens, one per column
-        g.allow(op.operands[0].id, k.typeOf(op.operands[0]).lanes == 16 * op.intAttr ? kBlocked | kAcc : kBlocked);
+      case OpKind::ReduceMaxGroups: // accumulators: 16 tokens per column (mma), 64 columns (wgmma)
+        g.allow(op.operands[0].id, kBlocked | (k.typeOf(op.operands[0]).lanes == 16 * op.intAttr ? kAcc : 0) |
+                                       (op.intAttr == 64 ? kWacc : 0));
         g.allow(op.results[0].id, kBlocked);
         break;
       case OpKind::For: {
@@ -121,8 +128,8 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
           for (dsl::ValueId v : op.operands)
             if (isTile(v) && isTile(op.results[0]))
               g.unite(op.results[0].id, v.id);
-          allowAll(op.results, kBlocked | kAcc);
-          allowAll(op.operands, kBlocked | kAcc);
+          allowAll(op.results, kBlocked | kAcc | kWacc);
+          allowAll(op.operands, kBlocked | kAcc | kWacc);
         } else { // extract, shuffle, reductions, stores, dot, ...: blocked order only
           allowAll(op.operands, kBlocked);
           allowAll(op.results, kBlocked);
@@ -141,7 +148,7 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
   std::vector<Spread> spreads = solve(ffma);
   bool again = false;
   for (size_t i = 0; i < k.ops.size(); ++i)
-    if (k.ops[i].kind == OpKind::DotTiles && mmaFits(k.ops[i]) &&
+    if (k.ops[i].kind == OpKind::DotTiles && (mmaFits(k.ops[i]) || (wgmmaFits && wgmmaFits(k.ops[i]))) &&
         spreads[k.ops[i].operands[0].id] != Spread::MmaRows) {
       ffma[i] = true;
       again = true;

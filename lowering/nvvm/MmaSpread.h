@@ -11,7 +11,8 @@
 
 namespace m3idx::lowering {
 
-// How a tile's lanes are spread over the 32 threads of a warp (g = thread / 4, t = thread % 4).
+// How a tile's lanes are spread over the threads of a program (g = thread / 4, t = thread % 4 in
+// its warp).
 enum class Spread : uint8_t {
   // Thread i holds lanes [i * c, i * c + c) (or lane i of a tile narrower than the warp).
   Blocked,
@@ -23,13 +24,19 @@ enum class Spread : uint8_t {
   // A dot.tiles result of N columns x 16 tokens (lane n * 16 + m): per 8-column tile, thread
   // (g, t) holds tokens g, g + 8 of columns 2t, 2t + 1 in accumulator order c0..c3.
   MmaAcc,
+  // A dot.tiles result of 64 columns x 64 tokens on a warpgroup (wgmma m64n64k16's D, tokens its
+  // M): thread (w, g, t) holds tokens 16w + g and 16w + g + 8 of columns 8i + 2t and 8i + 2t + 1
+  // (i < 8) in register 4i + 2 (token half) + (column parity).
+  WgmmaAcc,
 };
 
 // One spread per ValueId. A dot.tiles that `mmaFits` gets MmaRows keys when its key chain (loads,
 // loop-carried copies, decode) is used by nothing else, and keeps MmaAcc results through
-// elementwise ops, iota, splat and loop-carried values until a reduce.max.groups. Any value also
-// needed in blocked order keeps its whole group Blocked.
+// elementwise ops, iota, splat and loop-carried values until a reduce.max.groups; one that
+// `wgmmaFits` the same with MmaRows keys of 16 rows per warp and WgmmaAcc results.
+// Any value also needed in blocked order keeps its whole group Blocked.
 std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
-                                     const std::function<bool(const dsl::Op &)> &mmaFits);
+                                     const std::function<bool(const dsl::Op &)> &mmaFits,
+                                     const std::function<bool(const dsl::Op &)> &wgmmaFits = {});
 
 } // namespace m3idx::lowering

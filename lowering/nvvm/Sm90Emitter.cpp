@@ -193,15 +193,20 @@ mlir::Value loadWord(ImplicitLocOpBuilder &b, mlir::Value buf, mlir::Value at) {
 } // namespace
 
 // Rows g and g + 8 of a 16-row tile, R / 4 lanes of each at column t R / 4: two vector loads (or,
-// for widened byte tiles, one load per byte).
+// for widened byte tiles, one load per byte). In programs of several warps the tile has 16 rows
+// per warp, warp w taking rows [16w, 16w + 16).
 mlir::Value Emitter::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
                                      int64_t alignBytes) {
   mlir::Type i64 = b_.getI64Type();
-  const int64_t R = lanes / kMmaM, c = R / 4, bits = elem.getIntOrFloatBitWidth();
+  const int64_t R = lanes / (kMmaM * (threads_ / 32)), c = R / 4, bits = elem.getIntOrFloatBitWidth();
   const int64_t partBits = c * bits, partBytes = partBits / 8;
   const int64_t align = alignBytes ? std::min(alignBytes, partBytes & -partBytes) : 0;
   mlir::Value lane = laneI64();
+  // (warp, g) = lane / 4 with rows 16 warp + g: the tile's row of lane / 4 is 16 (lane / 32) + g
   mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
+  if (threads_ > 32)
+    g = arith::AddIOp::create(b_, g, arith::MulIOp::create(b_, arith::DivSIOp::create(b_, lane, constant(i64, 32)),
+                                                           constant(i64, 8)));
   mlir::Value t = arith::RemSIOp::create(b_, lane, constant(i64, 4));
   mlir::Value first = arith::AddIOp::create(
       b_, off, arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, constant(i64, R)),
@@ -409,6 +414,26 @@ std::pair<mlir::Value, mlir::Value> Emitter::f16Pairs(mlir::Value word) {
   return {pair(0), pair(2)};
 }
 
+// Rows g and g + 8 of K step s, half h (words 2s + h of each row) as f16 pairs, in f16 K step
+// order 2s + h: a0 (g, K 2t), a1 (g + 8, 2t), a2 (g, 2t + 8), a3 (g + 8, 2t + 8) of m16n8k16, and
+// of a warp's 16 rows of wgmma's A.
+std::vector<std::array<mlir::Value, 4>> Emitter::mmaFragmentsA(mlir::Value keys) {
+  mlir::Type i32 = b_.getI32Type();
+  const int64_t words = cast<VectorType>(keys.getType()).getNumElements() / 4;
+  mlir::Value aWords = vector::BitCastOp::create(
+      b_, VectorType::get({words}, i32),
+      arith::BitcastOp::create(b_, VectorType::get({4 * words}, b_.getI8Type()), keys));
+  auto word = [&](int64_t w) { return vector::ExtractOp::create(b_, aWords, ArrayRef<int64_t>{w}).getResult(); };
+  std::vector<std::array<mlir::Value, 4>> aRegs;
+  for (int64_t s = 0; s < kRowK / kMmaK; ++s)
+    for (int64_t half = 0; half < 2; ++half) {
+      auto [g0, g1] = f16Pairs(word(2 * s + half));
+      auto [e0, e1] = f16Pairs(word(words / 2 + 2 * s + half));
+      aRegs.push_back({g0, e0, g1, e1});
+    }
+  return aRegs;
+}
+
 // Keys in MmaRows order are A fragments already: words 2s, 2s + 1 of row g and of row g + 8 are
 // step s's a0, a2 and a1, a3 of an m16n8k32 e4m3 mma; each word widened to two f16 pairs makes
 // the a0/a2 (a1/a3) of one m16n8k16 half step. 4 K steps x (1 or 2) column tiles of mma.sync; the accumulators are
@@ -419,24 +444,12 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
   if (!dotStage_.count(bId.id))
     stageDotOperand(bId, /*barrierBefore=*/true);
   const int64_t N = k_.typeOf(bId).lanes / kRowK, tiles = (N + kMmaN - 1) / kMmaN;
-  const int64_t steps = kRowK / kMmaK, words = kMmaM * kRowK / threads_ / 4;
-  mlir::Value aWords = vector::BitCastOp::create(
-      b_, VectorType::get({words}, i32),
-      arith::BitcastOp::create(b_, VectorType::get({4 * words}, b_.getI8Type()), get(op.operands[0])));
-  auto word = [&](int64_t w) { return vector::ExtractOp::create(b_, aWords, ArrayRef<int64_t>{w}).getResult(); };
+  const int64_t steps = kRowK / kMmaK;
   const bool bShared = mmaBShared_.count(bId.id) > 0;
   mlir::Value bRegs = bShared ? mlir::Value() : mfmaB_.at(bId.id);
   auto h2 = VectorType::get({2}, b_.getF16Type());
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), {f32, f32, f32, f32});
-  // Rows g and g + 8 of step s, half h (words 2s + h of each row) as f16 pairs, shared by the
-  // column tiles.
-  std::vector<std::array<mlir::Value, 4>> aRegs;
-  for (int64_t s = 0; s < steps; ++s)
-    for (int64_t half = 0; half < 2; ++half) {
-      auto [g0, g1] = f16Pairs(word(2 * s + half));
-      auto [e0, e1] = f16Pairs(word(words / 2 + 2 * s + half));
-      aRegs.push_back({g0, e0, g1, e1}); // a0 (g, K 2t), a1 (g + 8, 2t), a2 (g, 2t + 8), a3
-    }
+  const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(get(op.operands[0]));
   std::vector<mlir::Value> acc; // [tile][c0..c3]
   for (int64_t nt = 0; nt < tiles; ++nt) {
     std::vector<mlir::Value> c(4, constant(f32, 0));

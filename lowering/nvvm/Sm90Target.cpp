@@ -1,7 +1,8 @@
 // The NVIDIA Hopper target: the DSL's GPU form lowered to NVVM and PTX in-process. The NVFP4
 // decode rounds with cvt.rn.satfinite.e4m3x2.f16x2 (nvvm/Sm90Emitter.cpp); other small-float
 // conversions use the exact integer expansion. The driver JIT-compiles the PTX, or ptxas makes a
-// cubin when it is installed.
+// cubin when it is installed. The chip is sm_90a, Hopper's arch-specific set: warpgroup programs
+// use wgmma (nvvm/Sm90Wgmma.cpp), which sm_90 PTX cannot name; it runs on H100/H200 only.
 #include "lowering/Target.h"
 
 namespace m3idx::lowering {
@@ -12,7 +13,7 @@ class Sm90Target final : public Target {
 public:
   Sm90Target() {
     desc_.kind = "sm_90";
-    desc_.arch = "sm_90";
+    desc_.arch = "sm_90a";
     desc_.features = "+ptx84";
     desc_.waveSize = 32;
   }
@@ -23,8 +24,10 @@ public:
             "canonicalize",
             "cse",
             "gpu.module(convert-vector-to-scf,convert-scf-to-cf)",
-            "nvvm-attach-target{chip=sm_90 features=+ptx84 O=3}",
-            "gpu.module(convert-gpu-to-nvvm,convert-vector-to-llvm,convert-arith-to-llvm,canonicalize,cse,"
+            "nvvm-attach-target{chip=sm_90a features=+ptx84 O=3}",
+            // convert-nvvm-to-llvm: wgmma.mma_async becomes inline PTX
+            "gpu.module(convert-gpu-to-nvvm,convert-nvvm-to-llvm,convert-vector-to-llvm,convert-arith-to-llvm,"
+            "canonicalize,cse,"
             "convert-ub-to-llvm,reconcile-unrealized-casts)",
             "gpu-module-to-binary{format=isa}"};
   }

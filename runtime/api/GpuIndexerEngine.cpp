@@ -20,7 +20,7 @@ public:
   GpuIndexerEngine(const IndexerConfig &config, std::unique_ptr<runtime::GpuBackend> backend)
       : config_(config), ownTopk_(&backend->api()), backend_(std::move(backend)) {}
 
-  int prefillColumns() const override { return backend_->prefillColumns(); }
+  kernels::PrefillForm prefillForm() const override { return backend_->prefillForm(); }
   Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) override {
     return backend_->prepare(kind, config);
   }

@@ -28,7 +28,7 @@ class HostIndexerEngine final : public IndexerEngine {
 public:
   explicit HostIndexerEngine(const IndexerConfig &config) : config_(config) {}
 
-  int prefillColumns() const override { return kernels::prefillColumnsFor("host"); }
+  kernels::PrefillForm prefillForm() const override { return kernels::prefillFormFor("host"); }
   Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) override {
     auto k = backend_.kernel(kind, config);
     return k.ok() ? Status() : k.status();

@@ -183,7 +183,7 @@ Status Indexer::warmup() {
     needed.push_back({KernelKind::TopkDecode, kernels::configFor(KernelKind::TopkDecode, H, q)});
   }
   needed.push_back({KernelKind::ScorePrefill, kernels::configFor(KernelKind::ScorePrefill, H, 4,
-                                                                 impl_->engine->prefillColumns())});
+                                                                 impl_->engine->prefillForm())});
   needed.push_back({KernelKind::TopkPrefill, kernels::configFor(KernelKind::TopkPrefill, H, 4)});
   needed.push_back({KernelKind::TopkMerge, kernels::configFor(KernelKind::TopkMerge, H, 4)});
   for (const auto &k : impl_->engine->cpKernels())

@@ -33,8 +33,8 @@ struct IndexerStep {
 class IndexerEngine {
 public:
   virtual ~IndexerEngine() = default;
-  // Columns of the engine's prefill programs (kernels::prefillColumnsFor its target).
-  virtual int prefillColumns() const = 0;
+  // How the engine's target runs prefill programs (kernels::prefillFormFor).
+  virtual kernels::PrefillForm prefillForm() const = 0;
   // Obtains a kernel's code now (warm-up), so that steps need none.
   virtual Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) = 0;
   // Kernels obtained so far, and a line for each from the `from`-th on (late-compile warnings).

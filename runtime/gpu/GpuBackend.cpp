@@ -71,11 +71,11 @@ private:
 
 StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(const DeviceApi *api, std::string name,
                                                         int device, unsigned threads,
-                                                        CodeSource source, int prefillColumns) {
+                                                        CodeSource source, kernels::PrefillForm prefill) {
   std::string deviceName;
   M3IDX_RETURN_IF_ERROR(api->check(api->openDevice(device, &deviceName), "device selection"));
   return std::unique_ptr<GpuBackend>(new GpuBackend(api, std::move(name), std::move(deviceName), threads,
-                                                    std::move(source), prefillColumns));
+                                                    std::move(source), prefill));
 }
 
 StatusOr<void *> GpuBackend::function(KernelKind kind, const kernels::KernelConfig &config) {
@@ -191,10 +191,10 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
                            fmt::format("{} prefill rows", T - decodeRows));
   // Every function first (a compile or module load), so nothing below waits on the host.
   for (KernelKind k : kernels::allKernels())
-    M3IDX_RETURN_IF_ERROR(prepare(k, kernels::configFor(k, H, Q, prefillColumns_)));
+    M3IDX_RETURN_IF_ERROR(prepare(k, kernels::configFor(k, H, Q, prefill_)));
 
   // Metadata: one host staging array, one stream-ordered upload.
-  const int rowTile = kernels::prefillRowTile(H, prefillColumns_);
+  const int rowTile = kernels::prefillRowTile(H, prefill_.columns);
   const int64_t tiles = kernels::prefillTileCount(b, rowTile);
   const MetadataLayout at(b, tiles, /*withTable=*/!io.blockTable);
   int32_t *host = staging_.ensure(at.total);
@@ -244,12 +244,14 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
       return Status();
     if (programs > std::numeric_limits<int32_t>::max())
       return invalidArgument("grid", "at most 2^31 - 1 programs", programs);
-    auto fn = function(kind, kernels::configFor(kind, H, Q, prefillColumns_));
+    const kernels::KernelConfig config = kernels::configFor(kind, H, Q, prefill_);
+    auto fn = function(kind, config);
     if (!fn.ok())
       return fn.status();
     std::vector<void *> params = a.pointers();
+    const unsigned threads = threads_ * static_cast<unsigned>(config.warps);
     M3IDX_RETURN_IF_ERROR(api_->check(
-        api_->launch(*fn, static_cast<unsigned>(programs), threads_, stream, params.data()),
+        api_->launch(*fn, static_cast<unsigned>(programs), threads, stream, params.data()),
         kernels::kernelName(kind)));
     if (!timed)
       return Status();
@@ -271,7 +273,8 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
     M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScoreDecode, a, grid.programs(D)));
   }
   if (tiles > 0) {
-    const kernels::ScoreGrid grid = kernels::scoreGrid(tiles, maxRequestBlocks(b, D, R), kernels::kGpuScorePrograms);
+    const kernels::ScoreGrid grid = kernels::scoreGrid(tiles, maxRequestBlocks(b, D, R), prefill_.gpuPrograms,
+                                                       prefill_.maxBlocksPerProgram);
     LaunchArgs a;
     batchArgs(a);
     a.buffer(section(at.tileRequest), tiles);

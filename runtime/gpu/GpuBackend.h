@@ -31,12 +31,13 @@ struct DeviceTensors {
 
 class GpuBackend final : public Backend {
 public:
-  // `threads` per program: 32 for sm_90, 64 for gfx950 (lowering::GpuForm); `prefillColumns`:
-  // the target's (kernels::prefillColumnsFor), which shapes score_prefill's config and tiles.
+  // `threads` per warp of a program: 32 for sm_90, 64 for gfx950 (lowering::GpuForm; a kernel
+  // config's `warps` multiplies it); `prefill`: the target's form (kernels::prefillFormFor),
+  // which shapes score_prefill's config and tiles.
   static StatusOr<std::unique_ptr<GpuBackend>> create(const DeviceApi *api, std::string name,
                                                       int device, unsigned threads,
                                                       CodeSource source,
-                                                      int prefillColumns = kernels::kPrefillColumns);
+                                                      kernels::PrefillForm prefill = kernels::kPrefillForm);
   ~GpuBackend() override;
   std::string name() const override { return name_; }
   std::string deviceName() const { return deviceName_; }
@@ -56,7 +57,7 @@ public:
   const std::vector<std::string> &functionsLoaded() const { return loaded_; }
   int64_t scratchAllocations() const;
   const DeviceApi &api() const { return *api_; }
-  int prefillColumns() const { return prefillColumns_; }
+  kernels::PrefillForm prefillForm() const { return prefill_; }
   // Milliseconds of the last run()'s launches, first to last, from events recorded on its stream.
   double lastKernelMs() const { return lastKernelMs_; }
   // Milliseconds of each kernel of the last run (events between consecutive launches), by name.
@@ -67,9 +68,9 @@ public:
 
 private:
   GpuBackend(const DeviceApi *api, std::string name, std::string deviceName, unsigned threads,
-             CodeSource source, int prefillColumns)
+             CodeSource source, kernels::PrefillForm prefill)
       : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), threads_(threads),
-        prefillColumns_(prefillColumns), source_(std::move(source)), scores_(api), partial_(api),
+        prefill_(prefill), source_(std::move(source)), scores_(api), partial_(api),
         metadata_(api) {}
   StatusOr<void *> function(kernels::KernelKind kind, const kernels::KernelConfig &config);
   StatusOr<void *> event(size_t i); // the i-th timing event, created on first use
@@ -79,7 +80,7 @@ private:
   const DeviceApi *api_;
   std::string name_, deviceName_;
   unsigned threads_;
-  int prefillColumns_;
+  kernels::PrefillForm prefill_;
   CodeSource source_;
   std::map<std::pair<int, std::string>, void *> functions_;
   std::vector<std::string> loaded_;

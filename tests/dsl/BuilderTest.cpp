@@ -177,3 +177,17 @@ TEST(DslBuilder, WellTypedKernelPrintsCanonically) {
       << a->print();
   EXPECT_NE(a->print().find("for "), std::string::npos);
 }
+
+// A program's warps are part of the kernel (and its canonical text, so of cache keys); a CTA has
+// at most 32 warps.
+TEST(DslBuilder, WarpsPerProgram) {
+  for (int warps : {0, 33}) {
+    KernelBuilder b("w", warps);
+    StatusOr<Kernel> k = b.finish();
+    ASSERT_FALSE(k.ok()) << warps;
+    EXPECT_NE(k.status().message().find("warps per program (expected 1..32)"), std::string::npos);
+  }
+  KernelBuilder one("w"), four("w", 4);
+  EXPECT_EQ(one.finish()->print().find("warps="), std::string::npos);
+  EXPECT_NE(four.finish()->print().find("kernel @w() warps=4 {"), std::string::npos) << four.finish()->print();
+}

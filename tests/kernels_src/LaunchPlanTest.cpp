@@ -41,6 +41,51 @@ TEST(ScoreGrid, ChunksCoverEveryBlock) {
     }
 }
 
+// sm_90 prefill programs (a warpgroup that first stages its queries and key table) take up to 64
+// blocks while about 2048 programs remain: 4 x 32K (2048 row tiles of 256 blocks) runs 64 per
+// program, a lone 4K-token prompt still spreads one block per program.
+TEST(ScoreGrid, WarpgroupPrefillProgramsTakeLongRuns) {
+  const PrefillForm f = prefillFormFor("sm_90");
+  ScoreGrid g = scoreGrid(2048, 256, f.gpuPrograms, f.maxBlocksPerProgram);
+  EXPECT_EQ(g.blocksPerProgram, 64);
+  EXPECT_EQ(g.chunks, 4);
+  g = scoreGrid(64, 32, f.gpuPrograms, f.maxBlocksPerProgram);
+  EXPECT_EQ(g.blocksPerProgram, 1);
+  EXPECT_EQ(g.chunks, 32);
+  for (int64_t units : {1, 9, 300})
+    for (int64_t blocks : {1, 77, 8192}) {
+      g = scoreGrid(units, blocks, f.gpuPrograms, f.maxBlocksPerProgram);
+      EXPECT_LE(g.blocksPerProgram, 64);
+      EXPECT_GE(g.chunks * g.blocksPerProgram, blocks);
+    }
+  // Host and gfx950 grids are the decode one's.
+  EXPECT_EQ(prefillFormFor("host").maxBlocksPerProgram, kMaxBlocksPerProgram);
+  EXPECT_EQ(prefillFormFor("gfx950").gpuPrograms, kGpuScorePrograms);
+}
+
+// Configs name what changes the code: warpgroup prefill configs say so (their PTX files and cache
+// keys differ), others keep their names; shapes a kernel cannot take are refused by name.
+TEST(KernelConfig, NamesAndValidation) {
+  EXPECT_EQ(configFor(KernelKind::ScoreDecode, 4, 4).str(), "heads=4,rows=4");
+  EXPECT_EQ(configFor(KernelKind::ScorePrefill, 1, 4).str(), "heads=1,rows=16");
+  EXPECT_EQ(configFor(KernelKind::ScorePrefill, 2, 4, prefillFormFor("sm_90")).str(),
+            "heads=2,rows=32,tokens=64,warps=4");
+  KernelConfig c = configFor(KernelKind::ScorePrefill, 1, 4);
+  c.tokenTile = 48;
+  auto k = buildKernel(KernelKind::ScorePrefill, c);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("token tile"), std::string::npos) << k.status().message();
+  c = configFor(KernelKind::TopkDecode, 1, 4);
+  c.warps = 4;
+  k = buildKernel(KernelKind::TopkDecode, c);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("warps"), std::string::npos) << k.status().message();
+  k = buildKernel(KernelKind::ScorePrefill, configFor(KernelKind::ScorePrefill, 4, 4, prefillFormFor("sm_90")));
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(k->warps, 4);
+  EXPECT_NE(k->print().find("warps=4"), std::string::npos);
+}
+
 TEST(TopkSplit, FewLongRowsAreCutIntoSegments) {
   TopkSplit s = topkSplit(32, 8192, kGpuTopkPrograms); // 8 requests x 4 rows x 1M tokens
   EXPECT_EQ(s.segments, 64);
@@ -90,7 +135,7 @@ TEST(PrefillTiles, EveryPrefillRowInOneTileOfItsRequest) {
   b.queryStartLoc = qsl;
   b.numRequests = 5;
   b.numRows = 208;
-  for (int columns : {kPrefillColumns, prefillColumnsFor("sm_90")}) {
+  for (int columns : {kPrefillForm.columns, prefillFormFor("sm_90").columns}) {
     const int tile = prefillRowTile(1, columns);
     const int64_t n = prefillTileCount(b, tile);
     EXPECT_EQ(n, columns == 64 ? 1 + 2 + 3 : 1 + 5 + 9) << columns;

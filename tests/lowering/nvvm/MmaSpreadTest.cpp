@@ -28,6 +28,18 @@ std::vector<Spread> spreads(const dsl::Kernel &k) {
   return lowering::assignMmaSpreads(k, [&](const dsl::Op &op) { return fits(k, op); });
 }
 
+// The shapes wgmma m64n64k16 takes in a warpgroup program (as the sm_90 emitter's wgmmaFits).
+bool fitsWgmma(const dsl::Kernel &k, const dsl::Op &op) {
+  const dsl::Type a = k.typeOf(op.operands[0]), b = k.typeOf(op.operands[1]);
+  return k.warps == 4 && a.elem == dsl::Elem::F8E4M3FN && op.intAttr == 128 && a.lanes == 64 * 128 &&
+         b.lanes == 64 * 128;
+}
+
+std::vector<Spread> warpgroupSpreads(const dsl::Kernel &k) {
+  return lowering::assignMmaSpreads(
+      k, [&](const dsl::Op &op) { return fits(k, op); }, [&](const dsl::Op &op) { return fitsWgmma(k, op); });
+}
+
 std::vector<const dsl::Op *> all(const dsl::Kernel &k, OpKind kind) {
   std::vector<const dsl::Op *> found;
   for (const dsl::Op &op : k.ops)
@@ -46,14 +58,14 @@ const dsl::Op &only(const dsl::Kernel &k, OpKind kind) {
 
 TEST(MmaSpread, ScoreKernelsKeepKeysAndAccumulatorsInFragmentOrder) {
   using kernels::KernelKind;
-  const int sm90 = kernels::prefillColumnsFor("sm_90"); // 8 column tiles, B fragments in shared memory
+  const int sm90 = 64; // 8 column tiles on one warp, B fragments in shared memory
   for (auto [kind, heads, columns] : {std::tuple{KernelKind::ScoreDecode, 1, 16},
                                       std::tuple{KernelKind::ScoreDecode, 4, 16},
                                       std::tuple{KernelKind::ScorePrefill, 1, 16},
                                       std::tuple{KernelKind::ScorePrefill, 2, 16},
                                       std::tuple{KernelKind::ScorePrefill, 1, sm90},
                                       std::tuple{KernelKind::ScorePrefill, 4, sm90}}) {
-    auto k = kernels::buildKernel(kind, kernels::configFor(kind, heads, 4, columns));
+    auto k = kernels::buildKernel(kind, kernels::configFor(kind, heads, 4, kernels::PrefillForm{columns, 16, 1}));
     ASSERT_TRUE(k.ok()) << k.status().message();
     const std::vector<Spread> s = spreads(*k);
     // The score loop is emitted twice (tiles seen whole, then masked tiles): each copy in order.
@@ -160,4 +172,73 @@ TEST(MmaSpread, EveryCombinationLowersForSm90) {
               v.sharedResult)
         << v.extractKeys << v.storeResult;
   }
+}
+
+// sm_90 prefill programs (a warpgroup, 64-token tiles): the key chain in MmaRows order (16 rows per
+// warp: wgmma's A from registers), the dots' results and the running max in WgmmaAcc up to the
+// reduction; the queries stay blocked (staged as B).
+TEST(MmaSpread, WarpgroupPrefillKeepsKeysAsAAndResultsInWgmmaAccumulators) {
+  using kernels::KernelKind;
+  for (int heads : {1, 2, 4}) {
+    const kernels::KernelConfig c = kernels::configFor(KernelKind::ScorePrefill, heads, 4, kernels::prefillFormFor("sm_90"));
+    EXPECT_EQ(c.warps, 4);
+    EXPECT_EQ(c.tokenTile, 64);
+    auto k = kernels::buildKernel(KernelKind::ScorePrefill, c);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    EXPECT_EQ(k->warps, 4);
+    const std::vector<Spread> s = warpgroupSpreads(*k);
+    const auto dots = all(*k, OpKind::DotTiles), decodes = all(*k, OpKind::DecodeNvfp4),
+               reduces = all(*k, OpKind::ReduceMaxGroups);
+    ASSERT_EQ(dots.size(), 2u);
+    ASSERT_EQ(reduces.size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(s[dots[i]->operands[0].id], Spread::MmaRows) << heads;
+      EXPECT_EQ(s[decodes[i]->operands[0].id], Spread::MmaRows) << heads;
+      EXPECT_EQ(s[decodes[i]->operands[1].id], Spread::MmaRows) << heads;
+      EXPECT_EQ(s[dots[i]->operands[1].id], Spread::Blocked) << heads;
+      EXPECT_EQ(s[dots[i]->results[0].id], Spread::WgmmaAcc) << heads;
+      EXPECT_EQ(s[reduces[i]->operands[0].id], Spread::WgmmaAcc) << heads;
+      EXPECT_EQ(s[reduces[i]->results[0].id], Spread::Blocked) << heads;
+    }
+    // Without the wgmma predicate (as before warpgroups) nothing takes the tensor-core orders.
+    const std::vector<Spread> plain = spreads(*k);
+    EXPECT_EQ(plain[dots[0]->results[0].id], Spread::Blocked);
+  }
+}
+
+// A warpgroup dot whose result is also read in blocked order has no wgmma form (64 x 64 results
+// have no room to be regrouped in shared memory): a clear lowering error, not wrong code.
+TEST(MmaSpread, WarpgroupDotReadInBlockedOrderIsALoweringError) {
+  dsl::KernelBuilder b("k", 4);
+  dsl::Buffer kv = b.buffer("kv", dsl::Elem::I8, dsl::Access::Read);
+  dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
+  dsl::Value zero = b.constInt(0);
+  dsl::Value keys = b.decodeNvfp4(b.loadTile(kv, zero, 64 * 64, 16), b.loadTile(kv, b.constInt(8192), 64 * 8, 16));
+  dsl::Value q = b.convert(OpKind::Bitcast, b.loadTile(kv, b.constInt(16384), 64 * 128), dsl::Elem::F8E4M3FN);
+  dsl::Value dots = b.dotTiles(keys, q, 128);
+  b.storeTile(out, zero, dots);
+  auto k = b.finish();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(warpgroupSpreads(*k)[only(*k, OpKind::DotTiles).operands[0].id], Spread::MmaRows);
+  auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
+  ASSERT_FALSE(ptx.ok());
+  EXPECT_NE(ptx.status().message().find("wgmma dot.tiles result is read in blocked order"), std::string::npos)
+      << ptx.status().message();
+}
+
+// A multi-warp program is refused where the target has none (gfx950 programs are one wave), and a
+// cross-warp lane shuffle is refused in one (no wrong code from a 32-lane shuffle).
+TEST(MmaSpread, MultiWarpProgramsAreRefusedWhereUnsupported) {
+  dsl::KernelBuilder b("k", 4);
+  dsl::Buffer in = b.buffer("in", dsl::Elem::F32, dsl::Access::Read);
+  dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
+  b.store(out, b.constInt(0), b.reduceMax(b.loadTile(in, b.constInt(0), 256)));
+  auto k = b.finish();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  auto gfx = lowering::gpuStage(*k, *lowering::makeGfx950Target(), lowering::GpuStage::Mlir);
+  ASSERT_FALSE(gfx.ok());
+  EXPECT_NE(gfx.status().message().find("gfx950 programs are one wave"), std::string::npos) << gfx.status().message();
+  auto sm90 = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Mlir);
+  ASSERT_FALSE(sm90.ok());
+  EXPECT_NE(sm90.status().message().find("across the warps"), std::string::npos) << sm90.status().message();
 }

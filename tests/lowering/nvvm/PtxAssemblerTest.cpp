@@ -39,13 +39,15 @@ TEST(PtxAssembler, KernelsAssembleIntoSm90Cubins) {
   ASSERT_TRUE(ptxas.ok()) << ptxas.status().message();
   if (!*ptxas)
     GTEST_SKIP() << "no ptxas installed here; the driver JIT-compiles the PTX instead";
-  EXPECT_FALSE(lowering::assemblePtx(**ptxas, "not ptx", "sm_90").ok());
+  const std::string arch = lowering::makeSm90Target()->desc().arch; // sm_90a: wgmma
+  EXPECT_EQ(arch, "sm_90a");
+  EXPECT_FALSE(lowering::assemblePtx(**ptxas, "not ptx", arch).ok());
   for (kernels::KernelKind kind : kernels::allKernels()) {
-    auto k = kernels::buildKernel(kind, kernels::configFor(kind, 1, 4));
+    auto k = kernels::buildKernel(kind, kernels::configFor(kind, 1, 4, kernels::prefillFormFor("sm_90")));
     ASSERT_TRUE(k.ok());
     auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
     ASSERT_TRUE(ptx.ok()) << ptx.status().message();
-    auto cubin = lowering::assemblePtx(**ptxas, *ptx, "sm_90");
+    auto cubin = lowering::assemblePtx(**ptxas, *ptx, arch);
     ASSERT_TRUE(cubin.ok()) << cubin.status().message();
     ASSERT_GT(cubin->size(), 20u);
     EXPECT_EQ(cubin->substr(0, 4), std::string("\x7f" "ELF", 4));

@@ -24,6 +24,7 @@ namespace {
 struct FakeDevice {
   struct Launch {
     std::string kernel;
+    unsigned threads;
     void *stream;
     std::vector<uint64_t> args; // the leading values a check needs (see argsOf)
   };
@@ -82,8 +83,8 @@ struct FakeDevice {
       *f = &names.back();
       return 0;
     };
-    api.launch = [this](void *f, unsigned, unsigned, void *stream, void **params) {
-      Launch l{*static_cast<std::string *>(f), stream, {}};
+    api.launch = [this](void *f, unsigned, unsigned threads, void *stream, void **params) {
+      Launch l{*static_cast<std::string *>(f), threads, stream, {}};
       for (size_t i = 0; i < argsOf(l.kernel); ++i)
         l.args.push_back(*static_cast<uint64_t *>(params[i]));
       launches.push_back(l);
@@ -108,7 +109,7 @@ struct EngineStep {
   std::unique_ptr<Indexer> indexer;
   TensorView q, kv;
 
-  explicit EngineStep(int decodes, int prefills, int prefillColumns = kernels::kPrefillColumns) {
+  explicit EngineStep(int decodes, int prefills, kernels::PrefillForm prefill = kernels::kPrefillForm) {
     GenOptions o;
     o.seed = 11;
     o.mode = ValueMode::Exact;
@@ -127,7 +128,7 @@ struct EngineStep {
     auto backend = runtime::GpuBackend::create(&device.api, "cuda", 0, 32,
                                                [](kernels::KernelKind, const kernels::KernelConfig &)
                                                    -> StatusOr<std::string> { return std::string("image"); },
-                                               prefillColumns);
+                                               prefill);
     EXPECT_TRUE(backend.ok());
     indexer = std::move(createIndexer(config, Device{DeviceKind::Cuda, 0},
                                       makeGpuIndexerEngine(config, std::move(backend).value()))
@@ -279,19 +280,28 @@ TEST(GpuIndexerEngine, DeviceBlockTableIsChecked) {
       << r.status().message();
 }
 
-// sm_90's prefill programs take 64 columns: warm-up obtains that config (no kernel loaded by the
-// step) and the step's tile table has one tile per 64 / heads rows of a request.
-TEST(GpuIndexerEngine, PrefillTilesFollowTheBackendsColumns) {
-  for (int columns : {kernels::kPrefillColumns, kernels::prefillColumnsFor("sm_90")}) {
-    EngineStep s(2, 3, columns);
+// sm_90's prefill programs take 64 columns on a warpgroup: warm-up obtains that config (no kernel
+// loaded by the step), the step's tile table has one tile per 64 / heads rows of a request, and
+// score_prefill launches with 4 warps' threads (every other kernel with one warp's).
+TEST(GpuIndexerEngine, PrefillTilesAndThreadsFollowTheBackendsForm) {
+  for (kernels::PrefillForm form : {kernels::kPrefillForm, kernels::prefillFormFor("sm_90")}) {
+    EngineStep s(2, 3, form);
     ASSERT_TRUE(s.forward(fakeStream(1)).ok());
-    EXPECT_EQ(s.indexer->compilesAfterWarmup(), 0) << columns;
+    EXPECT_EQ(s.indexer->compilesAfterWarmup(), 0) << form.columns;
     const BatchView v = s.c.view();
-    const int tile = kernels::prefillRowTile(2, columns);
-    for (const auto &l : s.device.launches)
-      if (l.kernel == "score_prefill")
-        EXPECT_EQ(static_cast<int64_t>(l.args[28]), kernels::prefillTileCount(v, tile)) << columns;
+    const int tile = kernels::prefillRowTile(2, form.columns);
+    int prefills = 0;
+    for (const auto &l : s.device.launches) {
+      const bool prefill = l.kernel == "score_prefill";
+      EXPECT_EQ(l.threads, 32u * (prefill ? static_cast<unsigned>(form.warps) : 1u)) << l.kernel;
+      if (prefill) {
+        ++prefills;
+        EXPECT_EQ(static_cast<int64_t>(l.args[28]), kernels::prefillTileCount(v, tile)) << form.columns;
+      }
+    }
+    EXPECT_EQ(prefills, 1);
   }
+  EXPECT_EQ(kernels::prefillFormFor("sm_90").warps, 4);
 }
 
 TEST(GpuIndexerEngine, DecodeCpIsRefusedWithTheReason) {

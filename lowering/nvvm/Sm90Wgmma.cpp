@@ -1,0 +1,238 @@
+// dot.tiles on Hopper's warpgroup MMA (sm_90a): programs of 4 warps run wgmma.mma_async
+// m64n64k16 f32.f16.f16 with 64 key tokens as A, in registers (each warp's 16 tokens in the
+// MmaRows fragment order mma.sync takes, widened to f16 as there), and the 64 query columns as B
+// in shared memory as f16 (e4m3 widens exactly), sums in f32 as mma.sync f16 has them (fp8
+// wgmma's sums are not fp32: bench/RESULTS.md, sixth session). Keys never touch shared memory:
+// with keys as B in shared memory (written per tile, a barrier per tile) the L1/shared pipe was
+// 90% busy and prefill 4 x 32K H=1 scored in 2.62 ms (bench/RESULTS.md, eighth session).
+//
+// B's layout (PTX ISA, "Shared memory matrix layout", K-major, 128B swizzle): 64 rows x 128 f16
+// are two atoms of 64 rows x 64 elements (128 bytes per row, atom a at a * 64 * 128); rows go in
+// groups of 8 (1024 bytes), and the 16-byte chunk c of row r sits at chunk c ^ (r % 8). A
+// descriptor holds the start address / 16, the leading-dimension offset (unused for swizzled
+// K-major: 1), the stride between 8-row groups (1024 / 16) and the swizzle mode (1 = 128B, bits
+// 62-63); K step S of 16 starts 32 * (S % 4) bytes into atom S / 4. The buffer is 1024-byte
+// aligned (the swizzle's period), so no base offset is needed. The keys' K order is the MmaRows
+// one (step S = 2s + h takes elements 32t + 8s + 4h + [0, 4) of the thread's quarter row, split
+// in pairs between K 2t and 2t + 8), so B is staged in that order too.
+//
+// D of m64n64k16 (f32): warp w holds tokens 16w + g and 16w + g + 8 (g = lane / 4 in the warp),
+// and for each 8-column chunk i registers 4i..4i+3: (token, column 8i + 2t), (token, 8i + 2t +
+// 1), (token + 8, 8i + 2t), (token + 8, 8i + 2t + 1), t = lane % 4 -- Spread::WgmmaAcc.
+#include <limits>
+
+#include "lowering/EmitterImpl.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+namespace m3idx::lowering {
+
+using namespace mlir;
+
+namespace {
+constexpr int64_t kRowK = 128, kStepK = 16, kAtomBytes = 128, kGroupBytes = 1024, kWarps = 4;
+constexpr int64_t kBRows = 64; // B's rows: Emitter::kWgmmaColumns
+} // namespace
+
+// 64 key tokens (16 per warp) against 64 query columns of 128-element rows, on a 4-warp program.
+bool Emitter::wgmmaFits(const dsl::Op &op) const {
+  const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
+  return gpu_ && !gfx950_ && threads_ == 32 * kWarps && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
+         b.elem == Elem::F8E4M3FN && a.lanes == kWgmmaTokens * kRowK && b.lanes == kWgmmaColumns * kRowK;
+}
+
+bool Emitter::wgmmaRuns(const dsl::Op &op) const {
+  return wgmmaFits(op) && spreadOf(op.operands[0]) == Spread::MmaRows;
+}
+
+// Element `dim` (a multiple of 8) of row `row` of a 64-row matrix: its 16-byte chunk's offset.
+static mlir::Value swizzledChunk(ImplicitLocOpBuilder &b, mlir::Value row, mlir::Value dim) {
+  auto c = [&](int64_t v) { return arith::ConstantOp::create(b, b.getI64IntegerAttr(v)).getResult(); };
+  mlir::Value atom = arith::DivUIOp::create(b, dim, c(64));
+  mlir::Value chunk = arith::DivUIOp::create(b, arith::RemUIOp::create(b, dim, c(64)), c(8));
+  mlir::Value r8 = arith::RemUIOp::create(b, row, c(8));
+  mlir::Value at = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, atom, c(kBRows * kAtomBytes)),
+      arith::AddIOp::create(b, arith::MulIOp::create(b, arith::DivUIOp::create(b, row, c(8)), c(kGroupBytes)),
+                            arith::MulIOp::create(b, r8, c(kAtomBytes))));
+  return arith::AddIOp::create(b, at, arith::MulIOp::create(b, arith::XOrIOp::create(b, chunk, r8), c(16)));
+}
+
+// The staged query bytes (64 rows x 128, row-major) to B's layout: thread i fills K steps
+// [4 (i % 2), + 4) of row i / 2, 16 elements each, two at a time from the staged row in the keys'
+// K order, widened to f16; then the writes are made visible to wgmma (the async proxy) and the
+// program waits for every thread's.
+void Emitter::wgmmaStageColumns(mlir::Value staged, mlir::Value bBuf) {
+  mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type(), i8 = b_.getI8Type();
+  mlir::Value lane = laneI64();
+  mlir::Value row = arith::DivUIOp::create(b_, lane, constant(i64, 2));
+  mlir::Value half = arith::RemUIOp::create(b_, lane, constant(i64, 2));
+  // step S = 4 half + j / 2 = 2s + h with s = 2 half + j / 4, h = (j / 2) % 2; chunk parity j % 2
+  mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, row, constant(i64, kRowK)),
+                                           arith::MulIOp::create(b_, half, constant(i64, 16)));
+  auto bits = [&](mlir::Value pair) {
+    return vector::ExtractOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({1}, i32), pair),
+                                     ArrayRef<int64_t>{0})
+        .getResult();
+  };
+  for (int64_t j = 0; j < 8; ++j) {
+    SmallVector<mlir::Value> four; // the chunk's K pairs 2t' (t' = 0..3) as f16x2 words
+    for (int64_t t = 0; t < 4; ++t) {
+      const int64_t at = 32 * t + 8 * (j / 4) + 4 * ((j / 2) % 2) + 2 * (j % 2);
+      mlir::Value two = vector::LoadOp::create(b_, VectorType::get({2}, i8), staged,
+                                               ValueRange{toIndex(arith::AddIOp::create(b_, base, constant(i64, at)))},
+                                               false, llvm::MaybeAlign(2));
+      mlir::Value word = vector::ExtractOp::create(
+          b_,
+          vector::BitCastOp::create(
+              b_, VectorType::get({1}, i32),
+              vector::InsertStridedSliceOp::create(b_, two, constant(VectorType::get({4}, i8), 0),
+                                                   ArrayRef<int64_t>{0}, ArrayRef<int64_t>{1})),
+          ArrayRef<int64_t>{0});
+      four.push_back(bits(f16Pairs(word).first));
+    }
+    mlir::Value chunk = vector::FromElementsOp::create(b_, VectorType::get({4}, i32), four);
+    mlir::Value dim = arith::AddIOp::create(b_, arith::MulIOp::create(b_, half, constant(i64, 64)),
+                                            constant(i64, 8 * j));
+    vector::StoreOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({16}, i8), chunk), bBuf,
+                            ValueRange{toIndex(swizzledChunk(b_, row, dim))}, false, llvm::MaybeAlign(16));
+  }
+  NVVM::FenceProxyOp::create(b_, NVVM::ProxyKind::async_shared,
+                             NVVM::SharedSpaceAttr::get(b_.getContext(), NVVM::SharedSpace::shared_cta));
+  barrier();
+}
+
+// B's descriptor at K step `step`.
+mlir::Value Emitter::wgmmaDescriptor(mlir::Value buf, int64_t step) {
+  mlir::Type i64 = b_.getI64Type();
+  mlir::Value base = arith::IndexCastOp::create(
+      b_, i64, memref::ExtractAlignedPointerAsIndexOp::create(b_, buf).getResult());
+  const int64_t offset = (step / 4) * kWgmmaColumns * kAtomBytes + (step % 4) * 32;
+  mlir::Value start = arith::ShRUIOp::create(
+      b_, arith::AndIOp::create(b_, arith::AddIOp::create(b_, base, constant(i64, offset)), constant(i64, 0x3FFFF)),
+      constant(i64, 4));
+  const uint64_t fixed = (uint64_t{1} << 16) | (uint64_t{kGroupBytes / 16} << 32) | (uint64_t{1} << 62);
+  return arith::OrIOp::create(b_, start, arith::ConstantOp::create(b_, b_.getI64IntegerAttr(static_cast<int64_t>(fixed))));
+}
+
+// 8 K steps of wgmma (A from registers: MLIR 22's nvvm.wgmma.mma_async takes A only from shared
+// memory, so the instruction is inline PTX), committed and waited for here. (Waiting where the
+// result is first used, with the kernel folding each tile's dots into the max one tile later so
+// they overlap the next tile's decode, measured no faster: bench/RESULTS.md, eighth session.)
+mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
+  mlir::Type i32 = b_.getI32Type(), f32 = b_.getF32Type();
+  const dsl::ValueId bId = op.operands[1];
+  if (!dotStage_.count(bId.id))
+    stageDotOperand(bId, /*barrierBefore=*/true);
+  const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(get(op.operands[0]));
+  const int64_t regs = kWgmmaColumns * kWgmmaTokens / threads_;
+  SmallVector<mlir::Type> fields(regs, f32);
+  auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), fields);
+  mlir::Value acc = LLVM::PoisonOp::create(b_, accType);
+  mlir::Value bBuf = dotStage_.at(bId.id);
+  std::string d, constraints;
+  for (int64_t r = 0; r < regs; ++r) {
+    d += fmt::format("{}${}", r ? ", " : "", r);
+    constraints += "=f,";
+  }
+  for (int64_t r = 0; r < regs; ++r)
+    constraints += fmt::format("{},", r);
+  constraints += "r,r,r,r,l";
+  auto as32 = [&](mlir::Value pair) {
+    return vector::ExtractOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({1}, i32), pair),
+                                     ArrayRef<int64_t>{0})
+        .getResult();
+  };
+  NVVM::WgmmaFenceAlignedOp::create(b_);
+  for (int64_t s = 0; s < kRowK / kStepK; ++s) {
+    // scale-d 0 on the first step: D = A B (the poison inputs are not read)
+    const std::string text = fmt::format(
+        "{{\n.reg .pred p;\nsetp.ne.b32 p, {}, 0;\nwgmma.mma_async.sync.aligned.m64n{}k16.f32.f16.f16 "
+        "{{{}}}, {{${}, ${}, ${}, ${}}}, ${}, p, 1, 1, 0;\n}}",
+        s == 0 ? 0 : 1, kWgmmaColumns, d, 2 * regs, 2 * regs + 1, 2 * regs + 2, 2 * regs + 3, 2 * regs + 4);
+    SmallVector<mlir::Value> operands;
+    for (int64_t r = 0; r < regs; ++r)
+      operands.push_back(LLVM::ExtractValueOp::create(b_, acc, ArrayRef<int64_t>{r}));
+    for (mlir::Value a : aRegs[s])
+      operands.push_back(as32(a));
+    operands.push_back(wgmmaDescriptor(bBuf, s));
+    acc = LLVM::InlineAsmOp::create(b_, accType, operands, b_.getStringAttr(text), b_.getStringAttr(constraints),
+                                    /*has_side_effects=*/UnitAttr::get(b_.getContext()), UnitAttr(),
+                                    LLVM::TailCallKindAttr(), LLVM::AsmDialectAttr(), ArrayAttr())
+              .getResult(0);
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b_);
+  NVVM::WgmmaWaitGroupSyncOp::create(b_, 0);
+  SmallVector<mlir::Value> dv;
+  for (int64_t r = 0; r < regs; ++r)
+    dv.push_back(LLVM::ExtractValueOp::create(b_, acc, ArrayRef<int64_t>{r}));
+  return vector::FromElementsOp::create(b_, VectorType::get({regs}, f32), dv);
+}
+
+// Lane n * 64 + m (column n, token m) of each accumulator this thread holds.
+mlir::Value Emitter::wgmmaAccIota(int64_t lanes) {
+  mlir::Type i64 = b_.getI64Type();
+  const int64_t M = lanes / kWgmmaColumns, regs = lanes / threads_;
+  auto vt = VectorType::get({regs}, i64);
+  SmallVector<int64_t> offsets;
+  for (int64_t r = 0; r < regs; ++r) // chunk r / 4, token half (r / 2) % 2, column parity r % 2
+    offsets.push_back((8 * (r / 4) + r % 2) * M + 8 * ((r / 2) % 2));
+  mlir::Value lane = laneI64();
+  mlir::Value token = arith::AddIOp::create( // 16 w + g
+      b_, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, lane, constant(i64, 32)), constant(i64, 16)),
+      arith::DivUIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(i64, 32)), constant(i64, 4)));
+  mlir::Value column = arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(i64, 4)), constant(i64, 2));
+  mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, column, constant(i64, M)), token);
+  return arith::AddIOp::create(b_, vector::BroadcastOp::create(b_, vt, base),
+                               arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(offsets))));
+}
+
+// Max over each column's tokens: the thread's two, then the 8 threads of its t in the warp (xor
+// 4, 8, 16); the warp's lanes 0-3 write its 64 column maxima to row w of a 4 x 64 exchange
+// buffer, and thread n of the blocked 64-lane result takes the max of column n's 4 rows.
+mlir::Value Emitter::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
+  mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
+  const int64_t regs = cast<VectorType>(acc.getType()).getNumElements();
+  if (groups != kWgmmaColumns && error_.empty())
+    error_ = fmt::format("reduce.max.groups of wgmma accumulators: {} groups (expected {})", groups,
+                         kWgmmaColumns);
+  mlir::Value lane = laneI64();
+  mlir::Value warp = arith::DivUIOp::create(b_, lane, constant(i64, 32));
+  mlir::Value rowAt = arith::AddIOp::create(b_, arith::MulIOp::create(b_, warp, constant(i64, kWgmmaColumns)),
+                                            arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(i64, 4)),
+                                                                  constant(i64, 2)));
+  mlir::Value leader = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult,
+                                             arith::RemUIOp::create(b_, lane, constant(i64, 32)), constant(i64, 4));
+  std::vector<std::pair<int64_t, mlir::Value>> columns; // (8 i + parity, this warp's max)
+  for (int64_t r = 0; r < regs; r += 4)
+    for (int64_t p = 0; p < 2; ++p) {
+      mlir::Value m = maxNum(vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r + p}),
+                             vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r + 2 + p}));
+      for (int32_t x = 4; x < 32; x *= 2)
+        m = maxNum(m, shuffleXor(m, x));
+      columns.push_back({2 * r + p, m}); // column 8 (r / 4) + 2t + p
+    }
+  {
+    auto mine = scf::IfOp::create(b_, TypeRange{}, leader, false);
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPoint(mine.thenBlock()->getTerminator());
+    for (auto [col, m] : columns)
+      memref::StoreOp::create(b_, m, wgmmaExchange_,
+                              ValueRange{toIndex(arith::AddIOp::create(b_, rowAt, constant(i64, col)))});
+  }
+  barrier();
+  mlir::Value n = arith::SelectOp::create(b_, laneBelow(groups), lane, constant(i64, 0));
+  mlir::Value best = constant(f32, -std::numeric_limits<double>::infinity());
+  for (int64_t w = 0; w < kWarps; ++w)
+    best = maxNum(best, memref::LoadOp::create(
+                            b_, wgmmaExchange_,
+                            ValueRange{toIndex(arith::AddIOp::create(b_, n, constant(i64, w * kWgmmaColumns)))}));
+  barrier(); // the buffer is written again by the next reduction
+  return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), best);
+}
+
+} // namespace m3idx::lowering

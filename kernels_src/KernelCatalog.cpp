@@ -58,8 +58,9 @@ KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen, PrefillFo
 StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   if (!spec::isSupportedHeadCount(c.numHeads))
     return invalidArgument("heads", "1, 2 or 4", c.numHeads);
-  if (k != KernelKind::TopkPrefill && k != KernelKind::TopkMerge && (c.queryRows < 1 || c.queryRows > 64))
-    return invalidArgument("query rows", "1..64", c.queryRows);
+  const int maxRows = k == KernelKind::ScorePrefill ? 128 : 64; // prefill: up to 128 columns at H=1
+  if (k != KernelKind::TopkPrefill && k != KernelKind::TopkMerge && (c.queryRows < 1 || c.queryRows > maxRows))
+    return invalidArgument("query rows", fmt::format("1..{}", maxRows), c.queryRows);
   if (c.tokenTile < 1 || spec::kSparseBlockSize % c.tokenTile != 0)
     return invalidArgument("token tile", "a divisor of 128", c.tokenTile);
   if (c.warps != 1 && k != KernelKind::ScorePrefill)

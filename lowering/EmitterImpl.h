@@ -137,9 +137,9 @@ private:
   // The A registers of MmaRows keys (vector<64 x f8E4M3FN> per thread), per f16 K step.
   std::vector<std::array<mlir::Value, 4>> mmaFragmentsA(mlir::Value keys);
   // sm_90a warpgroup programs (nvvm/Sm90Wgmma.cpp): dot.tiles of 64 MmaRows key tokens (16 per
-  // warp, A in registers) against 64 query columns (B, f16 in shared memory, 128-byte swizzled)
-  // as wgmma m64n64k16 with f32 sums.
-  static constexpr int64_t kWgmmaTokens = 64, kWgmmaColumns = 64; // wgmma's M and N
+  // warp, A in registers) against 64 or 128 query columns (B, f16 in shared memory, 128-byte
+  // swizzled) as wgmma m64nNk16 with f32 sums.
+  static constexpr int64_t kWgmmaTokens = 64; // wgmma's M
   // The .maxnreg of wgmma programs: 4 per SM. Measured on the H200 (bench/RESULTS.md, eighth
   // session), prefill 4 x 32K H=1 score: uncapped (243 registers, 2 programs per SM) 2.46 ms, 168
   // (3 per SM, 140-160 bytes spilled) 2.15 ms, 128 (300-316 bytes spilled) 2.06 ms.
@@ -147,12 +147,13 @@ private:
   bool wgmmaFits(const dsl::Op &dotTiles) const; // the shapes it takes
   bool wgmmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
   mlir::Value wgmmaDotTiles(const dsl::Op &op);
-  void wgmmaStageColumns(mlir::Value staged, mlir::Value bBuf);
+  void wgmmaStageColumns(mlir::Value bBuf, mlir::Value rowBytes, int64_t lanes);
   mlir::Value wgmmaDescriptor(mlir::Value buf, int64_t step);
   mlir::Value wgmmaAccIota(int64_t lanes);
   mlir::Value wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups);
-  mlir::Value wgmmaStaging_, wgmmaExchange_; // workgroup buffers of wgmma programs
-  std::set<int32_t> wgmmaB_;                 // b operand ids staged as wgmma B
+  mlir::Value wgmmaExchange_;  // the warps' column maxima (4 x N floats)
+  int64_t wgmmaColumns_ = 0;   // N of the program's wgmma dots (one N per program)
+  std::set<int32_t> wgmmaB_;   // b operand ids staged as wgmma B
   void declareKeyTable(mlir::Block *moduleBody);
   std::vector<int32_t> definingOp_; // ValueId -> index of the op that makes it
   mlir::Value keyTable_;

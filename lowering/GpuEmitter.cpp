@@ -385,10 +385,8 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
   else
     val = toF32(val);
   dotStage_[v.id] = buf;
-  if (wgmmaB_.count(v.id)) { // raw bytes in the staging buffer, widened into B's layout
-    gpuStoreTile(wgmmaStaging_, constant(b_.getI64Type(), 0), val, t.lanes);
-    barrier();
-    wgmmaStageColumns(wgmmaStaging_, buf);
+  if (wgmmaB_.count(v.id)) { // widened into B's layout, through B's own buffer
+    wgmmaStageColumns(buf, val, t.lanes);
     return;
   }
   gpuStoreTile(buf, constant(b_.getI64Type(), 0), val, t.lanes);
@@ -529,7 +527,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     smemTypes.push_back(wgBuffer(n, elemType(static_cast<Elem>(e))));
   // dot.tiles: a buffer per distinct b operand (bytes for matrix units, else f32), and one for each
   // op's results unless they move by shuffles (MFMA) or stay in mma.sync or wgmma accumulators.
-  enum class Role { StageB, Result, WgmmaStaging, WgmmaExchange };
+  enum class Role { StageB, Result, WgmmaExchange };
   struct PlannedBuffer {
     Role role;
     int32_t key; // b operand id, or op index
@@ -580,15 +578,19 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
                                        "(on sm_90 warpgroup programs only elementwise ops, loop-carried "
                                        "values and a reduce.max.groups of 64 may read it)",
                                        k_.name));
-    if (wgmma)
+    if (wgmma && wgmmaColumns_ && wgmmaColumns_ != N)
+      return Status::error(fmt::format("kernel @{}: wgmma dot.tiles of {} and {} columns in one program",
+                                       k_.name, wgmmaColumns_, N));
+    if (wgmma) {
       wgmmaB_.insert(op.operands[1].id);
+      wgmmaColumns_ = N;
+    }
     if (!mfma && !(mma && spreadOf(op.results[0]) == Spread::MmaAcc) && !wgmma)
       add(Role::Result, static_cast<int32_t>(i), N * M, b_.getF32Type());
   }
-  if (!wgmmaB_.empty()) { // the queries' raw bytes on their way to B; the warps' column maxima
-    extraBuffers.push_back({Role::WgmmaStaging, 0, wgBuffer(kWgmmaColumns * spec::kIndexHeadDim, b_.getI8Type()), 16});
-    extraBuffers.push_back({Role::WgmmaExchange, 0, wgBuffer(4 * kWgmmaColumns, b_.getF32Type())});
-    dotBytes += kWgmmaColumns * spec::kIndexHeadDim + 4 * kWgmmaColumns * 4;
+  if (!wgmmaB_.empty()) { // the warps' column maxima
+    extraBuffers.push_back({Role::WgmmaExchange, 0, wgBuffer(4 * wgmmaColumns_, b_.getF32Type())});
+    dotBytes += 4 * wgmmaColumns_ * 4;
   }
   if (dotBytes > kMaxDotWorkgroupBytes)
     return Status::error(fmt::format("kernel @{}: dot.tiles needs {} bytes of workgroup memory "
@@ -630,7 +632,6 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     switch (pb.role) {
     case Role::StageB: stageBufs_[dotStageOf_[pb.key]] = buf; break;
     case Role::Result: dotResult_[pb.key] = buf; break;
-    case Role::WgmmaStaging: wgmmaStaging_ = buf; break;
     case Role::WgmmaExchange: wgmmaExchange_ = buf; break;
     }
   }

@@ -1,13 +1,13 @@
 // dot.tiles on Hopper's warpgroup MMA (sm_90a): programs of 4 warps run wgmma.mma_async
-// m64n64k16 f32.f16.f16 with 64 key tokens as A, in registers (each warp's 16 tokens in the
-// MmaRows fragment order mma.sync takes, widened to f16 as there), and the 64 query columns as B
-// in shared memory as f16 (e4m3 widens exactly), sums in f32 as mma.sync f16 has them (fp8
+// m64nNk16 f32.f16.f16 with 64 key tokens as A, in registers (each warp's 16 tokens in the
+// MmaRows fragment order mma.sync takes, widened to f16 as there), and N = 64 or 128 query
+// columns as B in shared memory as f16 (e4m3 widens exactly), sums in f32 as mma.sync f16 has them (fp8
 // wgmma's sums are not fp32: bench/RESULTS.md, sixth session). Keys never touch shared memory:
 // with keys as B in shared memory (written per tile, a barrier per tile) the L1/shared pipe was
 // 90% busy and prefill 4 x 32K H=1 scored in 2.62 ms (bench/RESULTS.md, eighth session).
 //
-// B's layout (PTX ISA, "Shared memory matrix layout", K-major, 128B swizzle): 64 rows x 128 f16
-// are two atoms of 64 rows x 64 elements (128 bytes per row, atom a at a * 64 * 128); rows go in
+// B's layout (PTX ISA, "Shared memory matrix layout", K-major, 128B swizzle): N rows x 128 f16
+// are two atoms of N rows x 64 elements (128 bytes per row, atom a at a * N * 128); rows go in
 // groups of 8 (1024 bytes), and the 16-byte chunk c of row r sits at chunk c ^ (r % 8). A
 // descriptor holds the start address / 16, the leading-dimension offset (unused for swizzled
 // K-major: 1), the stride between 8-row groups (1024 / 16) and the swizzle mode (1 = 128B, bits
@@ -16,8 +16,8 @@
 // one (step S = 2s + h takes elements 32t + 8s + 4h + [0, 4) of the thread's quarter row, split
 // in pairs between K 2t and 2t + 8), so B is staged in that order too.
 //
-// D of m64n64k16 (f32): warp w holds tokens 16w + g and 16w + g + 8 (g = lane / 4 in the warp),
-// and for each 8-column chunk i registers 4i..4i+3: (token, column 8i + 2t), (token, 8i + 2t +
+// D of m64nNk16 (f32): warp w holds tokens 16w + g and 16w + g + 8 (g = lane / 4 in the warp),
+// and for each 8-column chunk i < N / 8 registers 4i..4i+3: (token, column 8i + 2t), (token, 8i + 2t +
 // 1), (token + 8, 8i + 2t), (token + 8, 8i + 2t + 1), t = lane % 4 -- Spread::WgmmaAcc.
 #include <limits>
 
@@ -35,72 +35,91 @@ using namespace mlir;
 
 namespace {
 constexpr int64_t kRowK = 128, kStepK = 16, kAtomBytes = 128, kGroupBytes = 1024, kWarps = 4;
-constexpr int64_t kBRows = 64; // B's rows: Emitter::kWgmmaColumns
 } // namespace
 
-// 64 key tokens (16 per warp) against 64 query columns of 128-element rows, on a 4-warp program.
+// 64 key tokens (16 per warp) against 64 or 128 query columns of 128-element rows, on a 4-warp
+// program.
 bool Emitter::wgmmaFits(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
   return gpu_ && !gfx950_ && threads_ == 32 * kWarps && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
-         b.elem == Elem::F8E4M3FN && a.lanes == kWgmmaTokens * kRowK && b.lanes == kWgmmaColumns * kRowK;
+         b.elem == Elem::F8E4M3FN && a.lanes == kWgmmaTokens * kRowK &&
+         (b.lanes == 64 * kRowK || b.lanes == 128 * kRowK);
 }
 
 bool Emitter::wgmmaRuns(const dsl::Op &op) const {
   return wgmmaFits(op) && spreadOf(op.operands[0]) == Spread::MmaRows;
 }
 
-// Element `dim` (a multiple of 8) of row `row` of a 64-row matrix: its 16-byte chunk's offset.
-static mlir::Value swizzledChunk(ImplicitLocOpBuilder &b, mlir::Value row, mlir::Value dim) {
+// Element `dim` (a multiple of 8) of row `row` of a `rows`-row matrix: its 16-byte chunk's offset.
+static mlir::Value swizzledChunk(ImplicitLocOpBuilder &b, int64_t rows, mlir::Value row, mlir::Value dim) {
   auto c = [&](int64_t v) { return arith::ConstantOp::create(b, b.getI64IntegerAttr(v)).getResult(); };
   mlir::Value atom = arith::DivUIOp::create(b, dim, c(64));
   mlir::Value chunk = arith::DivUIOp::create(b, arith::RemUIOp::create(b, dim, c(64)), c(8));
   mlir::Value r8 = arith::RemUIOp::create(b, row, c(8));
   mlir::Value at = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, atom, c(kBRows * kAtomBytes)),
+      b, arith::MulIOp::create(b, atom, c(rows * kAtomBytes)),
       arith::AddIOp::create(b, arith::MulIOp::create(b, arith::DivUIOp::create(b, row, c(8)), c(kGroupBytes)),
                             arith::MulIOp::create(b, r8, c(kAtomBytes))));
   return arith::AddIOp::create(b, at, arith::MulIOp::create(b, arith::XOrIOp::create(b, chunk, r8), c(16)));
 }
 
-// The staged query bytes (64 rows x 128, row-major) to B's layout: thread i fills K steps
-// [4 (i % 2), + 4) of row i / 2, 16 elements each, two at a time from the staged row in the keys'
-// K order, widened to f16; then the writes are made visible to wgmma (the async proxy) and the
-// program waits for every thread's.
-void Emitter::wgmmaStageColumns(mlir::Value staged, mlir::Value bBuf) {
+// The queries (N rows x 128 bytes, `rows` blocked over the threads) to B's layout, through B's
+// own buffer: the raw rows first, then each thread gathers the K pairs of its (row, half) slots
+// -- half h of row r is K steps [4h, 4h + 4), 16 elements each, in the keys' K order -- and after
+// a barrier widens them to f16 and stores them swizzled; the writes are then made visible to
+// wgmma (the async proxy) and every thread's awaited.
+void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value rows, int64_t lanes) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type(), i8 = b_.getI8Type();
-  mlir::Value lane = laneI64();
-  mlir::Value row = arith::DivUIOp::create(b_, lane, constant(i64, 2));
-  mlir::Value half = arith::RemUIOp::create(b_, lane, constant(i64, 2));
-  // step S = 4 half + j / 2 = 2s + h with s = 2 half + j / 4, h = (j / 2) % 2; chunk parity j % 2
-  mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, row, constant(i64, kRowK)),
-                                           arith::MulIOp::create(b_, half, constant(i64, 16)));
+  const int64_t N = lanes / kRowK, slots = 2 * N / threads_;
+  gpuStoreTile(bBuf, constant(i64, 0), rows, lanes);
+  barrier();
+  struct Slot {
+    mlir::Value row, half;
+    std::vector<mlir::Value> pairs; // [chunk j][t'] as the low half of an i32
+  };
+  std::vector<Slot> mine;
+  for (int64_t p = 0; p < slots; ++p) {
+    Slot s;
+    mlir::Value slot = arith::AddIOp::create(b_, arith::MulIOp::create(b_, laneI64(), constant(i64, slots)),
+                                             constant(i64, p));
+    s.row = arith::DivUIOp::create(b_, slot, constant(i64, 2));
+    s.half = arith::RemUIOp::create(b_, slot, constant(i64, 2));
+    // step S = 4 half + j / 2 = 2s + h with s = 2 half + j / 4, h = (j / 2) % 2; chunk parity j % 2
+    mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.row, constant(i64, kRowK)),
+                                             arith::MulIOp::create(b_, s.half, constant(i64, 16)));
+    for (int64_t j = 0; j < 8; ++j)
+      for (int64_t t = 0; t < 4; ++t) {
+        const int64_t at = 32 * t + 8 * (j / 4) + 4 * ((j / 2) % 2) + 2 * (j % 2);
+        mlir::Value two = vector::LoadOp::create(
+            b_, VectorType::get({2}, i8), bBuf, ValueRange{toIndex(arith::AddIOp::create(b_, base, constant(i64, at)))},
+            false, llvm::MaybeAlign(2));
+        s.pairs.push_back(vector::ExtractOp::create(
+            b_,
+            vector::BitCastOp::create(
+                b_, VectorType::get({1}, i32),
+                vector::InsertStridedSliceOp::create(b_, two, constant(VectorType::get({4}, i8), 0),
+                                                     ArrayRef<int64_t>{0}, ArrayRef<int64_t>{1})),
+            ArrayRef<int64_t>{0}));
+      }
+    mine.push_back(std::move(s));
+  }
+  barrier(); // every raw byte is read before B is written over them
   auto bits = [&](mlir::Value pair) {
     return vector::ExtractOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({1}, i32), pair),
                                      ArrayRef<int64_t>{0})
         .getResult();
   };
-  for (int64_t j = 0; j < 8; ++j) {
-    SmallVector<mlir::Value> four; // the chunk's K pairs 2t' (t' = 0..3) as f16x2 words
-    for (int64_t t = 0; t < 4; ++t) {
-      const int64_t at = 32 * t + 8 * (j / 4) + 4 * ((j / 2) % 2) + 2 * (j % 2);
-      mlir::Value two = vector::LoadOp::create(b_, VectorType::get({2}, i8), staged,
-                                               ValueRange{toIndex(arith::AddIOp::create(b_, base, constant(i64, at)))},
-                                               false, llvm::MaybeAlign(2));
-      mlir::Value word = vector::ExtractOp::create(
-          b_,
-          vector::BitCastOp::create(
-              b_, VectorType::get({1}, i32),
-              vector::InsertStridedSliceOp::create(b_, two, constant(VectorType::get({4}, i8), 0),
-                                                   ArrayRef<int64_t>{0}, ArrayRef<int64_t>{1})),
-          ArrayRef<int64_t>{0});
-      four.push_back(bits(f16Pairs(word).first));
+  for (const Slot &s : mine)
+    for (int64_t j = 0; j < 8; ++j) {
+      SmallVector<mlir::Value> four; // the chunk's K pairs 2t' (t' = 0..3) as f16x2 words
+      for (int64_t t = 0; t < 4; ++t)
+        four.push_back(bits(f16Pairs(s.pairs[4 * j + t]).first));
+      mlir::Value chunk = vector::FromElementsOp::create(b_, VectorType::get({4}, i32), four);
+      mlir::Value dim = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.half, constant(i64, 64)),
+                                              constant(i64, 8 * j));
+      vector::StoreOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({16}, i8), chunk), bBuf,
+                              ValueRange{toIndex(swizzledChunk(b_, N, s.row, dim))}, false, llvm::MaybeAlign(16));
     }
-    mlir::Value chunk = vector::FromElementsOp::create(b_, VectorType::get({4}, i32), four);
-    mlir::Value dim = arith::AddIOp::create(b_, arith::MulIOp::create(b_, half, constant(i64, 64)),
-                                            constant(i64, 8 * j));
-    vector::StoreOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({16}, i8), chunk), bBuf,
-                            ValueRange{toIndex(swizzledChunk(b_, row, dim))}, false, llvm::MaybeAlign(16));
-  }
   NVVM::FenceProxyOp::create(b_, NVVM::ProxyKind::async_shared,
                              NVVM::SharedSpaceAttr::get(b_.getContext(), NVVM::SharedSpace::shared_cta));
   barrier();
@@ -111,7 +130,7 @@ mlir::Value Emitter::wgmmaDescriptor(mlir::Value buf, int64_t step) {
   mlir::Type i64 = b_.getI64Type();
   mlir::Value base = arith::IndexCastOp::create(
       b_, i64, memref::ExtractAlignedPointerAsIndexOp::create(b_, buf).getResult());
-  const int64_t offset = (step / 4) * kWgmmaColumns * kAtomBytes + (step % 4) * 32;
+  const int64_t offset = (step / 4) * wgmmaColumns_ * kAtomBytes + (step % 4) * 32;
   mlir::Value start = arith::ShRUIOp::create(
       b_, arith::AndIOp::create(b_, arith::AddIOp::create(b_, base, constant(i64, offset)), constant(i64, 0x3FFFF)),
       constant(i64, 4));
@@ -129,7 +148,7 @@ mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
   if (!dotStage_.count(bId.id))
     stageDotOperand(bId, /*barrierBefore=*/true);
   const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(get(op.operands[0]));
-  const int64_t regs = kWgmmaColumns * kWgmmaTokens / threads_;
+  const int64_t regs = wgmmaColumns_ * kWgmmaTokens / threads_;
   SmallVector<mlir::Type> fields(regs, f32);
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), fields);
   mlir::Value acc = LLVM::PoisonOp::create(b_, accType);
@@ -153,7 +172,7 @@ mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
     const std::string text = fmt::format(
         "{{\n.reg .pred p;\nsetp.ne.b32 p, {}, 0;\nwgmma.mma_async.sync.aligned.m64n{}k16.f32.f16.f16 "
         "{{{}}}, {{${}, ${}, ${}, ${}}}, ${}, p, 1, 1, 0;\n}}",
-        s == 0 ? 0 : 1, kWgmmaColumns, d, 2 * regs, 2 * regs + 1, 2 * regs + 2, 2 * regs + 3, 2 * regs + 4);
+        s == 0 ? 0 : 1, wgmmaColumns_, d, 2 * regs, 2 * regs + 1, 2 * regs + 2, 2 * regs + 3, 2 * regs + 4);
     SmallVector<mlir::Value> operands;
     for (int64_t r = 0; r < regs; ++r)
       operands.push_back(LLVM::ExtractValueOp::create(b_, acc, ArrayRef<int64_t>{r}));
@@ -176,7 +195,7 @@ mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
 // Lane n * 64 + m (column n, token m) of each accumulator this thread holds.
 mlir::Value Emitter::wgmmaAccIota(int64_t lanes) {
   mlir::Type i64 = b_.getI64Type();
-  const int64_t M = lanes / kWgmmaColumns, regs = lanes / threads_;
+  const int64_t M = kWgmmaTokens, regs = lanes / threads_;
   auto vt = VectorType::get({regs}, i64);
   SmallVector<int64_t> offsets;
   for (int64_t r = 0; r < regs; ++r) // chunk r / 4, token half (r / 2) % 2, column parity r % 2
@@ -193,16 +212,16 @@ mlir::Value Emitter::wgmmaAccIota(int64_t lanes) {
 
 // Max over each column's tokens: the thread's two, then the 8 threads of its t in the warp (xor
 // 4, 8, 16); the warp's lanes 0-3 write its 64 column maxima to row w of a 4 x 64 exchange
-// buffer, and thread n of the blocked 64-lane result takes the max of column n's 4 rows.
+// buffer, and thread n of the blocked N-lane result takes the max of column n's 4 rows.
 mlir::Value Emitter::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
   const int64_t regs = cast<VectorType>(acc.getType()).getNumElements();
-  if (groups != kWgmmaColumns && error_.empty())
+  if (groups != wgmmaColumns_ && error_.empty())
     error_ = fmt::format("reduce.max.groups of wgmma accumulators: {} groups (expected {})", groups,
-                         kWgmmaColumns);
+                         wgmmaColumns_);
   mlir::Value lane = laneI64();
   mlir::Value warp = arith::DivUIOp::create(b_, lane, constant(i64, 32));
-  mlir::Value rowAt = arith::AddIOp::create(b_, arith::MulIOp::create(b_, warp, constant(i64, kWgmmaColumns)),
+  mlir::Value rowAt = arith::AddIOp::create(b_, arith::MulIOp::create(b_, warp, constant(i64, wgmmaColumns_)),
                                             arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(i64, 4)),
                                                                   constant(i64, 2)));
   mlir::Value leader = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult,
@@ -230,7 +249,7 @@ mlir::Value Emitter::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
   for (int64_t w = 0; w < kWarps; ++w)
     best = maxNum(best, memref::LoadOp::create(
                             b_, wgmmaExchange_,
-                            ValueRange{toIndex(arith::AddIOp::create(b_, n, constant(i64, w * kWgmmaColumns)))}));
+                            ValueRange{toIndex(arith::AddIOp::create(b_, n, constant(i64, w * wgmmaColumns_)))}));
   barrier(); // the buffer is written again by the next reduction
   return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), best);
 }

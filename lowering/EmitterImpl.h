@@ -147,7 +147,7 @@ private:
   bool wgmmaFits(const dsl::Op &dotTiles) const; // the shapes it takes
   bool wgmmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
   mlir::Value wgmmaDotTiles(const dsl::Op &op);
-  void wgmmaStageColumns(mlir::Value bBuf, mlir::Value rowBytes, int64_t lanes);
+  void wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t lanes);
   mlir::Value wgmmaDescriptor(mlir::Value buf, int64_t step);
   mlir::Value wgmmaAccIota(int64_t lanes);
   mlir::Value wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups);

@@ -35,6 +35,12 @@ using namespace mlir;
 
 namespace {
 constexpr int64_t kRowK = 128, kStepK = 16, kAtomBytes = 128, kGroupBytes = 1024, kWarps = 4;
+
+// An f16 pair as the 32-bit register PTX takes it.
+mlir::Value pairBits(ImplicitLocOpBuilder &b, mlir::Value pair) {
+  return vector::ExtractOp::create(b, vector::BitCastOp::create(b, VectorType::get({1}, b.getI32Type()), pair),
+                                   ArrayRef<int64_t>{0});
+}
 } // namespace
 
 // 64 key tokens (16 per warp) against 64 or 128 query columns of 128-element rows, on a 4-warp
@@ -63,15 +69,15 @@ static mlir::Value swizzledChunk(ImplicitLocOpBuilder &b, int64_t rows, mlir::Va
   return arith::AddIOp::create(b, at, arith::MulIOp::create(b, arith::XOrIOp::create(b, chunk, r8), c(16)));
 }
 
-// The queries (N rows x 128 bytes, `rows` blocked over the threads) to B's layout, through B's
+// The queries (N rows x 128 bytes, blocked over the threads) to B's layout, through B's
 // own buffer: the raw rows first, then each thread gathers the K pairs of its (row, half) slots
 // -- half h of row r is K steps [4h, 4h + 4), 16 elements each, in the keys' K order -- and after
 // a barrier widens them to f16 and stores them swizzled; the writes are then made visible to
 // wgmma (the async proxy) and every thread's awaited.
-void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value rows, int64_t lanes) {
+void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t lanes) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type(), i8 = b_.getI8Type();
   const int64_t N = lanes / kRowK, slots = 2 * N / threads_;
-  gpuStoreTile(bBuf, constant(i64, 0), rows, lanes);
+  gpuStoreTile(bBuf, constant(i64, 0), queries, lanes);
   barrier();
   struct Slot {
     mlir::Value row, half;
@@ -104,16 +110,11 @@ void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value rows, int64_t lane
     mine.push_back(std::move(s));
   }
   barrier(); // every raw byte is read before B is written over them
-  auto bits = [&](mlir::Value pair) {
-    return vector::ExtractOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({1}, i32), pair),
-                                     ArrayRef<int64_t>{0})
-        .getResult();
-  };
   for (const Slot &s : mine)
     for (int64_t j = 0; j < 8; ++j) {
       SmallVector<mlir::Value> four; // the chunk's K pairs 2t' (t' = 0..3) as f16x2 words
       for (int64_t t = 0; t < 4; ++t)
-        four.push_back(bits(f16Pairs(s.pairs[4 * j + t]).first));
+        four.push_back(pairBits(b_, f16Pairs(s.pairs[4 * j + t]).first));
       mlir::Value chunk = vector::FromElementsOp::create(b_, VectorType::get({4}, i32), four);
       mlir::Value dim = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.half, constant(i64, 64)),
                                               constant(i64, 8 * j));
@@ -143,7 +144,7 @@ mlir::Value Emitter::wgmmaDescriptor(mlir::Value buf, int64_t step) {
 // result is first used, with the kernel folding each tile's dots into the max one tile later so
 // they overlap the next tile's decode, measured no faster: bench/RESULTS.md, eighth session.)
 mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
-  mlir::Type i32 = b_.getI32Type(), f32 = b_.getF32Type();
+  mlir::Type f32 = b_.getF32Type();
   const dsl::ValueId bId = op.operands[1];
   if (!dotStage_.count(bId.id))
     stageDotOperand(bId, /*barrierBefore=*/true);
@@ -161,11 +162,6 @@ mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
   for (int64_t r = 0; r < regs; ++r)
     constraints += fmt::format("{},", r);
   constraints += "r,r,r,r,l";
-  auto as32 = [&](mlir::Value pair) {
-    return vector::ExtractOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({1}, i32), pair),
-                                     ArrayRef<int64_t>{0})
-        .getResult();
-  };
   NVVM::WgmmaFenceAlignedOp::create(b_);
   for (int64_t s = 0; s < kRowK / kStepK; ++s) {
     // scale-d 0 on the first step: D = A B (the poison inputs are not read)
@@ -177,7 +173,7 @@ mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
     for (int64_t r = 0; r < regs; ++r)
       operands.push_back(LLVM::ExtractValueOp::create(b_, acc, ArrayRef<int64_t>{r}));
     for (mlir::Value a : aRegs[s])
-      operands.push_back(as32(a));
+      operands.push_back(pairBits(b_, a));
     operands.push_back(wgmmaDescriptor(bBuf, s));
     acc = LLVM::InlineAsmOp::create(b_, accType, operands, b_.getStringAttr(text), b_.getStringAttr(constraints),
                                     /*has_side_effects=*/UnitAttr::get(b_.getContext()), UnitAttr(),

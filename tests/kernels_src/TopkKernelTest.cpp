@@ -1,8 +1,9 @@
-// The top-k kernels compiled for the host on crafted score rows that stress their tile skipping: a
-// 32-score step is skipped when its best key cannot beat the 16th, so rows where every step
-// enters, none does, ties (a later block with an equal score ranks higher), NaN, -inf and signed
-// zeros, and rows shorter than a step or than 16, must all give SPEC §5's order -- whole, and cut
-// into segments whose top 16s topk_merge combines.
+// The top-k kernels compiled for the host on crafted score rows that stress their shortcuts: each
+// lane keeps only its 3 largest keys (rows where one lane sees 3, 4 or all of the top 16 must
+// still come out whole), and a 32-score step is skipped when its best key cannot beat the 16th
+// (rows where every step enters, none does), ties (a later block with an equal score ranks
+// higher), NaN, -inf and signed zeros, and rows shorter than a step or than 16, must all give
+// SPEC §5's order -- whole, and cut into segments whose top 16s topk_merge combines.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -55,6 +56,10 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
   make(0, [](int) { return 0.0f; });
   make(8192, [&](int) { return uni(rng); });
   make(640, [](int i) { return i == 639 ? 1e30f : (i == 0 ? 1e29f : 1.0f); }); // sentinels
+  // Lane 5 of the one pass (blocks 5, 37, 69, ...) sees 3, 4 or all of the top 16.
+  for (int inLane5 : {3, 4, 16})
+    make(1000, [&](int i) { return i % 32 == 5 && i / 32 < inLane5 ? 500.0f + i : uni(rng); });
+  make(1000, [](int i) { return i % 32 == 5 ? 1000.0f - i : 0.0f; }); // lane 5 leads, ascending ids
 
   auto build = [](kernels::KernelKind kind) {
     auto k = kernels::buildKernel(kind, kernels::configFor(kind, 1, 4));

@@ -11,8 +11,10 @@ for heads in 1 2 4; do
     "$M3IDX" inspect score_decode --heads $heads --query-rows $rows --target sm_90 --emit ptx \
       > ".gpu/ptx/score_decode.heads=$heads,rows=$rows.ptx"
   done
-  "$M3IDX" inspect score_prefill --heads $heads --target sm_90 --emit ptx \
-    > ".gpu/ptx/score_prefill.heads=$heads,rows=$((64 / heads)),tokens=64,warps=4.ptx" # kernels::kSm90PrefillForm
+  # named by the config the PTX's first line gives (kernels::kSm90PrefillForm's)
+  ptx=$("$M3IDX" inspect score_prefill --heads $heads --target sm_90 --emit ptx)
+  config=$(head -1 <<<"$ptx" | sed -n 's/.*(\(heads=[^)]*\)).*/\1/p')
+  printf '%s\n' "$ptx" > ".gpu/ptx/score_prefill.$config.ptx"
 done
 for rows in 1 4; do
   "$M3IDX" inspect topk_decode --query-rows $rows --target sm_90 --emit ptx \

@@ -244,6 +244,16 @@ Value KernelBuilder::reduceMaxGroups(Value t, int groups) {
   return emit1(OpKind::ReduceMaxGroups, {t}, tile(Elem::F32, std::max(groups, 1)), groups);
 }
 
+Value KernelBuilder::foldMax(Value t, int d) {
+  const int lanes = t.type().lanes;
+  if (!live({t}))
+    return poison(tile(Elem::F32, std::max(lanes / 2, 1)));
+  check(t.type().isTile() && t.type().elem == Elem::F32 && d > 0 && (d & (d - 1)) == 0 && lanes % (2 * d) == 0,
+        fmt::format("fold.max: needs an f32 tile whose lanes are a multiple of 2 x {} (a power of two), got {}",
+                    d, t.type().str()));
+  return emit1(OpKind::FoldMax, {t}, tile(Elem::F32, std::max(lanes / 2, 1)), d);
+}
+
 Value KernelBuilder::load(Buffer buf, Value offset) {
   if (!live({offset}))
     return poison(scalar(buf.elem));

@@ -70,6 +70,10 @@ public:
   Value reduceMax(Value t);
   // tile<G*S x f32> -> tile<G x f32>: lane g is the fmaxf (NaN dropped) of lanes [g*S, g*S + S).
   Value reduceMaxGroups(Value t, int groups);
+  // tile<L x f32> -> tile<L/2 x f32>: the fmaxf of each pair of lanes i, i + d with bit d of i
+  // clear (d a power of two, 2d dividing L), at lane (i / 2d) * d + i % d. A max over all lanes
+  // may fold pairs first; which pairs is the kernel's choice (a layout's registers may hold them).
+  Value foldMax(Value t, int d);
 
   Value load(Buffer buf, Value offset);
   Value loadTile(Buffer buf, Value offset, int lanes);

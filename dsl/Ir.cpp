@@ -49,6 +49,7 @@ const char *opName(OpKind k) {
   case OpKind::ReduceAdd: return "reduce.add";
   case OpKind::ReduceMax: return "reduce.max";
   case OpKind::ReduceMaxGroups: return "reduce.max.groups";
+  case OpKind::FoldMax: return "fold.max";
   case OpKind::Load: return "load";
   case OpKind::LoadTile: return "load.tile";
   case OpKind::LoadTileMasked: return "load.tile.masked";
@@ -92,6 +93,7 @@ void printOp(const Kernel &k, const Op &op, int indent, std::string &out) {
   case OpKind::Shuffle: attrs = fmt::format(" [{}]", fmt::join(op.lanesAttr, ", ")); break;
   case OpKind::DotTiles: attrs = fmt::format(" k={}", op.intAttr); break;
   case OpKind::ReduceMaxGroups: attrs = fmt::format(" groups={}", op.intAttr); break;
+  case OpKind::FoldMax: attrs = fmt::format(" pairs={}", op.intAttr); break;
   case OpKind::For:
     if (op.intAttr > 1)
       attrs = fmt::format(" unroll={}", op.intAttr);

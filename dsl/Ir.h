@@ -21,7 +21,7 @@ enum class OpKind : uint8_t {
   // conversions
   ExtS, ExtU, Trunc, SIToFP, ExtF, TruncF, Bitcast, ClampF,
   // tiles
-  Splat, Extract, ExtractAt, Shuffle, ReduceAdd, ReduceMax, ReduceMaxGroups,
+  Splat, Extract, ExtractAt, Shuffle, ReduceAdd, ReduceMax, ReduceMaxGroups, FoldMax,
   // memory (buffers are 1-D; offsets are i64 element indices)
   Load, LoadTile, LoadTileMasked, Store, StoreTile, StoreScatter,
   // domain ops

@@ -11,6 +11,8 @@ std::string KernelConfig::str() const {
   std::string s = fmt::format("heads={},rows={}", numHeads, queryRows);
   if (tokenTile != kTokenTile || warps != 1)
     s += fmt::format(",tokens={},warps={}", tokenTile, warps);
+  if (foldTokenPairs)
+    s += ",fold";
   return s;
 }
 
@@ -47,7 +49,8 @@ KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen, PrefillFo
   switch (k) {
   case KernelKind::ScoreDecode: return {numHeads, decodeQueryLen};
   case KernelKind::ScorePrefill:
-    return {numHeads, prefillRowTile(numHeads, prefill.columns), prefill.tokenTile, prefill.warps};
+    return {numHeads, prefillRowTile(numHeads, prefill.columns), prefill.tokenTile, prefill.warps,
+            prefill.foldTokenPairs};
   case KernelKind::TopkDecode: return {1, decodeQueryLen}; // heads come from the grid
   case KernelKind::TopkPrefill: return {1, 0};
   case KernelKind::TopkMerge: return {1, 0};
@@ -65,6 +68,9 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
     return invalidArgument("token tile", "a divisor of 128", c.tokenTile);
   if (c.warps != 1 && k != KernelKind::ScorePrefill)
     return invalidArgument("warps", "1 (only score_prefill runs on several)", c.warps);
+  if (c.foldTokenPairs && (k != KernelKind::ScorePrefill || c.tokenTile % 16 != 0))
+    return invalidArgument("token-pair folding", "score_prefill with a token tile that is a multiple of 16",
+                           fmt::format("{} with a token tile of {}", kernelName(k), c.tokenTile));
   switch (k) {
   case KernelKind::ScoreDecode: return buildScoreDecode(c);
   case KernelKind::ScorePrefill: return buildScorePrefill(c);

@@ -18,15 +18,20 @@ enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill, Topk
 // with `columns` (rows x heads) query columns, on `warps` warps; GPU grids keep about
 // `gpuPrograms` programs of at most `maxBlocksPerProgram` blocks (LaunchPlan.h's scoreGrid).
 // Host and gfx950 programs: 16 columns and 16 tokens (one 16-wide matrix tile), one warp / wave,
-// the decode grid's sizes. sm_90 programs are a warpgroup (4 warps) running wgmma m64n64k16 on 64
-// tokens x 64 columns (lowering/nvvm/Sm90Wgmma.cpp), and take 64 blocks each: a program first
+// the decode grid's sizes. sm_90 programs are a warpgroup (4 warps) running wgmma m64n128k16 on 64
+// tokens x 128 columns (lowering/nvvm/Sm90Wgmma.cpp), and take 64 blocks each: a program first
 // stages its queries and a key table, which programs of 8 blocks spent much of their time on
 // (bench/RESULTS.md, eighth session: 4 x 32K H=1 score 2.06 ms with 8, 1.54 with 32, 1.49 with 64).
+// `foldTokenPairs`: each tile's dots are folded in pairs of tokens (fold.max) before the running
+// max, which then holds half as many values -- on sm_90 a thread's two tokens, 32 registers fewer
+// at 128 columns. That made 128 columns pay: each decoded key tile feeds twice the products
+// (ninth session: score 1.48 ms at 64 columns, 1.42 folded, 1.35 at 128 folded).
 struct PrefillForm {
   int columns = 16, tokenTile = 16, warps = 1;
   int64_t gpuPrograms = kGpuScorePrograms, maxBlocksPerProgram = kMaxBlocksPerProgram;
+  bool foldTokenPairs = false;
 };
-inline constexpr PrefillForm kPrefillForm{}, kSm90PrefillForm{64, 64, 4, 2048, 64};
+inline constexpr PrefillForm kPrefillForm{}, kSm90PrefillForm{128, 64, 4, 2048, 64, true};
 // A target's prefill form, by its name ("sm_90": kSm90PrefillForm; "host", "gfx950": kPrefillForm).
 PrefillForm prefillFormFor(const std::string &target);
 // Rows of one prefill program: `columns` / heads.
@@ -43,11 +48,15 @@ struct KernelConfig {
   int queryRows = 4;
   // Key tokens per dot (a divisor of the 128-token block) and warps per GPU program.
   int tokenTile = kTokenTile, warps = 1;
+  // score_prefill: fold each tile's dots over token pairs (m, m + 8) before the running max.
+  bool foldTokenPairs = false;
 
   bool operator==(const KernelConfig &o) const {
-    return numHeads == o.numHeads && queryRows == o.queryRows && tokenTile == o.tokenTile && warps == o.warps;
+    return numHeads == o.numHeads && queryRows == o.queryRows && tokenTile == o.tokenTile && warps == o.warps &&
+           foldTokenPairs == o.foldTokenPairs;
   }
-  std::string str() const; // "heads=4,rows=4" (then ",tokens=T,warps=W" unless 16 and 1)
+  // "heads=4,rows=4" (then ",tokens=T,warps=W" unless 16 and 1, then ",fold" if folding)
+  std::string str() const;
 };
 
 const std::vector<KernelKind> &allKernels();

@@ -140,18 +140,22 @@ private:
   // warp, A in registers) against 64 or 128 query columns (B, f16 in shared memory, 128-byte
   // swizzled) as wgmma m64nNk16 with f32 sums.
   static constexpr int64_t kWgmmaTokens = 64; // wgmma's M
-  // The .maxnreg of wgmma programs: 4 per SM. Measured on the H200 (bench/RESULTS.md, eighth
-  // session), prefill 4 x 32K H=1 score: uncapped (243 registers, 2 programs per SM) 2.46 ms, 168
-  // (3 per SM, 140-160 bytes spilled) 2.15 ms, 128 (300-316 bytes spilled) 2.06 ms.
-  static constexpr int32_t kWgmmaRegisterCap = 128;
+  // The .maxnreg of wgmma programs of `columns` columns: 64 -> 128 (4 programs per SM), 128 -> 168
+  // (3 per SM; the accumulators alone take 64). Measured on the H200, prefill 4 x 32K H=1 score
+  // (bench/RESULTS.md): 64 columns, eighth session, uncapped (243 registers, 2 programs per SM)
+  // 2.46 ms, 168 2.15, 128 2.06; 128 columns with folded token pairs, ninth session, 128 (1 KB
+  // spilled) 1.81 ms, 168 1.35 (no spill in the loop over whole blocks), 200 1.45, 255 1.45.
+  static int32_t wgmmaRegisterCap(int64_t columns) { return columns > 64 ? 168 : 128; }
   bool wgmmaFits(const dsl::Op &dotTiles) const; // the shapes it takes
   bool wgmmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
   mlir::Value wgmmaDotTiles(const dsl::Op &op);
   void wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t lanes);
   mlir::Value wgmmaDescriptor(mlir::Value buf, int64_t step);
   mlir::Value wgmmaAccIota(int64_t lanes);
-  mlir::Value wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups);
-  mlir::Value wgmmaExchange_;  // the warps' column maxima (4 x N floats)
+  mlir::Value wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bool folded);
+  mlir::Value wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result);
+  mlir::Value wgmmaExchange_;  // the warps' column maxima (two of 4 x N floats, used in turn)
+  mlir::Value wgmmaExchangeAt_; // the offset of the one the next reduction uses (0 or 4 N)
   int64_t wgmmaColumns_ = 0;   // N of the program's wgmma dots (one N per program)
   std::set<int32_t> wgmmaB_;   // b operand ids staged as wgmma B
   void declareKeyTable(mlir::Block *moduleBody);

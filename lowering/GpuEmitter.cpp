@@ -588,9 +588,9 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     if (!mfma && !(mma && spreadOf(op.results[0]) == Spread::MmaAcc) && !wgmma)
       add(Role::Result, static_cast<int32_t>(i), N * M, b_.getF32Type());
   }
-  if (!wgmmaB_.empty()) { // the warps' column maxima
-    extraBuffers.push_back({Role::WgmmaExchange, 0, wgBuffer(4 * wgmmaColumns_, b_.getF32Type())});
-    dotBytes += 4 * wgmmaColumns_ * 4;
+  if (!wgmmaB_.empty()) { // the warps' column maxima, two exchanges in turn
+    extraBuffers.push_back({Role::WgmmaExchange, 0, wgBuffer(2 * 4 * wgmmaColumns_, b_.getF32Type())});
+    dotBytes += 2 * 4 * wgmmaColumns_ * 4;
   }
   if (dotBytes > kMaxDotWorkgroupBytes)
     return Status::error(fmt::format("kernel @{}: dot.tiles needs {} bytes of workgroup memory "
@@ -611,7 +611,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
   mmaColumnTiles_ = mmaColumnTiles;
-  if (int32_t cap = wgmmaB_.empty() ? sm90RegisterCap(mmaColumnTiles) : kWgmmaRegisterCap)
+  if (int32_t cap = wgmmaB_.empty() ? sm90RegisterCap(mmaColumnTiles) : wgmmaRegisterCap(wgmmaColumns_))
     fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b_.getI32IntegerAttr(cap));
   Block *entry = &fn.getBody().front();
   b_.setInsertionPointToStart(entry);
@@ -636,6 +636,10 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     }
   }
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
+  if (!wgmmaB_.empty()) { // which exchange the next reduction uses: a scalar LLVM keeps in a register
+    wgmmaExchangeAt_ = memref::AllocaOp::create(b_, MemRefType::get({1}, b_.getI64Type()));
+    memref::StoreOp::create(b_, constant(b_.getI64Type(), 0), wgmmaExchangeAt_, ValueRange{toIndex(constant(b_.getI64Type(), 0))});
+  }
   if (keysAsF32 && !gfx950_)
     keyTable_ = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()),
                                             "m3idx_nvfp4_keys");

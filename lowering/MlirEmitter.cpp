@@ -68,7 +68,8 @@ mlir::Type Emitter::valueType(dsl::ValueId v) {
     return VectorType::get({t.lanes / (widened ? 32 : threads_)}, widened ? b_.getI32Type() : elemType(t.elem));
   }
   case Spread::MmaAcc: return VectorType::get({4 * ((t.lanes / 16 + 7) / 8)}, elemType(t.elem));
-  case Spread::WgmmaAcc: return VectorType::get({t.lanes / threads_}, elemType(t.elem));
+  case Spread::WgmmaAcc: case Spread::WgmmaAccFolded:
+    return VectorType::get({t.lanes / threads_}, elemType(t.elem));
   }
   return {};
 }
@@ -289,14 +290,38 @@ void Emitter::emitOp(const dsl::Op &op) {
                                     isF ? arith::FastMathFlags::reassoc : arith::FastMathFlags::none));
     return;
   }
+  case OpKind::FoldMax: {
+    const int64_t lanes = k_.typeOf(op.operands[0]).lanes, d = op.intAttr;
+    if (spreadOf(op.operands[0]) == Spread::WgmmaAcc) {
+      set(wgmmaAccFoldMax(in(0), d, spreadOf(op.results[0])));
+      return;
+    }
+    if (gpu_ && (partial(lanes / 2) || chunk(lanes) % (2 * d) != 0)) { // pairs must be in one thread
+      if (error_.empty())
+        error_ = fmt::format("fold.max: pairs {} apart across threads ({} lanes, {} per thread)", d, lanes,
+                             partial(lanes) ? 1 : chunk(lanes));
+      set(constant(resultType(), 0));
+      return;
+    }
+    // lanes i (bit d clear) and i + d of the vector this thread (or the host) holds
+    const int64_t n = cast<VectorType>(in(0).getType()).getNumElements();
+    SmallVector<int64_t> low, high;
+    for (int64_t i = 0; i < n; ++i)
+      if ((i & d) == 0) {
+        low.push_back(i);
+        high.push_back(i + d);
+      }
+    set(maxNum(vector::ShuffleOp::create(b_, in(0), in(0), low), vector::ShuffleOp::create(b_, in(0), in(0), high)));
+    return;
+  }
   case OpKind::ReduceMaxGroups: {
     const int64_t lanes = k_.typeOf(op.operands[0]).lanes, groups = op.intAttr;
     if (spreadOf(op.operands[0]) == Spread::MmaAcc) {
       set(mmaAccReduceMaxGroups(in(0), groups));
       return;
     }
-    if (spreadOf(op.operands[0]) == Spread::WgmmaAcc) {
-      set(wgmmaAccReduceMaxGroups(in(0), groups));
+    if (spreadOf(op.operands[0]) == Spread::WgmmaAcc || spreadOf(op.operands[0]) == Spread::WgmmaAccFolded) {
+      set(wgmmaAccReduceMaxGroups(in(0), groups, spreadOf(op.operands[0]) == Spread::WgmmaAccFolded));
       return;
     }
     if (gpu_) {

@@ -71,7 +71,7 @@ Status HostBackend::scoreDecode(const BatchView &b, int64_t width, float *scores
 Status HostBackend::scorePrefill(const BatchView &b, int64_t width, float *scores) {
   const int64_t D = b.params.numDecodes, R = b.numRequests;
   const kernels::KernelConfig config =
-      kernels::configFor(KernelKind::ScorePrefill, b.params.numHeads, b.params.decodeQueryLen);
+      kernels::configFor(KernelKind::ScorePrefill, b.params.numHeads, b.params.decodeQueryLen, prefill_);
   const int64_t tiles = kernels::prefillTileCount(b, config.queryRows);
   if (tiles == 0)
     return Status();

@@ -19,6 +19,9 @@ namespace m3idx::runtime {
 
 class HostBackend final : public Backend {
 public:
+  // `prefill`: how score_prefill programs run (kernels::PrefillForm); another target's form runs
+  // that target's kernel source here (tests check sm_90's against the reference on the CPU).
+  explicit HostBackend(kernels::PrefillForm prefill = kernels::kPrefillForm) : prefill_(prefill) {}
   std::string name() const override { return "host"; }
   StatusOr<IndexerOutput> run(const BatchView &batch, const RunOptions &options) override;
 
@@ -45,6 +48,7 @@ private:
   Status mergeTopk(const BatchView &b, const kernels::TopkSplit &split, int64_t rowBegin, int64_t rows,
                    int32_t *topk);
 
+  kernels::PrefillForm prefill_;
   KernelStore store_;
   GrowBuffer<int32_t> tileRequest_, tileRowBegin_, rowBlocks_;
   GrowBuffer<int64_t> partial_; // top-k segments' keys (kernels_src/LaunchPlan.h's TopkSplit)

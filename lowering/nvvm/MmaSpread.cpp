@@ -12,7 +12,8 @@ using dsl::OpKind;
 
 namespace {
 
-constexpr uint8_t kBlocked = 1, kRows = 2, kAcc = 4, kWacc = 8, kAny = kBlocked | kRows | kAcc | kWacc;
+constexpr uint8_t kBlocked = 1, kRows = 2, kAcc = 4, kWacc = 8, kFold = 16,
+                  kAny = kBlocked | kRows | kAcc | kWacc | kFold;
 
 uint8_t bit(Spread s) { return static_cast<uint8_t>(1u << static_cast<int>(s)); }
 
@@ -38,7 +39,7 @@ public:
   void want(int32_t v, uint8_t mask) { wanted_[find(v)] |= mask; }
   Spread choose(int32_t v) {
     v = find(v);
-    for (Spread s : {Spread::MmaRows, Spread::MmaAcc, Spread::WgmmaAcc})
+    for (Spread s : {Spread::MmaRows, Spread::MmaAcc, Spread::WgmmaAcc, Spread::WgmmaAccFolded})
       if (wanted_[v] == bit(s) && (allowed_[v] & bit(s)))
         return s;
     return Spread::Blocked;
@@ -62,7 +63,8 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
                                      const std::function<bool(const dsl::Op &)> &wgmmaFits) {
   const size_t n = k.valueTypes.size();
   auto isTile = [&](dsl::ValueId v) { return k.typeOf(v).isTile(); };
-  auto solve = [&](const std::vector<bool> &ffmaDot) {
+  // ffmaDot: dots pinned to FFMA; blockedFold: fold.max ops whose input is not in accumulators.
+  auto solve = [&](const std::vector<bool> &ffmaDot, const std::vector<bool> &blockedFold) {
     Groups g(n);
     auto allowAll = [&](const std::vector<dsl::ValueId> &vs, uint8_t mask) {
       for (dsl::ValueId v : vs)
@@ -75,8 +77,16 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
       case OpKind::ConstInt: case OpKind::ConstFloat: case OpKind::ScalarArg:
       case OpKind::ProgramId: case OpKind::Load: case OpKind::Store: case OpKind::Yield:
         break;
-      case OpKind::Iota: case OpKind::Splat:
+      case OpKind::Iota:
         allowAll(op.results, kBlocked | kAcc | kWacc);
+        break;
+      case OpKind::Splat:
+        allowAll(op.results, kBlocked | kAcc | kWacc | kFold);
+        break;
+      case OpKind::FoldMax: // in-thread on wgmma accumulators (pairs of tokens g, g + 8)
+        g.allow(op.operands[0].id, kBlocked | (op.intAttr == 8 ? kWacc : 0));
+        g.allow(op.results[0].id, blockedFold[i] ? kBlocked : kBlocked | kFold);
+        g.want(op.results[0].id, kFold);
         break;
       case OpKind::LoadTile:
         g.allow(op.results[0].id, k.typeOf(op.results[0]).lanes % 64 == 0 ? kBlocked | kRows : kBlocked);
@@ -105,7 +115,7 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
         break;
       case OpKind::ReduceMaxGroups: // accumulators: 16 tokens per column (mma), 64 or 128 columns (wgmma)
         g.allow(op.operands[0].id, kBlocked | (k.typeOf(op.operands[0]).lanes == 16 * op.intAttr ? kAcc : 0) |
-                                       (op.intAttr == 64 || op.intAttr == 128 ? kWacc : 0));
+                                       (op.intAttr == 64 || op.intAttr == 128 ? kWacc | kFold : 0));
         g.allow(op.results[0].id, kBlocked);
         break;
       case OpKind::For: {
@@ -128,8 +138,8 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
           for (dsl::ValueId v : op.operands)
             if (isTile(v) && isTile(op.results[0]))
               g.unite(op.results[0].id, v.id);
-          allowAll(op.results, kBlocked | kAcc | kWacc);
-          allowAll(op.operands, kBlocked | kAcc | kWacc);
+          allowAll(op.results, kBlocked | kAcc | kWacc | kFold);
+          allowAll(op.operands, kBlocked | kAcc | kWacc | kFold);
         } else { // extract, shuffle, reductions, stores, dot, ...: blocked order only
           allowAll(op.operands, kBlocked);
           allowAll(op.results, kBlocked);
@@ -142,18 +152,26 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
         out[v] = g.choose(static_cast<int32_t>(v));
     return out;
   };
-  // A dot whose keys cannot be in fragment order runs on FFMA, whose results are blocked: solve
-  // again with those dots' results pinned (their groups may have wanted accumulators).
-  std::vector<bool> ffma(k.ops.size(), false);
-  std::vector<Spread> spreads = solve(ffma);
-  bool again = false;
-  for (size_t i = 0; i < k.ops.size(); ++i)
-    if (k.ops[i].kind == OpKind::DotTiles && (mmaFits(k.ops[i]) || (wgmmaFits && wgmmaFits(k.ops[i]))) &&
-        spreads[k.ops[i].operands[0].id] != Spread::MmaRows) {
-      ffma[i] = true;
-      again = true;
+  // A dot whose keys cannot be in fragment order runs on FFMA, whose results are blocked, and a
+  // fold.max of a tile not in wgmma accumulators folds in blocked order: solve again with those
+  // results pinned (their groups may have wanted accumulators) until nothing more is pinned.
+  std::vector<bool> ffma(k.ops.size(), false), blockedFold(k.ops.size(), false);
+  std::vector<Spread> spreads = solve(ffma, blockedFold);
+  for (bool again = true; again;) {
+    again = false;
+    for (size_t i = 0; i < k.ops.size(); ++i) {
+      const dsl::Op &op = k.ops[i];
+      if (op.kind == OpKind::DotTiles && !ffma[i] && (mmaFits(op) || (wgmmaFits && wgmmaFits(op))) &&
+          spreads[op.operands[0].id] != Spread::MmaRows)
+        again = ffma[i] = true;
+      if (op.kind == OpKind::FoldMax && !blockedFold[i] && spreads[op.operands[0].id] != Spread::WgmmaAcc &&
+          spreads[op.results[0].id] != Spread::Blocked)
+        again = blockedFold[i] = true;
     }
-  return again ? solve(ffma) : spreads;
+    if (again)
+      spreads = solve(ffma, blockedFold);
+  }
+  return spreads;
 }
 
 } // namespace m3idx::lowering

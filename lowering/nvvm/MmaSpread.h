@@ -28,12 +28,17 @@ enum class Spread : uint8_t {
   // tokens its M): thread (w, g, t) holds tokens 16w + g and 16w + g + 8 of columns 8i + 2t and
   // 8i + 2t + 1 (i < N / 8) in register 4i + 2 (token half) + (column parity).
   WgmmaAcc,
+  // fold.max (pairs 8) of a WgmmaAcc tile, N columns x 32 folded tokens (lane n * 32 + 8 (m / 16)
+  // + m % 8 for token m): thread (w, g, t) holds folded token 8w + g, the max of its two tokens,
+  // of columns 8i + 2t and 8i + 2t + 1 in register 2i + (column parity). Half the registers.
+  WgmmaAccFolded,
 };
 
 // One spread per ValueId. A dot.tiles that `mmaFits` gets MmaRows keys when its key chain (loads,
 // loop-carried copies, decode) is used by nothing else, and keeps MmaAcc results through
 // elementwise ops, iota, splat and loop-carried values until a reduce.max.groups; one that
-// `wgmmaFits` the same with MmaRows keys of 16 rows per warp and WgmmaAcc results.
+// `wgmmaFits` the same with MmaRows keys of 16 rows per warp and WgmmaAcc results, whose
+// fold.max (pairs 8) is WgmmaAccFolded through elementwise ops, splat and loop-carried values.
 // Any value also needed in blocked order keeps its whole group Blocked.
 std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
                                      const std::function<bool(const dsl::Op &)> &mmaFits,

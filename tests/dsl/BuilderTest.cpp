@@ -191,3 +191,20 @@ TEST(DslBuilder, WarpsPerProgram) {
   EXPECT_EQ(one.finish()->print().find("warps="), std::string::npos);
   EXPECT_NE(four.finish()->print().find("kernel @w() warps=4 {"), std::string::npos) << four.finish()->print();
 }
+
+// fold.max halves an f32 tile by pairs d apart (d a power of two whose double divides the lanes)
+// and prints its distance.
+TEST(DslBuilder, FoldMaxPairs) {
+  expectError([](KernelBuilder &b) { b.foldMax(b.splat(b.constF32(1), 16), 3); },
+              "fold.max: needs an f32 tile whose lanes are a multiple of 2 x 3 (a power of two), got tile<16 x f32>");
+  expectError([](KernelBuilder &b) { b.foldMax(b.splat(b.constF32(1), 24), 16); }, "got tile<24 x f32>");
+  expectError([](KernelBuilder &b) { b.foldMax(b.iota(16), 8); }, "got tile<16 x i64>");
+  KernelBuilder b("fold");
+  Buffer out = b.buffer("out", Elem::F32, Access::Write);
+  Value half = b.foldMax(b.splat(b.constF32(1), 32), 8);
+  EXPECT_EQ(half.type().lanes, 16);
+  b.storeTile(out, b.constInt(0), half);
+  StatusOr<Kernel> k = b.finish();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_NE(k->print().find("fold.max pairs=8"), std::string::npos) << k->print();
+}

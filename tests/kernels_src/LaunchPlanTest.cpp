@@ -69,7 +69,7 @@ TEST(KernelConfig, NamesAndValidation) {
   EXPECT_EQ(configFor(KernelKind::ScoreDecode, 4, 4).str(), "heads=4,rows=4");
   EXPECT_EQ(configFor(KernelKind::ScorePrefill, 1, 4).str(), "heads=1,rows=16");
   EXPECT_EQ(configFor(KernelKind::ScorePrefill, 2, 4, prefillFormFor("sm_90")).str(),
-            "heads=2,rows=32,tokens=64,warps=4");
+            "heads=2,rows=64,tokens=64,warps=4,fold");
   KernelConfig c = configFor(KernelKind::ScorePrefill, 1, 4);
   c.tokenTile = 48;
   auto k = buildKernel(KernelKind::ScorePrefill, c);
@@ -84,6 +84,15 @@ TEST(KernelConfig, NamesAndValidation) {
   ASSERT_TRUE(k.ok()) << k.status().message();
   EXPECT_EQ(k->warps, 4);
   EXPECT_NE(k->print().find("warps=4"), std::string::npos);
+  c = configFor(KernelKind::ScorePrefill, 1, 4); // folding needs token tiles of whole 16s
+  c.foldTokenPairs = true;
+  c.tokenTile = 8;
+  k = buildKernel(KernelKind::ScorePrefill, c);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("token-pair folding"), std::string::npos) << k.status().message();
+  c = configFor(KernelKind::TopkPrefill, 1, 4);
+  c.foldTokenPairs = true;
+  EXPECT_FALSE(buildKernel(KernelKind::TopkPrefill, c).ok());
 }
 
 TEST(TopkSplit, FewLongRowsAreCutIntoSegments) {
@@ -138,7 +147,7 @@ TEST(PrefillTiles, EveryPrefillRowInOneTileOfItsRequest) {
   for (int columns : {kPrefillForm.columns, prefillFormFor("sm_90").columns}) {
     const int tile = prefillRowTile(1, columns);
     const int64_t n = prefillTileCount(b, tile);
-    EXPECT_EQ(n, columns == 64 ? 1 + 2 + 3 : 1 + 5 + 9) << columns;
+    EXPECT_EQ(n, columns == 128 ? 1 + 1 + 2 : 1 + 5 + 9) << columns;
     std::vector<int32_t> request(n), rowBegin(n), seen(208, 0);
     fillPrefillTiles(b, tile, request.data(), rowBegin.data());
     for (int64_t t = 0; t < n; ++t)

@@ -89,13 +89,27 @@ void expectSameExactOutput(const IndexerOutput &got, const IndexerOutput &want, 
   EXPECT_EQ(got.topk, want.topk) << what;
 }
 
-class HostVsReference : public ::testing::TestWithParam<Family> {};
+class HostVsReference : public ::testing::TestWithParam<Family> {
+protected:
+  void expectMatches(runtime::HostBackend &host);
+};
 
 TEST_P(HostVsReference, Matches) {
+  runtime::HostBackend host;
+  expectMatches(host);
+}
+
+// sm_90's prefill programs (128 columns, 64-token tiles, token pairs folded before the running
+// max) are the same kernel source: run here, they must give the same answers.
+TEST_P(HostVsReference, MatchesInSm90PrefillForm) {
+  runtime::HostBackend host(kernels::prefillFormFor("sm_90"));
+  expectMatches(host);
+}
+
+void HostVsReference::expectMatches(runtime::HostBackend &host) {
   const Family &fam = GetParam();
   StatusOr<Case> c = generateCase(fam.options);
   ASSERT_TRUE(c.ok()) << c.status().message();
-  runtime::HostBackend host;
   StatusOr<IndexerOutput> got = host.run(c->view(), runtime::RunOptions{true});
   ASSERT_TRUE(got.ok()) << got.status().message();
   StatusOr<IndexerOutput> want = reference::runReference(c->view(), true);

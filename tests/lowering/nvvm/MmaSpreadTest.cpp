@@ -28,11 +28,12 @@ std::vector<Spread> spreads(const dsl::Kernel &k) {
   return lowering::assignMmaSpreads(k, [&](const dsl::Op &op) { return fits(k, op); });
 }
 
-// The shapes wgmma m64n64k16 takes in a warpgroup program (as the sm_90 emitter's wgmmaFits).
+// The shapes wgmma m64n64k16 / m64n128k16 take in a warpgroup program (as the sm_90 emitter's
+// wgmmaFits).
 bool fitsWgmma(const dsl::Kernel &k, const dsl::Op &op) {
   const dsl::Type a = k.typeOf(op.operands[0]), b = k.typeOf(op.operands[1]);
   return k.warps == 4 && a.elem == dsl::Elem::F8E4M3FN && op.intAttr == 128 && a.lanes == 64 * 128 &&
-         b.lanes == 64 * 128;
+         (b.lanes == 64 * 128 || b.lanes == 128 * 128);
 }
 
 std::vector<Spread> warpgroupSpreads(const dsl::Kernel &k) {
@@ -175,8 +176,8 @@ TEST(MmaSpread, EveryCombinationLowersForSm90) {
 }
 
 // sm_90 prefill programs (a warpgroup, 64-token tiles): the key chain in MmaRows order (16 rows per
-// warp: wgmma's A from registers), the dots' results and the running max in WgmmaAcc up to the
-// reduction; the queries stay blocked (staged as B).
+// warp: wgmma's A from registers), the dots' results in WgmmaAcc, folded over token pairs into a
+// WgmmaAccFolded running max up to the reduction; the queries stay blocked (staged as B).
 TEST(MmaSpread, WarpgroupPrefillKeepsKeysAsAAndResultsInWgmmaAccumulators) {
   using kernels::KernelKind;
   for (int heads : {1, 2, 4}) {
@@ -188,16 +189,19 @@ TEST(MmaSpread, WarpgroupPrefillKeepsKeysAsAAndResultsInWgmmaAccumulators) {
     EXPECT_EQ(k->warps, 4);
     const std::vector<Spread> s = warpgroupSpreads(*k);
     const auto dots = all(*k, OpKind::DotTiles), decodes = all(*k, OpKind::DecodeNvfp4),
-               reduces = all(*k, OpKind::ReduceMaxGroups);
+               reduces = all(*k, OpKind::ReduceMaxGroups), folds = all(*k, OpKind::FoldMax);
     ASSERT_EQ(dots.size(), 2u);
     ASSERT_EQ(reduces.size(), 2u);
+    ASSERT_EQ(folds.size(), 2u);
     for (int i = 0; i < 2; ++i) {
       EXPECT_EQ(s[dots[i]->operands[0].id], Spread::MmaRows) << heads;
       EXPECT_EQ(s[decodes[i]->operands[0].id], Spread::MmaRows) << heads;
       EXPECT_EQ(s[decodes[i]->operands[1].id], Spread::MmaRows) << heads;
       EXPECT_EQ(s[dots[i]->operands[1].id], Spread::Blocked) << heads;
       EXPECT_EQ(s[dots[i]->results[0].id], Spread::WgmmaAcc) << heads;
-      EXPECT_EQ(s[reduces[i]->operands[0].id], Spread::WgmmaAcc) << heads;
+      EXPECT_EQ(s[folds[i]->operands[0].id], Spread::WgmmaAcc) << heads;
+      EXPECT_EQ(s[folds[i]->results[0].id], Spread::WgmmaAccFolded) << heads;
+      EXPECT_EQ(s[reduces[i]->operands[0].id], Spread::WgmmaAccFolded) << heads;
       EXPECT_EQ(s[reduces[i]->results[0].id], Spread::Blocked) << heads;
     }
     // Without the wgmma predicate (as before warpgroups) nothing takes the tensor-core orders.
@@ -206,13 +210,13 @@ TEST(MmaSpread, WarpgroupPrefillKeepsKeysAsAAndResultsInWgmmaAccumulators) {
   }
 }
 
-// Warpgroup prefill programs of 128 columns (rows 128 / heads) lower to wgmma m64n128k16 with B's
-// 32 KB in shared memory (checked on the H200, 2-4% faster than 64 but spilling 600+ bytes under
-// 168 registers: not the product's form; bench/RESULTS.md, eighth session).
+// Warpgroup prefill programs of 128 columns (rows 128 / heads: sm_90's form) lower to wgmma
+// m64n128k16 with B's 32 KB in shared memory under a 168-register cap; 64 columns to m64n64k16
+// under 128.
 TEST(MmaSpread, WarpgroupPrefillOf128ColumnsLowersToN128) {
   using kernels::KernelKind;
   kernels::PrefillForm form = kernels::prefillFormFor("sm_90");
-  form.columns = 128;
+  EXPECT_EQ(form.columns, 128);
   for (int heads : {1, 4}) {
     const kernels::KernelConfig c = kernels::configFor(KernelKind::ScorePrefill, heads, 4, form);
     EXPECT_EQ(c.queryRows, 128 / heads);
@@ -223,7 +227,16 @@ TEST(MmaSpread, WarpgroupPrefillOf128ColumnsLowersToN128) {
     EXPECT_NE(ptx->find("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), std::string::npos);
     EXPECT_EQ(ptx->find("m64n64k16"), std::string::npos);
     EXPECT_NE(ptx->find(".shared .align 1024 .b8 __wg_score_prefill_0[32768]"), std::string::npos);
+    EXPECT_NE(ptx->find(".maxnreg 168"), std::string::npos);
   }
+  kernels::PrefillForm narrow = form;
+  narrow.columns = 64;
+  auto k = kernels::buildKernel(KernelKind::ScorePrefill, kernels::configFor(KernelKind::ScorePrefill, 1, 4, narrow));
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
+  ASSERT_TRUE(ptx.ok()) << ptx.status().message();
+  EXPECT_NE(ptx->find("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"), std::string::npos);
+  EXPECT_NE(ptx->find(".maxnreg 128"), std::string::npos);
   kernels::KernelConfig tooMany = kernels::configFor(KernelKind::ScorePrefill, 1, 4, form);
   tooMany.queryRows = 129;
   EXPECT_FALSE(kernels::buildKernel(KernelKind::ScorePrefill, tooMany).ok());
@@ -264,4 +277,28 @@ TEST(MmaSpread, MultiWarpProgramsAreRefusedWhereUnsupported) {
   auto sm90 = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Mlir);
   ASSERT_FALSE(sm90.ok());
   EXPECT_NE(sm90.status().message().find("across the warps"), std::string::npos) << sm90.status().message();
+}
+
+// fold.max outside wgmma accumulators folds in blocked order: within a thread's lanes it lowers
+// (8 lanes per thread, pairs 2 apart), across threads (one lane per thread) it is a named error.
+TEST(MmaSpread, BlockedFoldMaxOnlyWithinAThread) {
+  for (int lanes : {256, 32}) {
+    dsl::KernelBuilder b("fold");
+    dsl::Buffer in = b.buffer("in", dsl::Elem::F32, dsl::Access::Read);
+    dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
+    dsl::Value half = b.foldMax(b.loadTile(in, b.constInt(0), lanes), lanes == 256 ? 2 : 8);
+    b.storeTile(out, b.constInt(0), half);
+    auto k = b.finish();
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    EXPECT_EQ(warpgroupSpreads(*k)[only(*k, OpKind::FoldMax).results[0].id], Spread::Blocked);
+    auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
+    if (lanes == 256) {
+      ASSERT_TRUE(ptx.ok()) << ptx.status().message();
+      EXPECT_EQ(ptx->find("shfl.sync"), std::string::npos);
+    } else {
+      ASSERT_FALSE(ptx.ok());
+      EXPECT_NE(ptx.status().message().find("fold.max: pairs 8 apart across threads"), std::string::npos)
+          << ptx.status().message();
+    }
+  }
 }

@@ -127,7 +127,8 @@ Value keyTileBound(KernelBuilder &b, Value keys) {
 // Keys each lane keeps in the one pass over a row (lane i sees blocks i, i + 32, ...). The row's
 // top 16 are among the 32 x kLaneDepth kept keys unless one lane saw more than kLaneDepth of them:
 // for uniformly placed top blocks that is 0.5% of 128-block rows, 2% of 256 and 3.5% of 1024
-// (hypergeometric; 2 kept keys would be 18-32%, 4 would cost a fourth merge on most rows).
+// (hypergeometric; with 2 kept keys 18-32%). H200, 4 x 32K prefill top-k at H=1: 2 kept 0.190 ms,
+// 3 kept 0.165, 4 kept 0.172 (bench/RESULTS.md, ninth session).
 constexpr int kLaneDepth = 3;
 
 // The top 16 keys of blocks [first, last) of the score row at `base`. One pass keeps each lane's

@@ -154,6 +154,7 @@ private:
   mlir::Value wgmmaAccIota(int64_t lanes);
   mlir::Value wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bool folded);
   mlir::Value wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result);
+  mlir::Value wgmmaAccFoldThreadTokens(mlir::Value acc);
   mlir::Value wgmmaExchange_;  // the warps' column maxima (two of 4 x N floats, used in turn)
   mlir::Value wgmmaExchangeAt_; // the offset of the one the next reduction uses (0 or 4 N)
   int64_t wgmmaColumns_ = 0;   // N of the program's wgmma dots (one N per program)

@@ -638,7 +638,8 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
   if (!wgmmaB_.empty()) { // which exchange the next reduction uses: a scalar LLVM keeps in a register
     wgmmaExchangeAt_ = memref::AllocaOp::create(b_, MemRefType::get({1}, b_.getI64Type()));
-    memref::StoreOp::create(b_, constant(b_.getI64Type(), 0), wgmmaExchangeAt_, ValueRange{toIndex(constant(b_.getI64Type(), 0))});
+    mlir::Value zero = constant(b_.getI64Type(), 0);
+    memref::StoreOp::create(b_, zero, wgmmaExchangeAt_, ValueRange{toIndex(zero)});
   }
   if (keysAsF32 && !gfx950_)
     keyTable_ = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()),

@@ -206,13 +206,10 @@ mlir::Value Emitter::wgmmaAccIota(int64_t lanes) {
                                arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(offsets))));
 }
 
-// fold.max of accumulators, pairs 8 apart: tokens g and g + 8 of a column are one thread's
-// registers 4i + p and 4i + 2 + p, so the fold is in-thread (Spread::WgmmaAccFolded).
-mlir::Value Emitter::wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result) {
+// The max of each thread's two tokens per column: tokens g and g + 8 are its registers 4i + p and
+// 4i + 2 + p, so folding them is in-thread, into WgmmaAccFolded order (register 2i + p).
+mlir::Value Emitter::wgmmaAccFoldThreadTokens(mlir::Value acc) {
   const int64_t regs = cast<VectorType>(acc.getType()).getNumElements();
-  if ((pairs != 8 || result != Spread::WgmmaAccFolded) && error_.empty())
-    error_ = pairs != 8 ? fmt::format("fold.max of wgmma accumulators: pairs {} apart (only 8: a thread's tokens)", pairs)
-                        : std::string("fold.max of wgmma accumulators read in blocked order");
   SmallVector<mlir::Value> folded;
   for (int64_t r = 0; r < regs; r += 4)
     for (int64_t p = 0; p < 2; ++p)
@@ -221,15 +218,26 @@ mlir::Value Emitter::wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread resu
   return vector::FromElementsOp::create(b_, VectorType::get({regs / 2}, b_.getF32Type()), folded);
 }
 
-// Max over each column's tokens: the thread's two (one if `folded`), then the 8 threads of its t in the warp (xor
-// 4, 8, 16); the warp's lanes 0-3 write its N column maxima to row w of a 4 x N exchange
-// buffer, and thread n of the blocked N-lane result takes the max of column n's 4 rows. Two
-// exchange buffers are used in turn, so one barrier per reduction suffices: a thread writes an
-// exchange again only after the next reduction's barrier, which every reader of it has passed
-// (ncu: barrier stalls were 14% of the score loop's stall cycles with two barriers).
+// fold.max of accumulators: only pairs 8 apart (a thread's two tokens), kept in WgmmaAccFolded.
+mlir::Value Emitter::wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result) {
+  if ((pairs != 8 || result != Spread::WgmmaAccFolded) && error_.empty())
+    error_ = pairs != 8 ? fmt::format("fold.max of wgmma accumulators: pairs {} apart (only 8: a thread's tokens)", pairs)
+                        : std::string("fold.max of wgmma accumulators read in blocked order");
+  return wgmmaAccFoldThreadTokens(acc);
+}
+
+// Max over each column's tokens: the thread's two (folded already if `folded`), then the 8
+// threads of its t in the warp (xor 4, 8, 16); the warp's lanes 0-3 write its N column maxima to
+// row w of a 4 x N exchange buffer, and thread n of the blocked N-lane result takes the max of
+// column n's 4 rows. Two exchange buffers are used in turn, so one barrier per reduction
+// suffices: a thread writes an exchange again only after the next reduction's barrier, which
+// every reader of it has passed (ncu: barrier stalls were 14% of the score loop's stall cycles
+// with two barriers).
 mlir::Value Emitter::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bool folded) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
-  const int64_t regs = cast<VectorType>(acc.getType()).getNumElements();
+  if (!folded)
+    acc = wgmmaAccFoldThreadTokens(acc);
+  const int64_t regs = cast<VectorType>(acc.getType()).getNumElements(); // 2 per 8-column chunk
   if (groups != wgmmaColumns_ && error_.empty())
     error_ = fmt::format("reduce.max.groups of wgmma accumulators: {} groups (expected {})", groups,
                          wgmmaColumns_);
@@ -247,14 +255,12 @@ mlir::Value Emitter::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bo
   mlir::Value leader = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult,
                                              arith::RemUIOp::create(b_, lane, constant(i64, 32)), constant(i64, 4));
   std::vector<std::pair<int64_t, mlir::Value>> columns; // (8 i + parity, this warp's max)
-  const int64_t perChunk = folded ? 2 : 4;
-  for (int64_t r = 0; r < regs; r += perChunk)
+  for (int64_t r = 0; r < regs; r += 2)
     for (int64_t p = 0; p < 2; ++p) {
-      auto reg = [&](int64_t at) { return vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{at}).getResult(); };
-      mlir::Value m = folded ? reg(r + p) : maxNum(reg(r + p), reg(r + 2 + p));
+      mlir::Value m = vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r + p});
       for (int32_t x = 4; x < 32; x *= 2)
         m = maxNum(m, shuffleXor(m, x));
-      columns.push_back({8 * (r / perChunk) + p, m}); // column 8 i + 2t + p
+      columns.push_back({4 * r + p, m}); // column 8 i + 2t + p, register 2i + p
     }
   {
     auto mine = scf::IfOp::create(b_, TypeRange{}, leader, false);

@@ -229,8 +229,9 @@ TEST(MmaSpread, WarpgroupPrefillOf128ColumnsLowersToN128) {
     EXPECT_NE(ptx->find(".shared .align 1024 .b8 __wg_score_prefill_0[32768]"), std::string::npos);
     EXPECT_NE(ptx->find(".maxnreg 168"), std::string::npos);
   }
-  kernels::PrefillForm narrow = form;
+  kernels::PrefillForm narrow = form; // and unfolded: the reduction folds the thread's tokens itself
   narrow.columns = 64;
+  narrow.foldTokenPairs = false;
   auto k = kernels::buildKernel(KernelKind::ScorePrefill, kernels::configFor(KernelKind::ScorePrefill, 1, 4, narrow));
   ASSERT_TRUE(k.ok()) << k.status().message();
   auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);

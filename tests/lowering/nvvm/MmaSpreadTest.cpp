@@ -215,29 +215,33 @@ TEST(MmaSpread, WarpgroupPrefillKeepsKeysAsAAndResultsInWgmmaAccumulators) {
 // under 128.
 TEST(MmaSpread, WarpgroupPrefillOf128ColumnsLowersToN128) {
   using kernels::KernelKind;
+  // score_prefill of `form` for `heads`, lowered to PTX ("" where it did not build or lower)
+  auto prefillPtx = [](const kernels::PrefillForm &form, int heads) -> std::string {
+    const kernels::KernelConfig c = kernels::configFor(KernelKind::ScorePrefill, heads, 4, form);
+    EXPECT_EQ(c.queryRows, form.columns / heads);
+    auto k = kernels::buildKernel(KernelKind::ScorePrefill, c);
+    EXPECT_TRUE(k.ok()) << k.status().message();
+    if (!k.ok())
+      return "";
+    auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
+    EXPECT_TRUE(ptx.ok()) << ptx.status().message();
+    return ptx.ok() ? *ptx : "";
+  };
   kernels::PrefillForm form = kernels::prefillFormFor("sm_90");
   EXPECT_EQ(form.columns, 128);
   for (int heads : {1, 4}) {
-    const kernels::KernelConfig c = kernels::configFor(KernelKind::ScorePrefill, heads, 4, form);
-    EXPECT_EQ(c.queryRows, 128 / heads);
-    auto k = kernels::buildKernel(KernelKind::ScorePrefill, c);
-    ASSERT_TRUE(k.ok()) << k.status().message();
-    auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
-    ASSERT_TRUE(ptx.ok()) << ptx.status().message();
-    EXPECT_NE(ptx->find("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), std::string::npos);
-    EXPECT_EQ(ptx->find("m64n64k16"), std::string::npos);
-    EXPECT_NE(ptx->find(".shared .align 1024 .b8 __wg_score_prefill_0[32768]"), std::string::npos);
-    EXPECT_NE(ptx->find(".maxnreg 168"), std::string::npos);
+    const std::string ptx = prefillPtx(form, heads);
+    EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), std::string::npos);
+    EXPECT_EQ(ptx.find("m64n64k16"), std::string::npos);
+    EXPECT_NE(ptx.find(".shared .align 1024 .b8 __wg_score_prefill_0[32768]"), std::string::npos);
+    EXPECT_NE(ptx.find(".maxnreg 168"), std::string::npos);
   }
   kernels::PrefillForm narrow = form; // and unfolded: the reduction folds the thread's tokens itself
   narrow.columns = 64;
   narrow.foldTokenPairs = false;
-  auto k = kernels::buildKernel(KernelKind::ScorePrefill, kernels::configFor(KernelKind::ScorePrefill, 1, 4, narrow));
-  ASSERT_TRUE(k.ok()) << k.status().message();
-  auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
-  ASSERT_TRUE(ptx.ok()) << ptx.status().message();
-  EXPECT_NE(ptx->find("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"), std::string::npos);
-  EXPECT_NE(ptx->find(".maxnreg 128"), std::string::npos);
+  const std::string ptx = prefillPtx(narrow, 1);
+  EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"), std::string::npos);
+  EXPECT_NE(ptx.find(".maxnreg 128"), std::string::npos);
   kernels::KernelConfig tooMany = kernels::configFor(KernelKind::ScorePrefill, 1, 4, form);
   tooMany.queryRows = 129;
   EXPECT_FALSE(kernels::buildKernel(KernelKind::ScorePrefill, tooMany).ok());

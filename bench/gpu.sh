@@ -5,19 +5,22 @@
 # Indexer API on device buffers; `indexer` times Indexer::forward next to the backend; `bench` times generated decode steps
 # next to the copy bandwidth (`bench-checked` also checks each against the reference on the CPU,
 # about 7 minutes); `prefill` times 4 prompts of 32K tokens (H=1, 4) next to the fp8 and f16
-# tensor-core peaks (torch._scaled_mm, torch.matmul); `torch`
-# runs PyTorch eager and torch.compile implementations of SPEC on the same shapes (checked on the
-# golden decode cases); `cp` checks and times one decode-CP rank's share of 256-request steps;
+# tensor-core peaks (torch._scaled_mm, torch.matmul), and 64 prompts of 2K; `torch` runs PyTorch
+# eager and torch.compile implementations of SPEC on the decode shapes (checked on the four golden
+# cases), `torch-prefill` on the prefill ones; `cp` checks and times one decode-CP rank's share of
+# 256-request steps;
 # `sass` disassembles the score cubins; `ceiling` times plain reads in the decode score's page
 # pattern next to the copy (bench/page_read_ceiling.cu, nvcc); `wgmma` times the decode loop with
 # Hopper's fp8 wgmma next to the same loop on mma.sync (bench/wgmma_probe.cu, nvcc, sm_90a). Logs
 # go to $OUT when it is set.
-# `table` runs bench, torch and prefill and prints issue 5's table from their logs (bench/table.py).
-# Usage: bench/gpu.sh [check|indexer|bench|bench-checked|prefill|torch|table|cp|sass|ceiling|wgmma]...
+# `table` runs bench, torch, prefill and torch-prefill and prints issue 5's table from their logs (bench/table.py).
+# Usage: bench/gpu.sh [check|indexer|bench|bench-checked|prefill|torch|torch-prefill|table|cp|sass|ceiling|wgmma]...
 set -euo pipefail
 OUT=${OUT:-/tmp}
 stages=("$@")
 [[ ${#stages[@]} -eq 0 ]] && stages=(check bench)
+# issue 5's two prefill steps, and as many rows in short prompts (fixed costs: tiles, top-k per row)
+prefill_shapes=("4 32768 1" "4 32768 4" "64 2048 1")
 build() {
   [[ -x /tmp/m3idx-cuda-check ]] && return
   mkdir -p /tmp/m3idx-obj
@@ -50,17 +53,19 @@ for stage in "${stages[@]}"; do
       done ;;
     prefill)
       build
-      for shape in "4 32768 1" "4 32768 4"; do
+      for shape in "${prefill_shapes[@]}"; do
         # shellcheck disable=SC2086
         /tmp/m3idx-cuda-check .gpu/ptx --bench-prefill $shape 2>&1 | tee -a "$OUT/gpu-prefill.log"
       done
       python3 bench/torch_reference.py --fp8-peak --f16-peak 2>&1 | tee -a "$OUT/gpu-prefill.log" ;;
+    torch-prefill) # PyTorch on the prefill steps (seconds each in eager)
+      python3 bench/torch_reference.py --bench-prefill "${prefill_shapes[@]}" 2>&1 | tee -a "$OUT/gpu-prefill.log" ;;
     torch)
-      python3 bench/torch_reference.py --check .gpu/cases/decode_exact \
-        .gpu/cases/decode_edge_nan_scales --bench "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1" \
+      python3 bench/torch_reference.py --check .gpu/cases/decode_exact .gpu/cases/decode_edge_nan_scales \
+        .gpu/cases/prefill_exact .gpu/cases/mixed_realistic --bench "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1" \
         2>&1 | tee "$OUT/torch-bench.log" ;;
     table) # issue 5's whole table from one call: the four stages' logs joined, targets marked
-      OUT="$OUT" bash "$0" bench torch prefill >/dev/null 2>&1 || true
+      OUT="$OUT" bash "$0" bench torch prefill torch-prefill >/dev/null 2>&1 || true
       python3 bench/table.py "$OUT" 2>&1 | tee "$OUT/table.md" ;;
     cp) # one decode-CP rank's share (4 ranks x 1 head) on this one GPU: checked, then timed
       build
@@ -86,6 +91,6 @@ for stage in "${stages[@]}"; do
         # shellcheck disable=SC2086
         /tmp/wgmma-probe $shape 2>&1 | tee -a "$OUT/gpu-wgmma.log"
       done ;;
-    *) echo "unknown stage $stage (check, indexer, table, bench, bench-checked, prefill, torch, cp, sass, ceiling, wgmma)" >&2; exit 2 ;;
+    *) echo "unknown stage $stage (check, indexer, table, bench, bench-checked, prefill, torch, torch-prefill, cp, sass, ceiling, wgmma)" >&2; exit 2 ;;
   esac
 done

@@ -1,10 +1,12 @@
-"""SPEC's decode indexer in PyTorch, eager and torch.compile: issue 5's comparison points.
+"""SPEC's indexer in PyTorch, eager and torch.compile: issue 5's comparison points.
 
---check CASE...: runs decode-only case folders and compares top-k with CASE/expected/topk.npy
-(the golden cases). --bench "R TOKENS H" ...: times a generated decode step of R requests x 4 rows
-x TOKENS tokens with H heads, eager and compiled (CUDA events, median of 10 after warm-up).
-Requests are processed in chunks so eager's intermediates fit in memory. --fp8-peak, --f16-peak:
-dense 8192^3 matmul throughput on the tensor cores (the prefill floor's peak).
+--check CASE...: runs case folders (decode, prefill and mixed steps) and compares top-k with
+CASE/expected/topk.npy (the golden cases). --bench "R TOKENS H" ...: times a generated decode step
+of R requests x 4 rows x TOKENS tokens with H heads, eager and compiled (CUDA events, median of 10
+after warm-up); requests are processed in chunks so eager's intermediates fit in memory.
+--bench-prefill "P TOKENS H" ...: the same for P prompts of TOKENS tokens (every row new, causal),
+in chunks of rows, each dotted only with the blocks its rows can see. --fp8-peak, --f16-peak: dense
+8192^3 matmul throughput on the tensor cores (the prefill floor's peak).
 """
 import argparse
 import json
@@ -73,6 +75,35 @@ def run_chunked(fn, q, kv, bt, seq_lens, qlen, init, local, lut, chunk):
     return torch.cat(outs, dim=1)
 
 
+def prefill_rows(fn, q, kv, bt_row, seq_len: int, q_len: int, init, local, lut, chunk, width_step):
+    """Top-k int32 [H, q_len, 16] of one prefill request's rows, `chunk` rows at a time. Rows
+    [s, e) of a request of q_len rows and seq_len tokens are decode_step's rows of a request of
+    e - s rows and seq_len - q_len + e tokens (the same causal lengths), dotted with the blocks
+    they can see, rounded up to width_step blocks (a few shapes, so torch.compile compiles a few
+    times, not once per chunk)."""
+    outs = []
+    for s in range(0, q_len, chunk):
+        e = min(q_len, s + chunk)
+        tokens = seq_len - q_len + e
+        width = min(bt_row.shape[0], -(-max(1, math.ceil(tokens / 128)) // width_step) * width_step)
+        sl = torch.tensor([tokens], dtype=torch.int32, device=q.device)
+        outs.append(fn(q[s:e], kv, bt_row[None, :width], sl, e - s, init, local, lut))
+    return torch.cat(outs, dim=1)
+
+
+def indexer_step(fn, q, kv, bt, seq_lens, qsl, num_decodes, Q, init, local, lut, chunk=1024, width_step=64):
+    """A whole step, decode rows then prefill rows: top-k int32 [H, T, 16]."""
+    parts = []
+    if num_decodes:
+        parts.append(fn(q[: num_decodes * Q], kv, bt[:num_decodes], seq_lens[:num_decodes], Q, init, local, lut))
+    qsl_host, sl_host = qsl.tolist(), seq_lens.tolist()
+    for i in range(num_decodes, bt.shape[0]):
+        rows = q[qsl_host[i]:qsl_host[i + 1]]
+        parts.append(prefill_rows(fn, rows, kv, bt[i], sl_host[i], rows.shape[0], init, local, lut, chunk,
+                                  width_step))
+    return torch.cat(parts, dim=1)
+
+
 def check(case_dirs, dev):
     lut = torch.tensor(E2M1, device=dev)
     ok = True
@@ -80,11 +111,9 @@ def check(case_dirs, dev):
         meta = json.load(open(os.path.join(d, "case.json")))
         load = lambda n: torch.from_numpy(np.load(os.path.join(d, n))).to(dev)
         q, kv, bt, sl = load("q.npy"), load("kv.npy"), load("block_table.npy"), load("seq_lens.npy")
-        D, Q = meta["num_decodes"], meta["decode_query_len"]
-        if D != bt.shape[0]:
-            print(f"{d}: skipped (not decode-only)")
-            continue
-        got = decode_step(q, kv, bt, sl, Q, meta["init_blocks"], meta["local_blocks"], lut).cpu().numpy()
+        qsl = load("query_start_loc.npy")
+        got = indexer_step(decode_step, q, kv, bt, sl, qsl, meta["num_decodes"], meta["decode_query_len"],
+                           meta["init_blocks"], meta["local_blocks"], lut, chunk=7, width_step=1).cpu().numpy()
         want = np.load(os.path.join(d, "expected", "topk.npy"))
         same = np.array_equal(got, want)
         ok &= same
@@ -92,35 +121,62 @@ def check(case_dirs, dev):
     return ok
 
 
-def bench(shape, dev):
-    R, L, H = (int(x) for x in shape.split())
-    Q, nblk = 4, math.ceil(L / 128)
+def timed_ms(op, runs=10):
+    """Median of `runs` CUDA-event timings of op() after two warm-ups."""
+    for _ in range(2):
+        op()
+    times = []
+    for _ in range(runs):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        op()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return sorted(times)[len(times) // 2]
+
+
+def random_step(R, rows, L, H, dev):
+    """Random bytes for R requests of L tokens each (own pages, shuffled) and `rows` query rows."""
+    nblk = math.ceil(L / 128)
     g = torch.Generator(device=dev).manual_seed(7)
     kv = torch.randint(0, 256, (R * nblk, 9216), dtype=torch.uint8, device=dev, generator=g)
-    q = torch.randint(0, 256, (R * Q, H, 128), dtype=torch.uint8, device=dev, generator=g)
+    q = torch.randint(0, 256, (rows, H, 128), dtype=torch.uint8, device=dev, generator=g)
     q = torch.where((q & 0x7F) == 0x7F, torch.zeros_like(q), q)  # no NaN queries
     bt = torch.randperm(R * nblk, device=dev, generator=g).int().reshape(R, nblk)
     sl = torch.full((R,), L, dtype=torch.int32, device=dev)
+    return q, kv, bt, sl
+
+
+def bench(shape, dev):
+    R, L, H = (int(x) for x in shape.split())
+    Q = 4
+    q, kv, bt, sl = random_step(R, R * Q, L, H, dev)
     lut = torch.tensor(E2M1, device=dev)
     chunk = max(1, (1 << 22) // L // H)  # at most 4M token-heads at once: eager fits in memory
     compiled = torch.compile(decode_step, dynamic=False)
     results = {}
     for name, fn in (("eager", decode_step), ("compile", compiled)):
-        for _ in range(2):
-            run_chunked(fn, q, kv, bt, sl, Q, 0, 1, lut, chunk)
-        times = []
-        for _ in range(10):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            run_chunked(fn, q, kv, bt, sl, Q, 0, 1, lut, chunk)
-            b.record()
-            torch.cuda.synchronize()
-            times.append(a.elapsed_time(b))
-        results[name] = sorted(times)[len(times) // 2]
+        results[name] = timed_ms(lambda: run_chunked(fn, q, kv, bt, sl, Q, 0, 1, lut, chunk))
     gb = R * L * 72 / 1e9
     print(f"torch decode {R} x 4 x {L} tokens, H={H} (chunks of {chunk} requests): "
           f"eager {results['eager']:.3f} ms, torch.compile {results['compile']:.3f} ms "
           f"({gb / results['compile'] * 1e3:.1f} GB/s of index-K)", flush=True)
+
+
+def bench_prefill(shape, dev):
+    P, L, H = (int(x) for x in shape.split())
+    q, kv, bt, sl = random_step(P, P * L, L, H, dev)
+    qsl = torch.arange(P + 1, dtype=torch.int32, device=dev) * L
+    lut = torch.tensor(E2M1, device=dev)
+    chunk = max(1, min(L, (1 << 26) // L // H))  # rows at once: at most 64M dots (256 MiB) in flight
+    torch._dynamo.config.cache_size_limit = 64  # one compilation per block-width bucket
+    compiled = torch.compile(decode_step, dynamic=False)
+    results = {}
+    for name, fn in (("eager", decode_step), ("compile", compiled)):
+        results[name] = timed_ms(lambda: indexer_step(fn, q, kv, bt, sl, qsl, 0, 4, 0, 1, lut, chunk))
+    print(f"torch prefill {P} x {L} tokens, H={H} (chunks of {chunk} rows): eager {results['eager']:.3f} ms, "
+          f"torch.compile {results['compile']:.3f} ms", flush=True)
 
 
 def matmul_peak(dev, fp8, n=8192):
@@ -139,17 +195,7 @@ def matmul_peak(dev, fp8, n=8192):
         b = torch.randn(n, n, device=dev, dtype=torch.float16)
         op = lambda: a @ b
         name = f"f16 tensor-core peak (torch.matmul {n}^3)"
-    for _ in range(3):
-        op()
-    times = []
-    for _ in range(20):
-        x, y = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        x.record()
-        op()
-        y.record()
-        torch.cuda.synchronize()
-        times.append(x.elapsed_time(y))
-    ms = sorted(times)[len(times) // 2]
+    ms = timed_ms(op, runs=20)
     print(f"{name}: {2 * n**3 / ms / 1e9:.0f} TFLOP/s ({ms:.3f} ms, median of 20)", flush=True)
 
 
@@ -157,6 +203,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--check", nargs="*", default=[])
     p.add_argument("--bench", nargs="*", default=[])
+    p.add_argument("--bench-prefill", nargs="*", default=[])
     p.add_argument("--fp8-peak", action="store_true")
     p.add_argument("--f16-peak", action="store_true")
     a = p.parse_args()
@@ -165,6 +212,8 @@ if __name__ == "__main__":
     ok = check(a.check, dev) if a.check else True
     for shape in a.bench:
         bench(shape, dev)
+    for shape in a.bench_prefill:
+        bench_prefill(shape, dev)
     if a.fp8_peak:
         matmul_peak(dev, fp8=True)
     if a.f16_peak:

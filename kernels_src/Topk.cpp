@@ -124,34 +124,20 @@ Value keyTileBound(KernelBuilder &b, Value keys) {
   return b.binary(OpKind::Or, top, b.constInt(0xFFFFFFFF));
 }
 
-// Keys each lane keeps in the one pass over a row (lane i sees blocks i, i + 32, ...). The row's
-// top 16 are among the 32 x kLaneDepth kept keys unless one lane saw more than kLaneDepth of them:
-// for uniformly placed top blocks that is 0.5% of 128-block rows, 2% of 256 and 3.5% of 1024
+// Keys each lane keeps in the one pass over a stream (lane i sees keys i, i + 32, ...). The top 16
+// are among the 32 x kLaneDepth kept keys unless one lane saw more than kLaneDepth of them: for
+// uniformly placed top blocks that is 0.5% of 128-block rows, 2% of 256 and 3.5% of 1024
 // (hypergeometric; with 2 kept keys 18-32%). H200, 4 x 32K prefill top-k at H=1: 2 kept 0.190 ms,
 // 3 kept 0.165, 4 kept 0.172 (bench/RESULTS.md, ninth session).
 constexpr int kLaneDepth = 3;
 
-// The top 16 keys of blocks [first, last) of the score row at `base`. One pass keeps each lane's
-// kLaneDepth largest keys (in levels, largest first) and the largest key it dropped; the levels
-// are merged into a running top, each only when its best key can enter. If some lane dropped a key
-// above the 16th kept, the answer may miss it, and the row is streamed again with every key.
-Value topkKeys(KernelBuilder &b, Buffer scores, Value base, Value first, Value last) {
+// The top 16 keys of a stream of `count` keys. One pass keeps each lane's kLaneDepth largest keys
+// (in levels, largest first) and the largest key it dropped; the levels are merged into a running
+// top, each only when its best key can enter. If some lane dropped a key above the 16th kept, the
+// answer may miss it, and the stream is read again through topkOf, every key looked at.
+Value onePassTopk(KernelBuilder &b, const KeyStream &ks, Value count) {
   const int S = kScanTile;
-  Value lanes = b.iota(S);
-  Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), S);
   Value empty = b.splat(b.constInt(0), S);
-  KeyStream ks;
-  ks.loadStep = [&](Value from, Value left) { return b.loadTile(scores, base + first + from, S, left); };
-  ks.bound = [&](Value tile, Value from, Value left) {
-    Value best = b.reduceMax(b.select(lanes < b.splat(left, S), tile, negInf)); // NaN dropped
-    // No key of this step exceeds (best's ordered bits, the step's last block id).
-    return b.packScoreKey(best, first + from + (S - 1));
-  };
-  ks.keys = [&](Value tile, Value from, Value left) {
-    Value keys = b.packScoreKey(tile, lanes + b.splat(first + from, S));
-    return b.select(lanes < b.splat(left, S), keys, empty);
-  };
-  Value count = last - first;
   Value steps = (count + (S - 1)) / S;
   auto load = [&](Value i) { return ks.loadStep(i * S, count - i * S); };
   // Loop state: kLaneDepth levels, the dropped maximum, the next step's scores.
@@ -182,6 +168,25 @@ Value topkKeys(KernelBuilder &b, Buffer scores, Value base, Value first, Value l
                   [&] { return Values{firstK(b, top)}; })[0];
 }
 
+// The top 16 keys of blocks [first, last) of the score row at `base`.
+Value topkKeys(KernelBuilder &b, Buffer scores, Value base, Value first, Value last) {
+  const int S = kScanTile;
+  Value lanes = b.iota(S);
+  Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), S);
+  KeyStream ks;
+  ks.loadStep = [&](Value from, Value left) { return b.loadTile(scores, base + first + from, S, left); };
+  ks.bound = [&](Value tile, Value from, Value left) {
+    Value best = b.reduceMax(b.select(lanes < b.splat(left, S), tile, negInf)); // NaN dropped
+    // No key of this step exceeds (best's ordered bits, the step's last block id).
+    return b.packScoreKey(best, first + from + (S - 1));
+  };
+  ks.keys = [&](Value tile, Value from, Value left) {
+    Value keys = b.packScoreKey(tile, lanes + b.splat(first + from, S));
+    return b.select(lanes < b.splat(left, S), keys, b.splat(b.constInt(0), S));
+  };
+  return onePassTopk(b, ks, last - first);
+}
+
 // Block ids of a key tile, -1 for empty slots.
 Value blockIds(KernelBuilder &b, Value keys) {
   Value ids = b.convert(OpKind::Trunc, keys & b.splat(b.constInt(0xFFFFFFFF), K), Elem::I32);
@@ -191,7 +196,11 @@ Value blockIds(KernelBuilder &b, Value keys) {
 
 // Scalar arguments shared by the two top-k kernels: a long row is cut into `segments` pieces of
 // `segment_blocks` blocks, each scored by its own program into `partial` (its 16 keys, for
-// topk_merge); with one segment the program writes the row's block ids itself.
+// topk_merge); with one segment the program writes the row's block ids itself. A row's partial
+// keys are rank-major -- key s of segment g at (row * 16 + s) * segments + g -- so that the merge's
+// one pass, lane i reading keys i, i + 32, ..., sees the segments' best keys spread over its lanes
+// (segment-major, lane i would hold rank i % 16 of every other segment: lanes 0 and 16 most of the
+// answer, past what a lane keeps, and nearly every row read twice).
 struct Segments {
   Buffer partial;
   Value segmentBlocks, segments;
@@ -203,8 +212,10 @@ void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer
   Value first = segment * sg.segmentBlocks;
   Value keys = topkKeys(b, scores, base, b.minS(first, nblk), b.minS(first + sg.segmentBlocks, nblk));
   b.ifThen(sg.segments == b.constInt(1), [&] { b.storeTile(out, headRow * K, blockIds(b, keys)); });
-  b.ifThen(sg.segments > b.constInt(1),
-           [&] { b.storeTile(sg.partial, (headRow * sg.segments + segment) * K, keys); });
+  b.ifThen(sg.segments > b.constInt(1), [&] {
+    Value at = (b.splat(headRow * K, K) + b.iota(K)) * b.splat(sg.segments, K) + b.splat(segment, K);
+    b.storeScatter(sg.partial, at, keys, b.splat(b.constInt(1, Elem::I1), K));
+  });
 }
 
 Value blocksFor(Value tokens) { return (tokens + (spec::kSparseBlockSize - 1)) / spec::kSparseBlockSize; }
@@ -256,8 +267,9 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
 }
 
 // The rows' segments' top 16s merged into the row's top 16 block ids: the row's segments x 16
-// keys are one stream, and a step's bound is its largest ordered score with the largest block id
-// (the high halves compared as signed after flipping their top bit).
+// keys (rank-major) are one stream, read in one pass; a step's bound, for the second read, is its
+// largest ordered score with the largest block id (the high halves compared as signed after
+// flipping their top bit).
 StatusOr<Kernel> buildTopkMerge(const KernelConfig &) {
   KernelBuilder b("topk_merge");
   Buffer partial = b.buffer("partial", Elem::I64, Access::Read);
@@ -274,7 +286,7 @@ StatusOr<Kernel> buildTopkMerge(const KernelConfig &) {
   ks.loadStep = [&](Value from, Value left) { return b.loadTile(partial, base + from, S, left); };
   ks.bound = [&](Value tile, Value, Value) { return keyTileBound(b, tile); }; // masked lanes: key 0
   ks.keys = [&](Value tile, Value, Value) { return tile; }; // masked lanes read key 0
-  b.storeTile(out, headRow * K, blockIds(b, topkOf(b, ks, segments * K)));
+  b.storeTile(out, headRow * K, blockIds(b, onePassTopk(b, ks, segments * K)));
   return b.finish();
 }
 

@@ -25,13 +25,15 @@ enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill, Topk
 // `foldTokenPairs`: each tile's dots are folded in pairs of tokens (fold.max) before the running
 // max, which then holds half as many values -- on sm_90 a thread's two tokens, 32 registers fewer
 // at 128 columns. That made 128 columns pay: each decoded key tile feeds twice the products
-// (ninth session: score 1.48 ms at 64 columns, 1.42 folded, 1.35 at 128 folded).
+// (ninth session: score 1.48 ms at 64 columns, 1.42 folded, 1.35 at 128 folded). Short prompts
+// keep runs of at least `minBlocksPerProgram` while 1024 programs remain: score 64 x 2K 0.24 ->
+// 0.21 ms, 256 x 512 0.195 -> 0.154 (tenth session; 16 x 8K and 4 x 32K keep their grids).
 struct PrefillForm {
   int columns = 16, tokenTile = 16, warps = 1;
-  int64_t gpuPrograms = kGpuScorePrograms, maxBlocksPerProgram = kMaxBlocksPerProgram;
+  int64_t gpuPrograms = kGpuScorePrograms, maxBlocksPerProgram = kMaxBlocksPerProgram, minBlocksPerProgram = 1;
   bool foldTokenPairs = false;
 };
-inline constexpr PrefillForm kPrefillForm{}, kSm90PrefillForm{128, 64, 4, 2048, 64, true};
+inline constexpr PrefillForm kPrefillForm{}, kSm90PrefillForm{128, 64, 4, 2048, 64, 16, true};
 // A target's prefill form, by its name ("sm_90": kSm90PrefillForm; "host", "gfx950": kPrefillForm).
 PrefillForm prefillFormFor(const std::string &target);
 // Rows of one prefill program: `columns` / heads.

@@ -14,11 +14,14 @@ int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last) {
   return m;
 }
 
-ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms, int64_t maxBlocksPerProgram) {
+ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms, int64_t maxBlocksPerProgram,
+                    int64_t minBlocksPerProgram) {
   ScoreGrid g;
   blocks = std::max<int64_t>(blocks, 1);
-  g.blocksPerProgram =
-      std::clamp<int64_t>(units * blocks / std::max<int64_t>(targetPrograms, 1), 1, maxBlocksPerProgram);
+  const int64_t slots = units * blocks;
+  const int64_t spread = slots / std::max<int64_t>(targetPrograms, 1);
+  const int64_t longer = std::min(minBlocksPerProgram, slots / std::max<int64_t>(targetPrograms / 2, 1));
+  g.blocksPerProgram = std::clamp<int64_t>(std::max(spread, longer), 1, maxBlocksPerProgram);
   g.chunks = (blocks + g.blocksPerProgram - 1) / g.blocksPerProgram;
   return g;
 }

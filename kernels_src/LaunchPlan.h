@@ -22,7 +22,9 @@ inline int64_t blockSlots(int64_t blocks, int64_t begin, int64_t step) {
 // up to blocksPerProgram consecutive blocks of its unit's `blocks` (the most any unit has). Runs of
 // blocks share a program's query load and keep its key stream going; the grid keeps at least
 // `targetPrograms` programs when there are that many blocks (a GPU needs thousands of warps; the
-// host's thread pool a few hundred work items).
+// host's thread pool a few hundred work items). Runs are at least minBlocksPerProgram long while
+// that leaves targetPrograms / 2 programs: longer runs spread a program's fixed cost (its staging)
+// over more blocks where the target's programs are costly to start (sm_90's prefill).
 inline constexpr int64_t kMaxBlocksPerProgram = 8;
 inline constexpr int64_t kGpuScorePrograms = 16384, kHostScorePrograms = 256;
 struct ScoreGrid {
@@ -30,7 +32,7 @@ struct ScoreGrid {
   int64_t programs(int64_t units) const { return units * chunks; }
 };
 ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms,
-                    int64_t maxBlocksPerProgram = kMaxBlocksPerProgram);
+                    int64_t maxBlocksPerProgram = kMaxBlocksPerProgram, int64_t minBlocksPerProgram = 1);
 
 // Top-k of `rows` (head, row) pairs of up to `blocks` blocks: rows too few to fill the target are
 // cut into segments of segmentBlocks (a multiple of the 32-score step, at least 128) whose top 16s

@@ -274,7 +274,7 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
   }
   if (tiles > 0) {
     const kernels::ScoreGrid grid = kernels::scoreGrid(tiles, maxRequestBlocks(b, D, R), prefill_.gpuPrograms,
-                                                       prefill_.maxBlocksPerProgram);
+                                                       prefill_.maxBlocksPerProgram, prefill_.minBlocksPerProgram);
     LaunchArgs a;
     batchArgs(a);
     a.buffer(section(at.tileRequest), tiles);

@@ -2,6 +2,7 @@
 // number of programs (never more than kMaxBlocksPerProgram, chunks covering every block); the
 // top-k cuts rows into segments only when there are too few rows to fill the target.
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -42,19 +43,24 @@ TEST(ScoreGrid, ChunksCoverEveryBlock) {
 }
 
 // sm_90 prefill programs (a warpgroup that first stages its queries and key table) take up to 64
-// blocks while about 2048 programs remain: 4 x 32K (2048 row tiles of 256 blocks) runs 64 per
-// program, a lone 4K-token prompt still spreads one block per program.
+// blocks while about 2048 programs remain, and at least 16 while 1024 do: 4 x 32K (1024 row tiles
+// of 256 blocks) runs 64 per program, 16 x 8K (1024 tiles of 64) 32, 64 x 2K (1024 tiles of 16)
+// a tile's 16 in one program (8 under the 2048 alone), 256 x 512 a tile's 4; a lone 4K-token prompt
+// (32 tiles of 32 blocks) still spreads one block per program.
 TEST(ScoreGrid, WarpgroupPrefillProgramsTakeLongRuns) {
   const PrefillForm f = prefillFormFor("sm_90");
-  ScoreGrid g = scoreGrid(2048, 256, f.gpuPrograms, f.maxBlocksPerProgram);
-  EXPECT_EQ(g.blocksPerProgram, 64);
-  EXPECT_EQ(g.chunks, 4);
-  g = scoreGrid(64, 32, f.gpuPrograms, f.maxBlocksPerProgram);
-  EXPECT_EQ(g.blocksPerProgram, 1);
-  EXPECT_EQ(g.chunks, 32);
+  auto grid = [&](int64_t units, int64_t blocks) {
+    return scoreGrid(units, blocks, f.gpuPrograms, f.maxBlocksPerProgram, f.minBlocksPerProgram);
+  };
+  for (auto [units, blocks, run] : {std::tuple<int64_t, int64_t, int64_t>{1024, 256, 64}, {2048, 256, 64},
+                                    {1024, 64, 32}, {1024, 16, 16}, {1024, 4, 4}, {32, 32, 1}, {64, 32, 2}}) {
+    const ScoreGrid g = grid(units, blocks);
+    EXPECT_EQ(g.blocksPerProgram, run) << units << " x " << blocks;
+    EXPECT_EQ(g.chunks, (blocks + run - 1) / run) << units << " x " << blocks;
+  }
   for (int64_t units : {1, 9, 300})
     for (int64_t blocks : {1, 77, 8192}) {
-      g = scoreGrid(units, blocks, f.gpuPrograms, f.maxBlocksPerProgram);
+      const ScoreGrid g = grid(units, blocks);
       EXPECT_LE(g.blocksPerProgram, 64);
       EXPECT_GE(g.chunks * g.blocksPerProgram, blocks);
     }

@@ -13,7 +13,8 @@
 # pattern next to the copy (bench/page_read_ceiling.cu, nvcc); `wgmma` times the decode loop with
 # Hopper's fp8 wgmma next to the same loop on mma.sync (bench/wgmma_probe.cu, nvcc, sm_90a). Logs
 # go to $OUT when it is set.
-# `table` runs bench, torch, prefill and torch-prefill and prints issue 5's table from their logs (bench/table.py).
+# `table` runs bench, torch, prefill and torch-prefill and prints issue 5's table from their logs
+# (bench/table.py).
 # Usage: bench/gpu.sh [check|indexer|bench|bench-checked|prefill|torch|torch-prefill|table|cp|sass|ceiling|wgmma]...
 set -euo pipefail
 OUT=${OUT:-/tmp}
@@ -59,10 +60,12 @@ for stage in "${stages[@]}"; do
       done
       python3 bench/torch_reference.py --fp8-peak --f16-peak 2>&1 | tee -a "$OUT/gpu-prefill.log" ;;
     torch-prefill) # PyTorch on the prefill steps (seconds each in eager)
-      python3 bench/torch_reference.py --bench-prefill "${prefill_shapes[@]}" 2>&1 | tee -a "$OUT/gpu-prefill.log" ;;
+      python3 bench/torch_reference.py --bench-prefill "${prefill_shapes[@]}" 2>&1 |
+        tee -a "$OUT/gpu-prefill.log" ;;
     torch)
       python3 bench/torch_reference.py --check .gpu/cases/decode_exact .gpu/cases/decode_edge_nan_scales \
-        .gpu/cases/prefill_exact .gpu/cases/mixed_realistic --bench "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1" \
+        .gpu/cases/prefill_exact .gpu/cases/mixed_realistic \
+        --bench "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1" \
         2>&1 | tee "$OUT/torch-bench.log" ;;
     table) # issue 5's whole table from one call: the four stages' logs joined, targets marked
       OUT="$OUT" bash "$0" bench torch prefill torch-prefill >/dev/null 2>&1 || true

@@ -4,8 +4,8 @@ time and its split, index-K GB/s and % of the copy measured beside it, PyTorch e
 torch.compile times and our speed-up over each; per prefill step our time against its floor, the
 larger of its byte time and its fp8 tensor-core time at the fp8 peak measured in the same call
 (and, beside it, the f16 floor: the fastest tensor-core path with fp32 sums), its GB/s and % of the
-copy, and the PyTorch times and speed-ups. Each target is marked met or not. Usage: table.py LOG_DIR (holding gpu-bench.log, torch-bench.log,
-gpu-prefill.log)."""
+copy, and the PyTorch times and speed-ups. Each target is marked met or not. Usage: table.py
+LOG_DIR (holding gpu-bench.log, torch-bench.log, gpu-prefill.log)."""
 import re
 import sys
 from pathlib import Path

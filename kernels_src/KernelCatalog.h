@@ -30,7 +30,8 @@ enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill, Topk
 // 0.21 ms, 256 x 512 0.195 -> 0.154 (tenth session; 16 x 8K and 4 x 32K keep their grids).
 struct PrefillForm {
   int columns = 16, tokenTile = 16, warps = 1;
-  int64_t gpuPrograms = kGpuScorePrograms, maxBlocksPerProgram = kMaxBlocksPerProgram, minBlocksPerProgram = 1;
+  int64_t gpuPrograms = kGpuScorePrograms, maxBlocksPerProgram = kMaxBlocksPerProgram;
+  int64_t minBlocksPerProgram = 1;
   bool foldTokenPairs = false;
 };
 inline constexpr PrefillForm kPrefillForm{}, kSm90PrefillForm{128, 64, 4, 2048, 64, 16, true};

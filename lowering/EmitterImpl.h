@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -92,10 +93,42 @@ private:
   mlir::Value gpuThreadScales(mlir::Value scales, int64_t perThread);
   // dot.tiles: host loops over rows; GPU partial dots per thread against a workgroup copy of b
   // (staged once where b is defined); gfx950 one MFMA 16x16x128 per tile.
-  mlir::Value hostDotTiles(const dsl::Op &op);
-  mlir::Value hostWidenRows(mlir::Value b, int64_t k);
   std::map<int32_t, int64_t> hostDotB_; // host: dot.tiles b operand id -> row length
-  mlir::Value hostDecodeNvfp4(mlir::Value packed, mlir::Value scales);
+  // Host (host/HostTiles.cpp): tiles of more than kHostPiece lanes live in stack buffers and ops
+  // on them are loops over pieces, so code size does not grow with tile widths.
+  static constexpr int64_t kHostPiece = 128;
+  bool hostWide(dsl::ValueId v) const;
+  bool hostOwns(const dsl::Op &op) const; // emitted by emitHostOp on the host
+  void emitHostOp(const dsl::Op &op);
+  mlir::Type hostStorage(Elem e); // a tile's element in memory: bytes for i1 and small floats
+  mlir::Value hostNewBuffer(dsl::ValueId v);
+  mlir::Value hostBuffer(dsl::ValueId v); // a wide value's buffer; a narrow one stored into scratch
+  mlir::Value hostLoadPiece(mlir::Value buf, Elem e, mlir::Value at, int64_t lanes);
+  void hostStorePiece(mlir::Value buf, Elem e, mlir::Value at, mlir::Value piece);
+  mlir::Value hostLoadWhole(mlir::Value buf, dsl::ValueId v);
+  void hostSetResult(dsl::ValueId v, mlir::Value buf); // wide: the buffer; narrow: loaded from it
+  // body(at, n) for pieces [at, at + n) of `lanes`: a loop over whole pieces, then the tail.
+  void hostForPieces(int64_t lanes, int64_t piece, const std::function<void(mlir::Value, int64_t)> &body);
+  void hostCopy(mlir::Value dst, mlir::Value src, int64_t lanes);
+  void hostElementwise(const dsl::Op &op);
+  void hostReduce(const dsl::Op &op);
+  void hostReduceMaxGroups(const dsl::Op &op);
+  void hostFoldMax(const dsl::Op &op);
+  void hostShuffle(const dsl::Op &op);
+  void hostMemoryOp(const dsl::Op &op);
+  void hostDecodeNvfp4(const dsl::Op &op);
+  mlir::Value hostWidenRows(dsl::ValueId b, int64_t k);
+  void hostDotTiles(const dsl::Op &op);
+  void hostFor(const dsl::Op &op);
+  void hostIf(const dsl::Op &op);
+  void hostYield(const dsl::Op &op);
+  struct PieceView {
+    int64_t lanes = 0, piece = 0; // while emitting one piece: tiles of `lanes` lanes have `piece`
+  } hostPiece_;
+  std::map<int32_t, mlir::Value> hostWideBuf_;        // wide value id -> its buffer
+  std::vector<std::vector<mlir::Value>> hostYieldTo_; // per open region: each yielded wide value's buffer
+  mlir::ModuleOp module_;
+  int shuffleTables_ = 0;
   mlir::Value gpuDotTiles(const dsl::Op &op);
   void stageDotOperand(dsl::ValueId v, bool barrierBefore);
   mlir::Value gpuReduceMaxGroups(mlir::Value t, int64_t lanes, int64_t groups);

@@ -56,7 +56,9 @@ mlir::Type Emitter::type(dsl::Type t) {
   mlir::Type e = elemType(t.elem);
   if (!t.isTile())
     return e;
-  return VectorType::get({gpu_ ? chunk(t.lanes) : t.lanes}, e);
+  if (gpu_)
+    return VectorType::get({chunk(t.lanes)}, e);
+  return VectorType::get({hostPiece_.lanes == t.lanes ? hostPiece_.piece : t.lanes}, e);
 }
 
 mlir::Type Emitter::valueType(dsl::ValueId v) {
@@ -143,7 +145,7 @@ void Emitter::emitRegion(const dsl::Region &r) {
     if (!gpu_) {
       for (dsl::ValueId v : k_.ops[i].results) // a dot.tiles b operand: widened once, where defined
         if (auto it = hostDotB_.find(v.id); it != hostDotB_.end())
-          dotStage_[v.id] = hostWidenRows(get(v), it->second);
+          dotStage_[v.id] = hostWidenRows(v, it->second);
       continue;
     }
     for (dsl::ValueId v : k_.ops[i].results) // a dot.tiles b operand: staged once, where defined
@@ -154,6 +156,10 @@ void Emitter::emitRegion(const dsl::Region &r) {
 }
 
 void Emitter::emitOp(const dsl::Op &op) {
+  if (!gpu_ && hostPiece_.lanes == 0 && hostOwns(op)) {
+    emitHostOp(op);
+    return;
+  }
   auto in = [&](size_t i) { return get(op.operands[i]); };
   auto resultType = [&](size_t i = 0) { return valueType(op.results[i]); };
   auto set = [&](mlir::Value v) { values_[op.results[0].id] = v; };
@@ -348,7 +354,7 @@ void Emitter::emitOp(const dsl::Op &op) {
                        elemType(k_.typeOf(op.results[0]).elem)));
     return;
   case OpKind::DotTiles:
-    set(gpu_ ? gpuDotTiles(op) : hostDotTiles(op));
+    set(gpuDotTiles(op));
     return;
   case OpKind::Load:
     set(memref::LoadOp::create(b_, buffers_[op.intAttr], ValueRange{toIndex(in(0))}));
@@ -412,9 +418,7 @@ void Emitter::emitOp(const dsl::Op &op) {
       }
       scaleLanes_ = k_.typeOf(op.operands[1]).lanes;
     }
-    set(!gpu_     ? hostDecodeNvfp4(in(0), in(1))
-        : gfx950_ ? gfx950DecodeNvfp4(in(0), in(1))
-                  : sm90DecodeNvfp4(in(0), in(1)));
+    set(gfx950_ ? gfx950DecodeNvfp4(in(0), in(1)) : sm90DecodeNvfp4(in(0), in(1)));
     return;
   }
   case OpKind::Dot: {
@@ -494,105 +498,6 @@ mlir::Value Emitter::entryAlloca(int64_t n, mlir::Type elem) {
   return memref::AllocaOp::create(b_, MemRefType::get({n}, elem), b_.getI64IntegerAttr(64));
 }
 
-// Host code size (and compile time) must not grow with tile widths: wide values go through stack
-// scratch and loops over 128-lane pieces, each emitted once.
-constexpr int64_t kHostPiece = 128;
-
-// Wide decodes run as a loop over 128-element pieces (64 packed bytes, 8 scales each).
-mlir::Value Emitter::hostDecodeNvfp4(mlir::Value packed, mlir::Value scales) {
-  const int64_t P = cast<VectorType>(packed.getType()).getNumElements(), N = 2 * P;
-  if (N <= kHostPiece)
-    return emitDecodeNvfp4(packed, scales);
-  const int64_t S = cast<VectorType>(scales.getType()).getNumElements();
-  mlir::Type i8 = b_.getI8Type();
-  mlir::Value sp = entryAlloca(P, i8), ss = entryAlloca(S, i8), out = entryAlloca(N, i8);
-  mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
-  vector::StoreOp::create(b_, packed, sp, ValueRange{c0});
-  vector::StoreOp::create(b_, scales, ss, ValueRange{c0});
-  auto loop = scf::ForOp::create(b_, c0, arith::ConstantIndexOp::create(b_, N / kHostPiece), c1);
-  {
-    OpBuilder::InsertionGuard guard(b_);
-    b_.setInsertionPoint(loop.getBody()->getTerminator());
-    mlir::Value i = loop.getInductionVar();
-    auto at = [&](int64_t stride) {
-      return arith::MulIOp::create(b_, i, arith::ConstantIndexOp::create(b_, stride)).getResult();
-    };
-    mlir::Value p = vector::LoadOp::create(b_, VectorType::get({kHostPiece / 2}, i8), sp, ValueRange{at(kHostPiece / 2)});
-    mlir::Value sc = vector::LoadOp::create(b_, VectorType::get({kHostPiece / 16}, i8), ss, ValueRange{at(kHostPiece / 16)});
-    mlir::Value keys = emitDecodeNvfp4(p, sc);
-    vector::StoreOp::create(b_, arith::BitcastOp::create(b_, VectorType::get({kHostPiece}, i8), keys), out,
-                            ValueRange{at(kHostPiece)});
-  }
-  mlir::Value bytes = vector::LoadOp::create(b_, VectorType::get({N}, i8), out, ValueRange{c0});
-  return arith::BitcastOp::create(b_, VectorType::get({N}, b_.getType<Float8E4M3FNType>()), bytes);
-}
-
-// Rows go through stack scratch and loops: b's rows are widened to f32 once, then per row of a
-// (widened once) a loop over b's rows.
-// b's rows widened to f32 into stack scratch (done once where b is defined when b is a dot.tiles
-// operand: the query tile, loop-invariant in the score kernels).
-mlir::Value Emitter::hostWidenRows(mlir::Value b, int64_t k) {
-  auto vb = cast<VectorType>(b.getType());
-  const int64_t N = vb.getNumElements() / k;
-  mlir::Type f32 = b_.getF32Type(), e = vb.getElementType();
-  // Small floats are kept as their bytes in memory (no memref of f8 reaches LLVM).
-  const bool bytes = !e.isF32();
-  mlir::Type stored = bytes ? mlir::Type(b_.getI8Type()) : f32;
-  mlir::Value raw = entryAlloca(N * k, stored), wide = entryAlloca(N * k, f32);
-  mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
-  vector::StoreOp::create(b_, bytes ? mlir::Value(arith::BitcastOp::create(b_, vb.clone(stored), b)) : b,
-                          raw, ValueRange{c0});
-  auto loop = scf::ForOp::create(b_, c0, arith::ConstantIndexOp::create(b_, N), c1);
-  OpBuilder::InsertionGuard guard(b_);
-  b_.setInsertionPoint(loop.getBody()->getTerminator());
-  mlir::Value at = arith::MulIOp::create(b_, loop.getInductionVar(), arith::ConstantIndexOp::create(b_, k));
-  mlir::Value v = vector::LoadOp::create(b_, VectorType::get({k}, stored), raw, ValueRange{at});
-  vector::StoreOp::create(b_, toF32(bytes ? mlir::Value(arith::BitcastOp::create(b_, VectorType::get({k}, e), v)) : v),
-                          wide, ValueRange{at});
-  return wide;
-}
-
-// Per row of a (widened once) a loop over b's widened rows.
-mlir::Value Emitter::hostDotTiles(const dsl::Op &op) {
-  mlir::Value a = get(op.operands[0]);
-  const int64_t k = op.intAttr;
-  const int32_t bId = op.operands[1].id;
-  mlir::Value sb = dotStage_.count(bId) ? dotStage_[bId] : hostWidenRows(get(op.operands[1]), k);
-  auto va = cast<VectorType>(a.getType());
-  const int64_t M = va.getNumElements() / k, N = k_.typeOf(op.operands[1]).lanes / k;
-  mlir::Type f32 = b_.getF32Type(), e = va.getElementType();
-  const bool bytes = !e.isF32();
-  mlir::Type stored = bytes ? mlir::Type(b_.getI8Type()) : f32;
-  mlir::Value sa = entryAlloca(M * k, stored), res = entryAlloca(N * M, f32);
-  mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
-  mlir::Value ck = arith::ConstantIndexOp::create(b_, k), cM = arith::ConstantIndexOp::create(b_, M);
-  mlir::Value cN = arith::ConstantIndexOp::create(b_, N);
-  vector::StoreOp::create(b_, bytes ? mlir::Value(arith::BitcastOp::create(b_, va.clone(stored), a)) : a, sa,
-                          ValueRange{c0});
-  auto vk = VectorType::get({k}, f32);
-  auto loadRow = [&](mlir::Value buf, mlir::Value at) {
-    mlir::Value v = vector::LoadOp::create(b_, VectorType::get({k}, stored), buf, ValueRange{at});
-    return toF32(bytes ? mlir::Value(arith::BitcastOp::create(b_, VectorType::get({k}, e), v)) : v);
-  };
-  auto overM = scf::ForOp::create(b_, c0, cM, c1);
-  {
-    OpBuilder::InsertionGuard guard(b_);
-    b_.setInsertionPoint(overM.getBody()->getTerminator());
-    mlir::Value m = overM.getInductionVar();
-    mlir::Value rowA = loadRow(sa, arith::MulIOp::create(b_, m, ck));
-    auto overN = scf::ForOp::create(b_, c0, cN, c1);
-    b_.setInsertionPoint(overN.getBody()->getTerminator());
-    mlir::Value n = overN.getInductionVar();
-    mlir::Value rowB = vector::LoadOp::create(b_, vk, sb, ValueRange{arith::MulIOp::create(b_, n, ck)});
-    mlir::Value d = vector::ReductionOp::create(b_, vector::CombiningKind::ADD,
-                                                arith::MulFOp::create(b_, rowA, rowB), mlir::Value(),
-                                                arith::FastMathFlags::reassoc);
-    memref::StoreOp::create(b_, d, res,
-                            ValueRange{arith::AddIOp::create(b_, arith::MulIOp::create(b_, n, cM), m)});
-  }
-  return vector::LoadOp::create(b_, VectorType::get({N * M}, f32), res, ValueRange{c0});
-}
-
 // This thread's lanes [first, first + c) of the tile, those below min(limit, lanes) read from
 // memory, the rest 0 (a masked load touches no memory for them).
 mlir::Value Emitter::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit,
@@ -634,6 +539,7 @@ mlir::Value Emitter::maxNum(mlir::Value a, mlir::Value b) {
 
 StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
   OwningOpRef<ModuleOp> module = ModuleOp::create(b_.getLoc());
+  module_ = *module;
   b_.setInsertionPointToEnd(module->getBody());
   SmallVector<mlir::Type> argTypes;
   for (const dsl::BufferArg &buf : k_.buffers)

@@ -16,7 +16,9 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -47,12 +49,24 @@ void initNativeTarget() {
   (void)done;
 }
 
-StatusOr<std::unique_ptr<llvm::TargetMachine>> hostMachine() {
+// This machine's CPU and features, or `cpu` with that CPU's default features.
+StatusOr<std::unique_ptr<llvm::TargetMachine>> hostMachine(const std::string &cpu = "") {
   initNativeTarget();
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb)
     return Status::error("host: " + llvm::toString(jtmb.takeError()));
   jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  if (!cpu.empty()) {
+    const llvm::Target *target = nullptr;
+    std::string error;
+    target = llvm::TargetRegistry::lookupTarget(jtmb->getTargetTriple(), error);
+    std::unique_ptr<llvm::MCSubtargetInfo> sti(
+        target ? target->createMCSubtargetInfo(jtmb->getTargetTriple(), "", "") : nullptr);
+    if (!sti || !sti->isCPUStringValid(cpu))
+      return Status::error(fmt::format("host: unknown CPU '{}' for {}", cpu, jtmb->getTargetTriple().str()));
+    jtmb->setCPU(cpu);
+    jtmb->getFeatures() = llvm::SubtargetFeatures();
+  }
   auto tm = jtmb->createTargetMachine();
   if (!tm)
     return Status::error("host: " + llvm::toString(tm.takeError()));
@@ -107,7 +121,7 @@ std::string hostToolchainFingerprint() {
                      LLVM_VERSION_STRING);
 }
 
-StatusOr<HostObject> compileHostObject(const dsl::Kernel &k, HostCompileStats *stats) {
+StatusOr<HostObject> compileHostObject(const dsl::Kernel &k, HostCompileStats *stats, const std::string &cpu) {
   if (env::flag("M3IDX_DISABLE_COMPILER"))
     return Status::error(fmt::format("kernel @{}: the compiler is disabled "
                                      "(M3IDX_DISABLE_COMPILER=1)",
@@ -117,15 +131,18 @@ StatusOr<HostObject> compileHostObject(const dsl::Kernel &k, HostCompileStats *s
   if (!module.ok())
     return module.status();
   auto t0 = Clock::now();
-  auto tm = hostMachine();
+  auto tm = hostMachine(cpu);
   if (!tm.ok())
     return tm.status();
+  auto codegenTm = hostMachine(cpu); // the engine takes its own
+  if (!codegenTm.ok())
+    return codegenTm.status();
   const int level = optLevel();
   mlir::ExecutionEngineOptions options;
   options.transformer = mlir::makeOptimizingTransformer(level, 0, tm->get());
   options.jitCodeGenOptLevel = codeGenLevel(level);
   options.enableObjectDump = true; // keep the object: it is what caches and bundles store
-  auto engine = mlir::ExecutionEngine::create(module->get(), options);
+  auto engine = mlir::ExecutionEngine::create(module->get(), options, std::move(*codegenTm));
   if (!engine)
     return Status::error(fmt::format("kernel @{}: JIT failed: {}", k.name,
                                      llvm::toString(engine.takeError())));

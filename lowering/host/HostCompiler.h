@@ -36,8 +36,12 @@ struct HostCompileStats {
   double totalMs() const { return emitMs + pipelineMs + jitMs; }
 };
 
-// Honors M3IDX_OPT_LEVEL (a code-changing variable of core/EnvTable).
-StatusOr<HostObject> compileHostObject(const dsl::Kernel &kernel, HostCompileStats *stats = nullptr);
+// Honors M3IDX_OPT_LEVEL (a code-changing variable of core/EnvTable). `cpu`: an LLVM CPU name
+// (with its default features) to compile for instead of this machine, for measuring the back
+// end on other processors (`m3idx cache-bench --host-cpu`); such an object is never cached or
+// loaded, since this machine may lack its instructions.
+StatusOr<HostObject> compileHostObject(const dsl::Kernel &kernel, HostCompileStats *stats = nullptr,
+                                       const std::string &cpu = "");
 // Links an object into the process-wide JIT and resolves its entry point.
 StatusOr<std::unique_ptr<HostKernel>> loadHostKernel(const HostObject &object);
 // compileHostObject then loadHostKernel.

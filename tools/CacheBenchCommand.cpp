@@ -66,7 +66,6 @@ int runForCpu(int heads, const std::string &cpu) {
       return fail(object.status().message());
     std::cout << fmt::format("{:<14} {:<56} {:>11.1f} ms {:>9} KB\n", kernels::kernelName(r.kind), rowName(r),
                              stats.totalMs(), (object->bytes.size() + 1023) / 1024);
-    std::cerr << fmt::format("emit {:.1f} pipeline {:.1f} llvm {:.1f}\n", stats.emitMs, stats.pipelineMs, stats.jitMs);
   }
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "dsl/Ir.h"
 #include "lowering/MlirEmitter.h"
 #include "lowering/nvvm/MmaSpread.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
@@ -96,7 +97,7 @@ private:
   std::map<int32_t, int64_t> hostDotB_; // host: dot.tiles b operand id -> row length
   // Host (host/HostTiles.cpp): tiles of more than kHostPiece lanes live in stack buffers and ops
   // on them are loops over pieces, so code size does not grow with tile widths.
-  static constexpr int64_t kHostPiece = 128;
+  static constexpr int64_t kHostPiece = 64;
   bool hostWide(dsl::ValueId v) const;
   bool hostOwns(const dsl::Op &op) const; // emitted by emitHostOp on the host
   void emitHostOp(const dsl::Op &op);
@@ -106,10 +107,13 @@ private:
   mlir::Value hostLoadPiece(mlir::Value buf, Elem e, mlir::Value at, int64_t lanes);
   void hostStorePiece(mlir::Value buf, Elem e, mlir::Value at, mlir::Value piece);
   mlir::Value hostLoadWhole(mlir::Value buf, dsl::ValueId v);
+  // Lanes [at, at + n) of wide value v: made in place for splats, constants and iota, else loaded.
+  mlir::Value hostPieceOf(dsl::ValueId v, mlir::Value at, int64_t n);
   void hostSetResult(dsl::ValueId v, mlir::Value buf); // wide: the buffer; narrow: loaded from it
   // body(at, n) for pieces [at, at + n) of `lanes`: a loop over whole pieces, then the tail.
   void hostForPieces(int64_t lanes, int64_t piece, const std::function<void(mlir::Value, int64_t)> &body);
   void hostCopy(mlir::Value dst, mlir::Value src, int64_t lanes);
+  mlir::scf::ForOp hostRolledLoop(int64_t lo, int64_t hi, mlir::ValueRange inits = {});
   void hostElementwise(const dsl::Op &op);
   void hostReduce(const dsl::Op &op);
   void hostReduceMaxGroups(const dsl::Op &op);
@@ -126,6 +130,7 @@ private:
     int64_t lanes = 0, piece = 0; // while emitting one piece: tiles of `lanes` lanes have `piece`
   } hostPiece_;
   std::map<int32_t, mlir::Value> hostWideBuf_;        // wide value id -> its buffer
+  std::map<int32_t, int32_t> hostSplats_;             // wide splat / constant / iota id -> its op
   std::vector<std::vector<mlir::Value>> hostYieldTo_; // per open region: each yielded wide value's buffer
   mlir::ModuleOp module_;
   int shuffleTables_ = 0;

@@ -24,7 +24,7 @@ namespace {
 
 struct InspectArgs {
   bool list = false, printAfterAll = false, pipeline = false, json = false;
-  std::string kernel, target = "host", emit = "dsl", out;
+  std::string kernel, target = "host", emit = "dsl", out, prefillForm;
   int heads = 1, queryRows = 0;
 };
 
@@ -157,8 +157,11 @@ int runInspect(const InspectArgs &a) {
     std::cout << target->pipelineText() << "\n";
     return 0;
   }
+  const std::string form = a.prefillForm.empty() ? a.target : a.prefillForm;
+  if (form != "host" && form != "sm_90" && form != "gfx950")
+    return fail(fmt::format("--prefill-form: expected host, sm_90 or gfx950, got '{}'", form));
   kernels::KernelConfig config = kernels::configFor(*kind, a.heads, a.queryRows ? a.queryRows : 4,
-                                                    kernels::prefillFormFor(a.target));
+                                                    kernels::prefillFormFor(form));
   if (a.queryRows && *kind != kernels::KernelKind::ScorePrefill)
     config.queryRows = a.queryRows;
   StatusOr<dsl::Kernel> k = kernels::buildKernel(*kind, config);
@@ -227,7 +230,9 @@ void addInspectCommand(CLI::App &app, Runner &run) {
   cmd->add_flag("--list", args->list, "List kernel names, one per line");
   cmd->add_option("--heads", args->heads, "num_index_heads of the config")->capture_default_str();
   cmd->add_option("--query-rows", args->queryRows, "decode_query_len of the config (default 4)");
-  cmd->add_option("--target", args->target, "host or sm_90")->capture_default_str();
+  cmd->add_option("--target", args->target, "host, sm_90 or gfx950")->capture_default_str();
+  cmd->add_option("--prefill-form", args->prefillForm,
+                  "score_prefill in this target's form (host, sm_90, gfx950; default: --target's)");
   cmd->add_option("--emit", args->emit,
                   "dsl, mlir, lowered (LLVM/NVVM/ROCDL dialect), llvm or asm (host), ptx (sm_90), "
                   "bin, meta or asm (gfx950)")

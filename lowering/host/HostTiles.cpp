@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -61,6 +62,18 @@ bool Emitter::hostOwns(const dsl::Op &op) const {
     if (hostWide(v))
       return true;
   return false;
+}
+
+// Loops over pieces stay rolled: LLVM's full unroll of their constant trip counts would rebuild
+// the straight-line code the pieces exist to avoid.
+scf::ForOp Emitter::hostRolledLoop(int64_t lo, int64_t hi, ValueRange inits) {
+  auto loop = scf::ForOp::create(b_, arith::ConstantIndexOp::create(b_, lo), arith::ConstantIndexOp::create(b_, hi),
+                                 arith::ConstantIndexOp::create(b_, 1), inits);
+  auto unroll = LLVM::LoopUnrollAttr::get(b_.getContext(), /*disable=*/b_.getBoolAttr(true), {}, {}, {}, {}, {}, {});
+  // scf-to-cf carries this attribute to the loop's latch branch, where LLVM reads it.
+  loop->setAttr("llvm.loop_annotation", LLVM::LoopAnnotationAttr::get(b_.getContext(), {}, {}, {}, unroll, {}, {}, {},
+                                                                       {}, {}, {}, {}, {}, {}, {}, {}));
+  return loop;
 }
 
 mlir::Type Emitter::hostStorage(Elem e) {
@@ -119,6 +132,28 @@ mlir::Value Emitter::hostLoadWhole(mlir::Value buf, dsl::ValueId v) {
   return hostLoadPiece(buf, t.elem, arith::ConstantIndexOp::create(b_, 0), t.lanes);
 }
 
+mlir::Value Emitter::hostPieceOf(dsl::ValueId v, mlir::Value at, int64_t n) {
+  const dsl::Type t = k_.typeOf(v);
+  auto it = hostSplats_.find(v.id);
+  if (it == hostSplats_.end())
+    return hostLoadPiece(hostBuffer(v), t.elem, at, n);
+  auto vt = VectorType::get({n}, elemType(t.elem));
+  const dsl::Op &def = k_.ops[it->second];
+  switch (def.kind) {
+  case OpKind::Splat: return vector::BroadcastOp::create(b_, vt, get(def.operands[0]));
+  case OpKind::ConstInt: return constant(vt, static_cast<double>(def.intAttr));
+  case OpKind::ConstFloat: return constant(vt, def.floatAttr);
+  default: { // iota: lanes [at, at + n)
+    SmallVector<int64_t> lanes;
+    for (int64_t i = 0; i < n; ++i)
+      lanes.push_back(i);
+    mlir::Value base = arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(lanes)));
+    return arith::AddIOp::create(
+        b_, base, vector::BroadcastOp::create(b_, vt, arith::IndexCastOp::create(b_, elemType(t.elem), at)));
+  }
+  }
+}
+
 void Emitter::hostSetResult(dsl::ValueId v, mlir::Value buf) {
   if (hostWide(v))
     hostWideBuf_[v.id] = buf;
@@ -129,8 +164,7 @@ void Emitter::hostSetResult(dsl::ValueId v, mlir::Value buf) {
 void Emitter::hostForPieces(int64_t lanes, int64_t piece,
                             const std::function<void(mlir::Value, int64_t)> &body) {
   if (const int64_t full = lanes / piece; full > 0) {
-    auto loop = scf::ForOp::create(b_, arith::ConstantIndexOp::create(b_, 0),
-                                   arith::ConstantIndexOp::create(b_, full), arith::ConstantIndexOp::create(b_, 1));
+    auto loop = hostRolledLoop(0, full);
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(loop.getBody()->getTerminator());
     body(arith::MulIOp::create(b_, loop.getInductionVar(), arith::ConstantIndexOp::create(b_, piece)), piece);
@@ -154,25 +188,23 @@ void Emitter::hostElementwise(const dsl::Op &op) {
     hostWideBuf_[result.id] = hostBuffer(op.operands[0]); // same bytes: one buffer, never written again
     return;
   }
-  std::vector<std::pair<dsl::ValueId, mlir::Value>> tiles;
+  std::vector<dsl::ValueId> tiles;
   for (dsl::ValueId v : op.operands)
     if (k_.typeOf(v).isTile())
-      tiles.push_back({v, hostBuffer(v)});
-  mlir::Value out = hostNewBuffer(result);
+      tiles.push_back(v);
+  const bool uniform = op.kind == OpKind::Splat || op.kind == OpKind::ConstInt || op.kind == OpKind::ConstFloat ||
+                       op.kind == OpKind::Iota;
+  if (uniform) // pieces are made where they are used, so LLVM sees constants (a divisor, a mask) as such
+    hostSplats_[result.id] = static_cast<int32_t>(&op - k_.ops.data());
+  mlir::Value out = hostNewBuffer(result); // for ops that read the tile from memory
   hostForPieces(rt.lanes, kHostPiece, [&](mlir::Value at, int64_t n) {
     hostPiece_ = {rt.lanes, n};
-    for (auto &[v, buf] : tiles)
-      values_[v.id] = hostLoadPiece(buf, k_.typeOf(v).elem, at, n);
-    emitOp(op);
-    mlir::Value piece = values_[result.id];
-    if (op.kind == OpKind::Iota) { // lanes [at, at + n)
-      mlir::Type e = cast<VectorType>(piece.getType()).getElementType();
-      piece = arith::AddIOp::create(
-          b_, piece, vector::BroadcastOp::create(b_, piece.getType(), arith::IndexCastOp::create(b_, e, at)));
-    }
+    for (dsl::ValueId v : tiles)
+      values_[v.id] = hostPieceOf(v, at, n);
+    mlir::Value piece = uniform ? hostPieceOf(result, at, n) : (emitOp(op), values_[result.id]);
     hostStorePiece(out, rt.elem, at, piece);
     hostPiece_ = {};
-    for (auto &[v, buf] : tiles)
+    for (dsl::ValueId v : tiles)
       values_[v.id] = {};
     values_[result.id] = {};
   });
@@ -182,13 +214,11 @@ void Emitter::hostElementwise(const dsl::Op &op) {
 // values as one reduction (fmaxf drops NaN either way; sums may be in any order, SPEC §4).
 void Emitter::hostReduce(const dsl::Op &op) {
   const dsl::Type t = k_.typeOf(op.operands[0]);
-  mlir::Value buf = hostBuffer(op.operands[0]);
   const bool isF = t.elem == Elem::F32, add = op.kind == OpKind::ReduceAdd || op.kind == OpKind::Dot;
-  mlir::Value other = op.kind == OpKind::Dot ? hostBuffer(op.operands[1]) : mlir::Value();
   auto pieceAt = [&](mlir::Value at, int64_t n) {
-    mlir::Value v = hostLoadPiece(buf, t.elem, at, n);
-    if (other)
-      v = arith::MulFOp::create(b_, v, hostLoadPiece(other, t.elem, at, n));
+    mlir::Value v = hostPieceOf(op.operands[0], at, n);
+    if (op.kind == OpKind::Dot)
+      v = arith::MulFOp::create(b_, v, hostPieceOf(op.operands[1], at, n));
     return v;
   };
   auto combine = [&](mlir::Value x, mlir::Value y) -> mlir::Value {
@@ -199,8 +229,7 @@ void Emitter::hostReduce(const dsl::Op &op) {
   };
   mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), cP = arith::ConstantIndexOp::create(b_, kHostPiece);
   const int64_t full = t.lanes / kHostPiece, tail = t.lanes % kHostPiece;
-  auto loop = scf::ForOp::create(b_, arith::ConstantIndexOp::create(b_, 1), arith::ConstantIndexOp::create(b_, full),
-                                 arith::ConstantIndexOp::create(b_, 1), ValueRange{pieceAt(c0, kHostPiece)});
+  auto loop = hostRolledLoop(1, full, ValueRange{pieceAt(c0, kHostPiece)});
   {
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToEnd(loop.getBody());
@@ -230,8 +259,7 @@ void Emitter::hostReduceMaxGroups(const dsl::Op &op) {
   }
   mlir::Value in = hostBuffer(op.operands[0]), out = entryAlloca(groups, f32);
   mlir::Value negInf = constant(f32, -std::numeric_limits<double>::infinity());
-  auto loop = scf::ForOp::create(b_, arith::ConstantIndexOp::create(b_, 0), arith::ConstantIndexOp::create(b_, groups),
-                                 arith::ConstantIndexOp::create(b_, 1));
+  auto loop = hostRolledLoop(0, groups);
   {
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(loop.getBody()->getTerminator());
@@ -265,8 +293,7 @@ void Emitter::hostFoldMax(const dsl::Op &op) {
       vector::StoreOp::create(b_, m, out, ValueRange{arith::DivUIOp::create(b_, at, c2)});
     });
   } else {
-    auto loop = scf::ForOp::create(b_, arith::ConstantIndexOp::create(b_, 0),
-                                   arith::ConstantIndexOp::create(b_, lanes / 2), arith::ConstantIndexOp::create(b_, 1));
+    auto loop = hostRolledLoop(0, lanes / 2);
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(loop.getBody()->getTerminator());
     mlir::Value j = loop.getInductionVar(), cd = arith::ConstantIndexOp::create(b_, d);
@@ -298,8 +325,7 @@ void Emitter::hostShuffle(const dsl::Op &op) {
   }
   mlir::Value table = memref::GetGlobalOp::create(b_, tableType, name);
   mlir::Value out = entryAlloca(outLanes, stored);
-  auto loop = scf::ForOp::create(b_, arith::ConstantIndexOp::create(b_, 0),
-                                 arith::ConstantIndexOp::create(b_, outLanes), arith::ConstantIndexOp::create(b_, 1));
+  auto loop = hostRolledLoop(0, outLanes);
   {
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(loop.getBody()->getTerminator());
@@ -355,20 +381,18 @@ void Emitter::hostMemoryOp(const dsl::Op &op) {
   }
   case OpKind::StoreTile: {
     const dsl::Type t = k_.typeOf(op.operands[1]);
-    mlir::Value in = hostBuffer(op.operands[1]);
     hostForPieces(t.lanes, kHostPiece, [&](mlir::Value at, int64_t n) {
-      vector::StoreOp::create(b_, hostLoadPiece(in, t.elem, at, n), buf, ValueRange{offsetBy(get(op.operands[0]), at)});
+      vector::StoreOp::create(b_, hostPieceOf(op.operands[1], at, n), buf, ValueRange{offsetBy(get(op.operands[0]), at)});
     });
     return;
   }
   case OpKind::StoreScatter: { // operands: offsets, values, mask
     const dsl::Type t = k_.typeOf(op.operands[1]);
-    mlir::Value offs = hostBuffer(op.operands[0]), vals = hostBuffer(op.operands[1]), mask = hostBuffer(op.operands[2]);
     mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0);
     hostForPieces(t.lanes, kHostPiece, [&](mlir::Value at, int64_t n) {
       vector::ScatterOp::create(b_, mlir::Type(), buf, ValueRange{c0},
-                                hostLoadPiece(offs, k_.typeOf(op.operands[0]).elem, at, n),
-                                hostLoadPiece(mask, Elem::I1, at, n), hostLoadPiece(vals, t.elem, at, n));
+                                hostPieceOf(op.operands[0], at, n), hostPieceOf(op.operands[2], at, n),
+                                hostPieceOf(op.operands[1], at, n));
     });
     return;
   }
@@ -405,7 +429,7 @@ mlir::Value Emitter::hostWidenRows(dsl::ValueId v, int64_t k) {
   mlir::Type f32 = b_.getF32Type();
   mlir::Value raw = hostBuffer(v), wide = entryAlloca(N * k, f32);
   mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
-  auto loop = scf::ForOp::create(b_, c0, arith::ConstantIndexOp::create(b_, N), c1);
+  auto loop = hostRolledLoop(0, N);
   OpBuilder::InsertionGuard guard(b_);
   b_.setInsertionPoint(loop.getBody()->getTerminator());
   mlir::Value at = arith::MulIOp::create(b_, loop.getInductionVar(), arith::ConstantIndexOp::create(b_, k));
@@ -425,13 +449,13 @@ void Emitter::hostDotTiles(const dsl::Op &op) {
   mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
   mlir::Value ck = arith::ConstantIndexOp::create(b_, k), cM = arith::ConstantIndexOp::create(b_, M);
   auto vk = VectorType::get({k}, f32);
-  auto overM = scf::ForOp::create(b_, c0, cM, c1);
+  auto overM = hostRolledLoop(0, M);
   {
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(overM.getBody()->getTerminator());
     mlir::Value m = overM.getInductionVar();
     mlir::Value rowA = toF32(hostLoadPiece(sa, at.elem, arith::MulIOp::create(b_, m, ck), k));
-    auto overN = scf::ForOp::create(b_, c0, arith::ConstantIndexOp::create(b_, N), c1);
+    auto overN = hostRolledLoop(0, N);
     b_.setInsertionPoint(overN.getBody()->getTerminator());
     mlir::Value n = overN.getInductionVar();
     mlir::Value rowB = vector::LoadOp::create(b_, vk, sb, ValueRange{arith::MulIOp::create(b_, n, ck)});

@@ -3,13 +3,28 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/InitAllPasses.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVM/ROCDL/Target.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/ROCDL/ROCDLToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <mutex>
@@ -19,15 +34,51 @@
 
 namespace m3idx::lowering {
 
+// Only what the three targets' pipelines name is registered, so that a static link of MLIR and
+// LLVM keeps only those components (scripts/package); a pass or interface missing here makes a
+// pipeline fail to parse or convert, which every target's tests would show.
+void registerPipelinePasses() {
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerConvertVectorToSCFPass();
+  mlir::registerSCFToControlFlowPassPass();
+  mlir::registerConvertVectorToLLVMPassPass();
+  mlir::memref::registerExpandStridedMetadataPassPass();
+  mlir::registerFinalizeMemRefToLLVMConversionPassPass();
+  mlir::registerArithToLLVMConversionPassPass();
+  mlir::registerConvertControlFlowToLLVMPassPass();
+  mlir::registerConvertFuncToLLVMPassPass();
+  mlir::registerUBToLLVMConversionPassPass();
+  mlir::registerReconcileUnrealizedCastsPassPass();
+  mlir::registerGpuNVVMAttachTargetPass();
+  mlir::registerConvertGpuOpsToNVVMOpsPass();
+  mlir::registerConvertNVVMToLLVMPassPass();
+  mlir::registerGpuROCDLAttachTargetPass();
+  mlir::registerConvertAMDGPUToROCDLPassPass();
+  mlir::registerConvertGpuOpsToROCDLOpsPass();
+  mlir::registerGpuModuleToBinaryPassPass();
+  registerPasses();
+}
+
 std::unique_ptr<mlir::MLIRContext> makeContext() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    mlir::registerAllPasses();
-    registerPasses();
-  });
+  std::call_once(once, registerPipelinePasses);
   mlir::DialectRegistry registry;
-  mlir::registerAllExtensions(registry); // conversion interfaces the GPU pipelines rely on
-  mlir::registerAllToLLVMIRTranslations(registry);
+  // The dialects' to-LLVM conversion interfaces (convert-gpu-to-nvvm/rocdl collect patterns from them).
+  mlir::arith::registerConvertArithToLLVMInterface(registry);
+  mlir::cf::registerConvertControlFlowToLLVMInterface(registry);
+  mlir::registerConvertFuncToLLVMInterface(registry);
+  mlir::index::registerConvertIndexToLLVMInterface(registry);
+  mlir::registerConvertMathToLLVMInterface(registry);
+  mlir::registerConvertMemRefToLLVMInterface(registry);
+  mlir::registerConvertNVVMToLLVMInterface(registry);
+  mlir::ub::registerConvertUBToLLVMInterface(registry);
+  mlir::vector::registerConvertVectorToLLVMInterface(registry);
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerGPUDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+  mlir::registerNVVMDialectTranslation(registry);
+  mlir::registerROCDLDialectTranslation(registry);
   // The GPU targets' serializers (gpu-module-to-binary): without them MLIR crashes, not errors.
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   mlir::ROCDL::registerROCDLTargetInterfaceExternalModels(registry);

@@ -6,23 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 
-// Configure-time tool paths (core/CMakeLists.txt); a build without CMake (bench/gpu.sh on a GPU
-// machine) falls back to the plain names on PATH.
-#ifndef M3IDX_DEFAULT_LLD
-#define M3IDX_DEFAULT_LLD "ld.lld"
-#endif
-#ifndef M3IDX_DEFAULT_OBJDUMP
-#define M3IDX_DEFAULT_OBJDUMP "llvm-objdump"
-#endif
-
 namespace m3idx::env {
 
 const std::vector<Variable> &table() {
   static const std::vector<Variable> vars = {
       {"M3IDX_OPT_LEVEL", "3", true, "LLVM optimization level for host kernels (0-3)"},
-      {"M3IDX_LLD", M3IDX_DEFAULT_LLD, true, "ld.lld used to link gfx950 code objects"},
-      {"M3IDX_LLVM_OBJDUMP", M3IDX_DEFAULT_OBJDUMP, false,
-       "llvm-objdump used by m3idx inspect --target gfx950 --emit asm"},
       {"M3IDX_CACHE_DIR", "", false,
        "kernel cache folder; empty: $XDG_CACHE_HOME/m3idx, else ~/.cache/m3idx"},
       {"M3IDX_CACHE_POLICY", "cache_size_bytes=2g:prune_after=30d", false,

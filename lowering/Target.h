@@ -35,8 +35,7 @@ public:
 std::unique_ptr<Target> makeHostTarget();
 // NVIDIA Hopper: gpu + nvvm dialects to PTX (lowering/nvvm/).
 std::unique_ptr<Target> makeSm90Target();
-// AMD gfx950: gpu + rocdl dialects to an HSACO linked with ld.lld (lowering/rocdl/).
+// AMD gfx950: gpu + rocdl dialects to ISA, assembled and linked in process (lowering/rocdl/).
 std::unique_ptr<Target> makeGfx950Target();
-std::string rocmToolkitDir(); // a folder with llvm/bin/ld.lld -> M3IDX_LLD
 
 } // namespace m3idx::lowering

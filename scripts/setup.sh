@@ -5,7 +5,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${M3IDX_BUILD_DIR:-$ROOT/build}
 
-PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev libmlir-22-dev mlir-22-tools lld-22 clang-22
+PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev libmlir-22-dev mlir-22-tools lld-22 liblld-22-dev clang-22
+          libzstd-dev zlib1g-dev
           nlohmann-json3-dev libfmt-dev googletest libgtest-dev libcli11-dev)
 
 install_missing() {

@@ -13,6 +13,7 @@
 #include "lowering/Target.h"
 #include "lowering/host/HostCompiler.h"
 #include "lowering/nvvm/GpuCompiler.h"
+#include "lowering/rocdl/HsacoLinker.h"
 #include "lowering/rocdl/CodeObjectInfo.h"
 #include "core/AtomicFile.h"
 #include "core/EnvTable.h"
@@ -112,25 +113,12 @@ int inspectHsaco(const InspectArgs &a, const dsl::Kernel &k, const lowering::Tar
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  // asm: LLVM's disassembler through llvm-objdump (M3IDX_LLVM_OBJDUMP).
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            fmt::format("m3idx-{}-{}.hsaco", k.name, ::getpid()))
-                               .string();
-  Status s = writeFileAtomically(path, *hsaco);
-  if (!s.ok())
-    return fail(s.message());
-  const std::string cmd =
-      fmt::format("'{}' -d --mcpu=gfx950 '{}'", env::get("M3IDX_LLVM_OBJDUMP"), path);
-  std::FILE *pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe)
-    return fail("--emit asm: expected to run " + cmd + ", got a failure to start it");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
-    std::cout.write(buf, static_cast<std::streamsize>(n));
-  const int rc = ::pclose(pipe);
-  std::filesystem::remove(path);
-  return rc == 0 ? 0 : fail("--emit asm: " + cmd + " failed");
+  // asm: the code object's instructions through LLVM's MC disassembler, in process.
+  auto text = lowering::disassembleGfx950(*hsaco);
+  if (!text.ok())
+    return fail(text.status().message());
+  std::cout << *text;
+  return 0;
 }
 
 int runInspect(const InspectArgs &a) {

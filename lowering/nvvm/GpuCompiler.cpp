@@ -13,6 +13,7 @@
 
 #include "lowering/MlirEmitter.h"
 #include "lowering/Pipeline.h"
+#include "lowering/rocdl/HsacoLinker.h"
 
 namespace m3idx::lowering {
 
@@ -83,6 +84,8 @@ StatusOr<std::string> gpuStage(const dsl::Kernel &k, const Target &target, GpuSt
   if (object.empty())
     return Status::error(fmt::format("kernel @{}: target {} produced no object", k.name,
                                      target.desc().kind));
+  if (target.binaryKind() == BinaryKind::Hsaco)
+    return linkGfx950Hsaco(object);
   return object;
 }
 

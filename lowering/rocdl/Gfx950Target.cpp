@@ -1,11 +1,8 @@
-// The AMD MI355X target: the DSL's GPU form lowered through ROCDL to a gfx950 code object (HSACO),
-// linked by ld.lld in-process through MLIR's gpu-module-to-binary. A program is one wave64.
+// The AMD MI355X target: the DSL's GPU form lowered through ROCDL to gfx950 assembly, which
+// lowering/rocdl/HsacoLinker assembles and links into a code object (HSACO) in process. A program
+// is one wave64.
 #include "lowering/Target.h"
 
-#include <filesystem>
-#include <system_error>
-
-#include "core/EnvTable.h"
 
 namespace m3idx::lowering {
 
@@ -30,7 +27,7 @@ public:
             "gpu.module(convert-amdgpu-to-rocdl{chipset=gfx950},convert-gpu-to-rocdl{chipset=gfx950},"
             "convert-vector-to-llvm,convert-arith-to-llvm,canonicalize,"
             "cse,convert-ub-to-llvm,reconcile-unrealized-casts)",
-            "gpu-module-to-binary{format=bin toolkit=" + rocmToolkitDir() + "}"};
+            "gpu-module-to-binary{format=isa}"};
   }
 
 private:
@@ -38,22 +35,6 @@ private:
 };
 
 } // namespace
-
-// gpu-module-to-binary looks for TOOLKIT/llvm/bin/ld.lld: make one that links to M3IDX_LLD (found
-// at configure time), so no ROCm install is needed.
-std::string rocmToolkitDir() {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "m3idx-rocm-toolkit";
-  const fs::path link = dir / "llvm" / "bin" / "ld.lld";
-  std::error_code ec;
-  fs::create_directories(link.parent_path(), ec);
-  const std::string lld = env::get("M3IDX_LLD");
-  if (fs::read_symlink(link, ec) != fs::path(lld)) {
-    fs::remove(link, ec);
-    fs::create_symlink(lld, link, ec);
-  }
-  return dir.string();
-}
 
 std::unique_ptr<Target> makeGfx950Target() { return std::make_unique<Gfx950Target>(); }
 

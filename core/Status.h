@@ -1,32 +1,12 @@
-// Errors as values for every m3idx library boundary: a Status (ok or a one-line message) and
-// StatusOr<T>. Kept free of LLVM so the GPU runtime can be built where no LLVM is installed.
+// Errors as values for every m3idx library boundary (m3idx/Status.h) and the one message shape
+// SPEC §7 asks for. Kept free of LLVM so the GPU runtime can be built where no LLVM is installed.
 #pragma once
-
-#include <optional>
-#include <string>
-#include <utility>
-#include <variant>
 
 #include <fmt/format.h>
 
+#include "m3idx/Status.h"
+
 namespace m3idx {
-
-class [[nodiscard]] Status {
-public:
-  Status() = default;
-  static Status error(std::string message) { return Status(std::move(message)); }
-
-  bool ok() const { return !message_.has_value(); }
-  explicit operator bool() const { return ok(); }
-  const std::string &message() const {
-    static const std::string kOk = "ok";
-    return message_ ? *message_ : kOk;
-  }
-
-private:
-  explicit Status(std::string message) : message_(std::move(message)) {}
-  std::optional<std::string> message_;
-};
 
 // The one message shape SPEC §7 asks for: the argument, the expected and the actual value.
 template <typename E, typename A>
@@ -34,28 +14,7 @@ Status invalidArgument(std::string_view argument, const E &expected, const A &ac
   return Status::error(fmt::format("{}: expected {}, got {}", argument, expected, actual));
 }
 
-template <typename T> class [[nodiscard]] StatusOr {
-public:
-  StatusOr(T value) : v_(std::move(value)) {}
-  StatusOr(Status status) : v_(std::move(status)) {}
-
-  bool ok() const { return std::holds_alternative<T>(v_); }
-  explicit operator bool() const { return ok(); }
-  Status status() const { return ok() ? Status() : std::get<Status>(v_); }
-  T &value() & { return std::get<T>(v_); }
-  T &&value() && { return std::get<T>(std::move(v_)); }
-  const T &value() const & { return std::get<T>(v_); }
-  T *operator->() { return &value(); }
-  const T *operator->() const { return &value(); }
-  T &operator*() & { return value(); }
-  const T &operator*() const & { return value(); }
-
-private:
-  std::variant<T, Status> v_;
-};
-
 } // namespace m3idx
-
 #define M3IDX_RETURN_IF_ERROR(expr)                                                                \
   do {                                                                                             \
     ::m3idx::Status m3idx_status_ = (expr);                                                        \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Shared by scripts/test and scripts/run-demo: install what is missing (Debian bookworm, as root),
-# configure and build into build/ with 2 jobs.
+# Shared by scripts/test, scripts/run-demo and scripts/package: install what is missing (Debian
+# bookworm, as root), then (unless M3IDX_SETUP_ONLY_INSTALL=1) configure and build into build/
+# with 2 jobs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${M3IDX_BUILD_DIR:-$ROOT/build}
@@ -31,4 +32,4 @@ build() {
 }
 
 install_missing
-build
+[[ ${M3IDX_SETUP_ONLY_INSTALL:-0} == 1 ]] || build

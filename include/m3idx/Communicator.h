@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/Status.h"
+#include "m3idx/Status.h"
 
 namespace m3idx {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/Status.h"
+#include "m3idx/Status.h"
 #include "m3idx/Communicator.h"
 #include "m3idx/Tensor.h"
 

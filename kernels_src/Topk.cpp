@@ -157,13 +157,9 @@ Value onePassTopk(KernelBuilder &b, const KeyStream &ks, Value count) {
     levels.push_back(next);
     return levels;
   });
-  // The levels merged into an empty top in one loop, so the merge network is emitted once.
-  Value top = b.forLoop(b.constInt(0), b.constInt(kLaneDepth), b.constInt(1), {empty}, [&](Value d, const Values &t) {
-    Value level = kept[kLaneDepth - 1];
-    for (int l = kLaneDepth - 2; l >= 0; --l)
-      level = b.select(b.splat(d == b.constInt(l), S), kept[l], level);
-    return Values{mergeIfAbove(b, t[0], keyTileBound(b, level), [&] { return level; })};
-  })[0];
+  Value top = bitonicSort(b, kept[0], /*descending=*/true);
+  for (int d = 1; d < kLaneDepth; ++d)
+    top = mergeIfAbove(b, top, keyTileBound(b, kept[d]), [&] { return kept[d]; });
   Value sixteenth = b.splat(b.extract(top, K - 1), S);
   Value lost = b.select(b.cmp(OpKind::CmpGtU, kept[kLaneDepth], sixteenth),
                         b.splat(b.constInt(1, Elem::I32), S), b.splat(b.constInt(0, Elem::I32), S));

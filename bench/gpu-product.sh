@@ -18,7 +18,7 @@ if [[ ! -x $root/bin/m3idx ]]; then
   tar -C "$root" --strip-components=1 -xJf carry/dist/m3idx-*-linux-x86_64.tar.xz
 fi
 m3idx=$root/bin/m3idx
-cases=(tests/data/golden/* .gpu/cases/*)
+cases=(tests/data/golden/*/ .gpu/cases/*/)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 ldd "$root/lib/libm3idx.so" | tee "$OUT/product-ldd.log"
 run_all() { # $1: label; the rest: environment for each run

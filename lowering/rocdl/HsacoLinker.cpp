@@ -77,8 +77,9 @@ StatusOr<std::string> linkGfx950Hsaco(const std::string &isa) {
   auto object = mlir::ROCDL::assembleIsa(isa, kTriple, kChip, "", [&] {
     return mlir::emitError(mlir::UnknownLoc::get(&ctx));
   });
-  if (mlir::failed(object))
-    return Status::error("gfx950: assembling the ISA failed: " + diagnostics);
+  // An assembler error is printed by MC and leaves no (or an empty) object rather than a failure.
+  if (mlir::failed(object) || object->size() < 4 || std::string(object->data(), 4) != "\x7f" "ELF")
+    return Status::error("gfx950: assembling the ISA failed" + (diagnostics.empty() ? "" : ": " + diagnostics));
   TempDir dir;
   const std::string in = (dir.path / "kernel.o").string(), out = (dir.path / "kernel.hsaco").string();
   M3IDX_RETURN_IF_ERROR(writeFileAtomically(in, std::string(object->data(), object->size())));

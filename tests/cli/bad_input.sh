@@ -84,4 +84,19 @@ if "$M3IDX" run "$work/good" --backend nope --out "$work/x" 2>/dev/null; then
   echo "FAIL unknown_backend: exit 0"; failures=$((failures + 1))
 fi
 
+# bench by shape: a malformed shape, or a shape and a case together, names the option.
+expect_bench_error() { # NAME NEEDLE ARGS...
+  local name=$1 needle=$2
+  shift 2
+  local err
+  if err=$("$M3IDX" bench "$@" --backend ref --repeat 1 2>&1 >/dev/null); then
+    echo "FAIL $name: exit 0"; failures=$((failures + 1)); return
+  fi
+  grep -qF -- "$needle" <<<"$err" || { echo "FAIL $name: '$err' lacks '$needle'"; failures=$((failures + 1)); }
+}
+expect_bench_error bench_shape "--decode: expected COUNT:TOKENS:HEADS" --decode 3:x:1
+expect_bench_error bench_zero "--prefill: expected COUNT:TOKENS:HEADS" --prefill 0:100:1
+expect_bench_error bench_both "exactly one of them" "$work/good" --decode 1:100:1
+expect_bench_error bench_heads "heads" --decode 1:100:3
+
 [[ $failures -eq 0 ]] && echo "bad_input: ok" || { echo "bad_input: $failures failures"; exit 1; }

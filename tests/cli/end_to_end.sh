@@ -66,4 +66,8 @@ if "$M3IDX" check "$work/case" "$work/bad"; then
   echo "check accepted a corrupted topk.npy" >&2
   exit 1
 fi
+# Generated steps by shape, timed and checked (exact scores) on the host backend.
+"$M3IDX" bench --decode 3:1000:2 --backend host --repeat 2 --warmup 1 --check | grep -q "top-k OK"
+"$M3IDX" bench --prefill 2:300:1 --backend host --repeat 2 --warmup 1 --check | grep -q "TFLOP/s"
+
 echo "end_to_end: ok"

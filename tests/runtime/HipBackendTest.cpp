@@ -38,6 +38,10 @@ TEST(HipRuntime, TriesTheVersionedNamesInOrder) {
   if (hip::loadHipRuntime().ok())
     GTEST_SKIP() << "a HIP runtime is installed here";
   const std::string m = hip::loadHipRuntime().status().message();
+  // A machine may have the library but no AMD device (the H200 has one): then it loaded, and what
+  // failed was its initialization, not the search this test is about.
+  if (m.find("cannot load") == std::string::npos)
+    GTEST_SKIP() << "a HIP runtime library is installed here (" << m << ")";
   for (const std::string &name : hip::hipLibraryNames())
     EXPECT_NE(m.find(name), std::string::npos) << m;
 }

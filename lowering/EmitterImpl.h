@@ -123,6 +123,7 @@ private:
   void hostDecodeNvfp4(const dsl::Op &op);
   mlir::Value hostWidenRows(dsl::ValueId b, int64_t k);
   void hostDotTiles(const dsl::Op &op);
+  void hostBind(ArrayRef<dsl::ValueId> ids, const std::vector<mlir::Value> &buffers, mlir::ValueRange narrow);
   void hostFor(const dsl::Op &op);
   void hostIf(const dsl::Op &op);
   void hostYield(const dsl::Op &op);
@@ -204,6 +205,8 @@ private:
   mlir::Value constant(mlir::Type t, double v);
   mlir::Value toIndex(mlir::Value v);
   mlir::Value get(dsl::ValueId v) { return values_[v.id]; }
+  // A for / if block made by scf's builders, emptied of its implicit yield, as the insertion point.
+  void openRegionBlock(mlir::Block *block);
   void emitRegion(const dsl::Region &r);
   void emitOp(const dsl::Op &op);
   mlir::Value emitDecodeNvfp4(mlir::Value packed, mlir::Value scales);

@@ -139,6 +139,12 @@ mlir::Value Emitter::emitPackScoreKey(mlir::Value s, mlir::Value block) {
   return arith::OrIOp::create(b_, high, arith::AndIOp::create(b_, block, constant(i64, 0xFFFFFFFF)));
 }
 
+void Emitter::openRegionBlock(mlir::Block *block) {
+  if (!block->empty() && block->back().hasTrait<OpTrait::IsTerminator>())
+    block->back().erase(); // the builder's implicit yield: the region's own Yield op makes one
+  b_.setInsertionPointToEnd(block);
+}
+
 void Emitter::emitRegion(const dsl::Region &r) {
   for (int32_t i : r.ops) {
     emitOp(k_.ops[i]);
@@ -439,10 +445,7 @@ void Emitter::emitOp(const dsl::Op &op) {
       inits.push_back(in(i));
     auto forOp = scf::ForOp::create(b_, toIndex(in(0)), toIndex(in(1)), toIndex(in(2)), inits);
     OpBuilder::InsertionGuard guard(b_);
-    Block *body = forOp.getBody();
-    if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
-      body->back().erase();
-    b_.setInsertionPointToEnd(body);
+    openRegionBlock(forOp.getBody());
     const dsl::Region &r = op.regions[0];
     values_[r.args[0].id] = arith::IndexCastOp::create(b_, b_.getI64Type(), forOp.getInductionVar());
     for (size_t i = 1; i < r.args.size(); ++i)
@@ -463,10 +466,7 @@ void Emitter::emitOp(const dsl::Op &op) {
     auto ifOp = scf::IfOp::create(b_, types, in(0), /*withElseRegion=*/true);
     for (int r = 0; r < 2; ++r) {
       OpBuilder::InsertionGuard guard(b_);
-      Block *block = r == 0 ? ifOp.thenBlock() : ifOp.elseBlock();
-      if (!block->empty() && block->back().hasTrait<OpTrait::IsTerminator>())
-        block->back().erase();
-      b_.setInsertionPointToEnd(block);
+      openRegionBlock(r == 0 ? ifOp.thenBlock() : ifOp.elseBlock());
       emitRegion(op.regions[r]);
     }
     for (size_t i = 0; i < op.results.size(); ++i)

@@ -468,6 +468,16 @@ void Emitter::hostDotTiles(const dsl::Op &op) {
   hostSetResult(op.results[0], res);
 }
 
+// ids[i] names buffers[i] where there is one (a wide value), else the next of `narrow`.
+void Emitter::hostBind(ArrayRef<dsl::ValueId> ids, const std::vector<mlir::Value> &buffers, ValueRange narrow) {
+  for (size_t i = 0, j = 0; i < ids.size(); ++i) {
+    if (buffers[i])
+      hostWideBuf_[ids[i].id] = buffers[i];
+    else
+      values_[ids[i].id] = narrow[j++];
+  }
+}
+
 // Wide iter args are not carried by scf.for: each has a buffer the init is copied into and the
 // body's yield copies into; the body reads it as the iter arg and the loop's result is it.
 void Emitter::hostFor(const dsl::Op &op) {
@@ -489,27 +499,14 @@ void Emitter::hostFor(const dsl::Op &op) {
                                   toIndex(get(op.operands[2])), inits);
   {
     OpBuilder::InsertionGuard guard(b_);
-    Block *body = forOp.getBody();
-    if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
-      body->back().erase();
-    b_.setInsertionPointToEnd(body);
+    openRegionBlock(forOp.getBody());
     values_[r.args[0].id] = arith::IndexCastOp::create(b_, b_.getI64Type(), forOp.getInductionVar());
-    for (size_t i = 0, j = 0; i < n; ++i) {
-      if (carried[i])
-        hostWideBuf_[r.args[1 + i].id] = carried[i];
-      else
-        values_[r.args[1 + i].id] = forOp.getRegionIterArgs()[j++];
-    }
+    hostBind(ArrayRef<dsl::ValueId>(r.args).drop_front(), carried, forOp.getRegionIterArgs());
     hostYieldTo_.push_back(carried);
     emitRegion(r);
     hostYieldTo_.pop_back();
   }
-  for (size_t i = 0, j = 0; i < n; ++i) {
-    if (carried[i])
-      hostWideBuf_[op.results[i].id] = carried[i];
-    else
-      values_[op.results[i].id] = forOp.getResult(j++);
-  }
+  hostBind(op.results, carried, forOp.getResults());
 }
 
 void Emitter::hostIf(const dsl::Op &op) {
@@ -526,20 +523,12 @@ void Emitter::hostIf(const dsl::Op &op) {
   auto ifOp = scf::IfOp::create(b_, types, get(op.operands[0]), /*withElseRegion=*/true);
   for (int r = 0; r < 2; ++r) {
     OpBuilder::InsertionGuard guard(b_);
-    Block *block = r == 0 ? ifOp.thenBlock() : ifOp.elseBlock();
-    if (!block->empty() && block->back().hasTrait<OpTrait::IsTerminator>())
-      block->back().erase();
-    b_.setInsertionPointToEnd(block);
+    openRegionBlock(r == 0 ? ifOp.thenBlock() : ifOp.elseBlock());
     hostYieldTo_.push_back(joined);
     emitRegion(op.regions[r]);
     hostYieldTo_.pop_back();
   }
-  for (size_t i = 0, j = 0; i < n; ++i) {
-    if (joined[i])
-      hostWideBuf_[op.results[i].id] = joined[i];
-    else
-      values_[op.results[i].id] = ifOp.getResult(j++);
-  }
+  hostBind(op.results, joined, ifOp.getResults());
 }
 
 void Emitter::hostYield(const dsl::Op &op) {

@@ -571,6 +571,8 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
     // The DSL body ends in no yield of its own: the kernel body region has none.
   }
   func::ReturnOp::create(b_);
+  if (!error_.empty())
+    return Status::error(fmt::format("kernel @{}: host lowering: {}", k_.name, error_));
   if (failed(verify(*module)))
     return Status::error(fmt::format("kernel @{}: emitted MLIR does not verify", k_.name));
   return module;

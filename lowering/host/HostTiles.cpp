@@ -64,8 +64,8 @@ bool Emitter::hostOwns(const dsl::Op &op) const {
   return false;
 }
 
-// Loops over pieces stay rolled: LLVM's full unroll of their constant trip counts would rebuild
-// the straight-line code the pieces exist to avoid.
+// Loops over pieces stay rolled whatever LLVM's unroller would judge of their constant trip
+// counts: code size must not grow with the tile.
 scf::ForOp Emitter::hostRolledLoop(int64_t lo, int64_t hi, ValueRange inits) {
   auto loop = scf::ForOp::create(b_, arith::ConstantIndexOp::create(b_, lo), arith::ConstantIndexOp::create(b_, hi),
                                  arith::ConstantIndexOp::create(b_, 1), inits);
@@ -201,7 +201,13 @@ void Emitter::hostElementwise(const dsl::Op &op) {
     hostPiece_ = {rt.lanes, n};
     for (dsl::ValueId v : tiles)
       values_[v.id] = hostPieceOf(v, at, n);
-    mlir::Value piece = uniform ? hostPieceOf(result, at, n) : (emitOp(op), values_[result.id]);
+    mlir::Value piece;
+    if (uniform) {
+      piece = hostPieceOf(result, at, n);
+    } else {
+      emitOp(op); // the op's own lowering, on pieces (hostPiece_ types its tiles)
+      piece = values_[result.id];
+    }
     hostStorePiece(out, rt.elem, at, piece);
     hostPiece_ = {};
     for (dsl::ValueId v : tiles)
@@ -401,7 +407,7 @@ void Emitter::hostMemoryOp(const dsl::Op &op) {
   }
 }
 
-// Wide decodes run as a loop over 128-element pieces (64 packed bytes, 8 scales each).
+// Wide decodes run as a loop over kHostPiece-element pieces (half as many packed bytes, a scale a 16).
 void Emitter::hostDecodeNvfp4(const dsl::Op &op) {
   const int64_t P = k_.typeOf(op.operands[0]).lanes, N = 2 * P;
   if (N <= kHostPiece) {
@@ -428,7 +434,6 @@ mlir::Value Emitter::hostWidenRows(dsl::ValueId v, int64_t k) {
   const int64_t N = t.lanes / k;
   mlir::Type f32 = b_.getF32Type();
   mlir::Value raw = hostBuffer(v), wide = entryAlloca(N * k, f32);
-  mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
   auto loop = hostRolledLoop(0, N);
   OpBuilder::InsertionGuard guard(b_);
   b_.setInsertionPoint(loop.getBody()->getTerminator());
@@ -446,7 +451,6 @@ void Emitter::hostDotTiles(const dsl::Op &op) {
   const int64_t M = at.lanes / k, N = k_.typeOf(bId).lanes / k;
   mlir::Type f32 = b_.getF32Type();
   mlir::Value sa = hostBuffer(aId), res = entryAlloca(N * M, f32);
-  mlir::Value c0 = arith::ConstantIndexOp::create(b_, 0), c1 = arith::ConstantIndexOp::create(b_, 1);
   mlir::Value ck = arith::ConstantIndexOp::create(b_, k), cM = arith::ConstantIndexOp::create(b_, M);
   auto vk = VectorType::get({k}, f32);
   auto overM = hostRolledLoop(0, M);

@@ -179,6 +179,20 @@ TEST(HostTiles, CodeStaysSmallWithoutAvx512) {
   EXPECT_LT(object->bytes.size(), 160u * 1024);
 }
 
+// A wide form the host lowering does not take is an error naming it, never wrong code.
+TEST(HostTiles, UnsupportedWideFormIsAnError) {
+  KernelBuilder b("wide_groups");
+  Buffer in = b.buffer("in", Elem::F32, Access::Read);
+  Buffer out = b.buffer("out", Elem::F32, Access::Write);
+  b.storeTile(out, b.constInt(0), b.reduceMaxGroups(b.loadTile(in, b.constInt(0), 256), 2)); // 128 a group
+  auto k = b.finish();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  auto compiled = lowering::compileHostKernel(*k);
+  ASSERT_FALSE(compiled.ok());
+  EXPECT_NE(compiled.status().message().find("reduce.max.groups of 128 lanes per group"), std::string::npos)
+      << compiled.status().message();
+}
+
 TEST(HostTiles, UnknownCpuIsAnError) {
   auto k = kernels::buildKernel(kernels::KernelKind::TopkMerge, kernels::configFor(kernels::KernelKind::TopkMerge, 1, 4));
   ASSERT_TRUE(k.ok());

@@ -1,6 +1,7 @@
-// `m3idx cache bench`: per kernel, the latency of each way to obtain it on the host target: cold
-// compile, disk-cache hit (read, verify, link; a fresh in-memory store each time) and in-memory hit;
-// with --host-cpu, cold compiles for another CPU model.
+// `m3idx cache-bench`: per kernel, the latency of each way to obtain it: cold compile, disk-cache
+// hit (read, verify, then link on the host or load into the driver on a GPU; a fresh in-memory
+// store or backend each time) and in-memory hit; with --host-cpu, cold host compiles for another
+// CPU model.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -8,7 +9,9 @@
 
 #include "kernels_src/KernelCatalog.h"
 #include "lowering/host/HostCompiler.h"
+#include "runtime/Backend.h"
 #include "runtime/KernelStore.h"
+#include "runtime/gpu/GpuBackend.h"
 #include "tools/Commands.h"
 
 namespace m3idx::cli {
@@ -41,9 +44,8 @@ std::vector<BenchRow> benchRows(int heads) {
 }
 
 void printHeader(const std::string &what, int heads, int repeat) {
-  std::cout << fmt::format("kernel cache latency, host target{}, heads={}, median of {} (disk) and 1e6 "
-                           "(memory) runs\n",
-                           what, heads, repeat);
+  std::cout << fmt::format("kernel cache latency, {}, heads={}, median of {} (disk) runs\n", what, heads,
+                           repeat);
   std::cout << fmt::format("{:<14} {:<56} {:>14} {:>14} {:>16}\n", "kernel", "config", "cold compile",
                            "disk hit", "in-memory hit");
 }
@@ -70,12 +72,58 @@ int runForCpu(int heads, const std::string &cpu) {
   return 0;
 }
 
+// A GPU backend's kernels (its own prefill form): cold = DSL -> code object in process plus the
+// driver's load, disk hit = a fresh backend reading the entry and loading it, memory hit = the
+// backend asking again.
+int runGpuCacheBench(const std::string &backendName, int repeat, int heads) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("m3idx-cache-bench-{}", ::getpid());
+  fs::remove_all(dir);
+  ::setenv("M3IDX_CACHE_DIR", dir.c_str(), 1);
+  auto open = [&]() -> StatusOr<std::unique_ptr<runtime::Backend>> { return runtime::makeBackend(backendName); };
+  auto first = open();
+  if (!first.ok())
+    return fail(first.status().message());
+  auto *cold = dynamic_cast<runtime::GpuBackend *>(first->get());
+  if (!cold)
+    return fail(fmt::format("--backend: expected host, cuda or hip, got '{}'", backendName));
+  printHeader(fmt::format("{} on {}", backendName, cold->deviceName()), heads, repeat);
+  auto ms = [](Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
+  for (kernels::KernelKind kind : kernels::allKernels()) {
+    const kernels::KernelConfig config = kernels::configFor(kind, heads, 4, cold->prefillForm());
+    auto t0 = Clock::now();
+    if (Status s = cold->prepare(kind, config); !s.ok())
+      return fail(s.message());
+    const double compileMs = ms(t0);
+    std::vector<double> disk;
+    for (int i = 0; i < repeat; ++i) {
+      auto fresh = open();
+      if (!fresh.ok())
+        return fail(fresh.status().message());
+      t0 = Clock::now();
+      if (Status s = dynamic_cast<runtime::GpuBackend &>(**fresh).prepare(kind, config); !s.ok())
+        return fail(s.message());
+      disk.push_back(ms(t0));
+    }
+    constexpr int kLookups = 100000;
+    t0 = Clock::now();
+    for (int i = 0; i < kLookups; ++i)
+      if (!cold->prepare(kind, config).ok())
+        return fail("cache bench: in-memory lookup failed");
+    const double nsPerHit = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kLookups;
+    std::cout << fmt::format("{:<14} {:<56} {:>11.1f} ms {:>11.3f} ms {:>13.1f} ns\n", kernels::kernelName(kind),
+                             config.str(), compileMs, median(disk), nsPerHit);
+  }
+  fs::remove_all(dir);
+  return 0;
+}
+
 int runCacheBench(int repeat, int heads) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / fmt::format("m3idx-cache-bench-{}", ::getpid());
   fs::remove_all(dir);
   ::setenv("M3IDX_CACHE_DIR", dir.c_str(), 1); // a private cache: every first get is a compile
-  printHeader("", heads, repeat);
+  printHeader("host target", heads, repeat);
   for (const BenchRow &r : benchRows(heads)) {
     runtime::KernelStore cold;
     auto first = cold.get(r.kind, r.config);
@@ -111,14 +159,21 @@ void addCacheBenchCommand(CLI::App &app, Runner &run) {
   auto repeat = std::make_shared<int>(50);
   auto heads = std::make_shared<int>(4);
   auto cpu = std::make_shared<std::string>();
+  auto backend = std::make_shared<std::string>("host");
   CLI::App *cmd = app.add_subcommand("cache-bench",
                                      "Time cold compile, disk-cache hit and in-memory hit per kernel");
   cmd->add_option("--repeat", *repeat, "Disk hits timed per kernel")->capture_default_str();
   cmd->add_option("--heads", *heads, "num_index_heads of the configs")->capture_default_str();
   cmd->add_option("--host-cpu", *cpu,
                   "Only time cold compiles, for this LLVM CPU model (e.g. x86-64-v3: AVX2, no AVX-512)");
-  cmd->callback([&run, repeat, heads, cpu] {
-    run = [repeat, heads, cpu] { return cpu->empty() ? runCacheBench(*repeat, *heads) : runForCpu(*heads, *cpu); };
+  cmd->add_option("--backend", *backend, "host, cuda or hip (a GPU: its own configs, the driver's load included)")
+      ->capture_default_str();
+  cmd->callback([&run, repeat, heads, cpu, backend] {
+    run = [repeat, heads, cpu, backend] {
+      if (!cpu->empty())
+        return runForCpu(*heads, *cpu);
+      return *backend == "host" ? runCacheBench(*repeat, *heads) : runGpuCacheBench(*backend, *repeat, *heads);
+    };
   });
 }
 

@@ -99,4 +99,14 @@ expect_bench_error bench_zero "--prefill: expected COUNT:TOKENS:HEADS" --prefill
 expect_bench_error bench_both "exactly one of them" "$work/good" --decode 1:100:1
 expect_bench_error bench_heads "heads" --decode 1:100:3
 
+# cache-bench on a backend that compiles nothing, or a GPU without its driver: one line, non-zero.
+if err=$("$M3IDX" cache-bench --backend ref 2>&1 >/dev/null); then
+  echo "FAIL cache_bench_ref: exit 0"; failures=$((failures + 1))
+elif ! grep -qF -- "--backend: expected host, cuda or hip" <<<"$err"; then
+  echo "FAIL cache_bench_ref: '$err'"; failures=$((failures + 1))
+fi
+if M3IDX_CUDA_LIBRARY=libm3idx-no-such-driver.so "$M3IDX" cache-bench --backend cuda >/dev/null 2>&1; then
+  echo "FAIL cache_bench_no_driver: exit 0"; failures=$((failures + 1))
+fi
+
 [[ $failures -eq 0 ]] && echo "bad_input: ok" || { echo "bad_input: $failures failures"; exit 1; }

@@ -25,6 +25,23 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// A kernel cache of this run's own, so that every first get is a compile; removed at the end.
+class PrivateCache {
+public:
+  PrivateCache() : dir_(std::filesystem::temp_directory_path() / fmt::format("m3idx-cache-bench-{}", ::getpid())) {
+    std::filesystem::remove_all(dir_);
+    ::setenv("M3IDX_CACHE_DIR", dir_.c_str(), 1);
+  }
+  ~PrivateCache() { std::filesystem::remove_all(dir_); }
+
+private:
+  std::filesystem::path dir_;
+};
+
 struct BenchRow {
   kernels::KernelKind kind;
   kernels::KernelConfig config;
@@ -48,6 +65,12 @@ void printHeader(const std::string &what, int heads, int repeat) {
                            repeat);
   std::cout << fmt::format("{:<14} {:<56} {:>14} {:>14} {:>16}\n", "kernel", "config", "cold compile",
                            "disk hit", "in-memory hit");
+}
+
+void printRow(kernels::KernelKind kind, const std::string &config, double compileMs,
+              const std::vector<double> &disk, double nsPerHit) {
+  std::cout << fmt::format("{:<14} {:<56} {:>11.1f} ms {:>11.3f} ms {:>13.1f} ns\n", kernels::kernelName(kind),
+                           config, compileMs, median(disk), nsPerHit);
 }
 
 std::string rowName(const BenchRow &r) {
@@ -76,53 +99,42 @@ int runForCpu(int heads, const std::string &cpu) {
 // driver's load, disk hit = a fresh backend reading the entry and loading it, memory hit = the
 // backend asking again.
 int runGpuCacheBench(const std::string &backendName, int repeat, int heads) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / fmt::format("m3idx-cache-bench-{}", ::getpid());
-  fs::remove_all(dir);
-  ::setenv("M3IDX_CACHE_DIR", dir.c_str(), 1);
-  auto open = [&]() -> StatusOr<std::unique_ptr<runtime::Backend>> { return runtime::makeBackend(backendName); };
-  auto first = open();
+  PrivateCache cache;
+  auto first = runtime::makeBackend(backendName);
   if (!first.ok())
     return fail(first.status().message());
   auto *cold = dynamic_cast<runtime::GpuBackend *>(first->get());
   if (!cold)
     return fail(fmt::format("--backend: expected host, cuda or hip, got '{}'", backendName));
   printHeader(fmt::format("{} on {}", backendName, cold->deviceName()), heads, repeat);
-  auto ms = [](Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); };
   for (kernels::KernelKind kind : kernels::allKernels()) {
     const kernels::KernelConfig config = kernels::configFor(kind, heads, 4, cold->prefillForm());
     auto t0 = Clock::now();
     if (Status s = cold->prepare(kind, config); !s.ok())
       return fail(s.message());
-    const double compileMs = ms(t0);
+    const double compileMs = msSince(t0);
     std::vector<double> disk;
     for (int i = 0; i < repeat; ++i) {
-      auto fresh = open();
+      auto fresh = runtime::makeBackend(backendName);
       if (!fresh.ok())
         return fail(fresh.status().message());
       t0 = Clock::now();
       if (Status s = dynamic_cast<runtime::GpuBackend &>(**fresh).prepare(kind, config); !s.ok())
         return fail(s.message());
-      disk.push_back(ms(t0));
+      disk.push_back(msSince(t0));
     }
     constexpr int kLookups = 100000;
     t0 = Clock::now();
     for (int i = 0; i < kLookups; ++i)
       if (!cold->prepare(kind, config).ok())
         return fail("cache bench: in-memory lookup failed");
-    const double nsPerHit = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kLookups;
-    std::cout << fmt::format("{:<14} {:<56} {:>11.1f} ms {:>11.3f} ms {:>13.1f} ns\n", kernels::kernelName(kind),
-                             config.str(), compileMs, median(disk), nsPerHit);
+    printRow(kind, config.str(), compileMs, disk, msSince(t0) * 1e6 / kLookups);
   }
-  fs::remove_all(dir);
   return 0;
 }
 
 int runCacheBench(int repeat, int heads) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / fmt::format("m3idx-cache-bench-{}", ::getpid());
-  fs::remove_all(dir);
-  ::setenv("M3IDX_CACHE_DIR", dir.c_str(), 1); // a private cache: every first get is a compile
+  PrivateCache cache;
   printHeader("host target", heads, repeat);
   for (const BenchRow &r : benchRows(heads)) {
     runtime::KernelStore cold;
@@ -135,7 +147,7 @@ int runCacheBench(int repeat, int heads) {
       runtime::KernelStore fresh;
       auto t0 = Clock::now();
       auto k = fresh.get(r.kind, r.config);
-      disk.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      disk.push_back(msSince(t0));
       if (!k.ok() || fresh.records().back().source != runtime::KernelSource::DiskCache)
         return fail("cache bench: expected a disk-cache hit");
     }
@@ -144,12 +156,8 @@ int runCacheBench(int repeat, int heads) {
     for (int i = 0; i < kLookups; ++i)
       if (!cold.get(r.kind, r.config).ok())
         return fail("cache bench: in-memory lookup failed");
-    const double nsPerHit =
-        std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kLookups;
-    std::cout << fmt::format("{:<14} {:<56} {:>11.1f} ms {:>11.3f} ms {:>13.1f} ns\n", kernels::kernelName(r.kind),
-                             rowName(r), compileMs, median(disk), nsPerHit);
+    printRow(r.kind, rowName(r), compileMs, disk, msSince(t0) * 1e6 / kLookups);
   }
-  fs::remove_all(dir);
   return 0;
 }
 
@@ -170,6 +178,8 @@ void addCacheBenchCommand(CLI::App &app, Runner &run) {
       ->capture_default_str();
   cmd->callback([&run, repeat, heads, cpu, backend] {
     run = [repeat, heads, cpu, backend] {
+      if (*repeat < 1) // a median of no runs
+        return fail(invalidArgument("--repeat", ">= 1", *repeat).message());
       if (!cpu->empty())
         return runForCpu(*heads, *cpu);
       return *backend == "host" ? runCacheBench(*repeat, *heads) : runGpuCacheBench(*backend, *repeat, *heads);

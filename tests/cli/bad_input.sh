@@ -105,6 +105,11 @@ if err=$("$M3IDX" cache-bench --backend ref 2>&1 >/dev/null); then
 elif ! grep -qF -- "--backend: expected host, cuda or hip" <<<"$err"; then
   echo "FAIL cache_bench_ref: '$err'"; failures=$((failures + 1))
 fi
+if err=$("$M3IDX" cache-bench --repeat 0 2>&1 >/dev/null); then
+  echo "FAIL cache_bench_repeat: exit 0"; failures=$((failures + 1))
+elif ! grep -qF -- "--repeat: expected >= 1, got 0" <<<"$err"; then
+  echo "FAIL cache_bench_repeat: '$err'"; failures=$((failures + 1))
+fi
 if M3IDX_CUDA_LIBRARY=libm3idx-no-such-driver.so "$M3IDX" cache-bench --backend cuda >/dev/null 2>&1; then
   echo "FAIL cache_bench_no_driver: exit 0"; failures=$((failures + 1))
 fi

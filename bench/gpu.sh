@@ -1,84 +1,146 @@
 #!/usr/bin/env bash
-# Run on the H200 (device tool, with .gpu carried; make it with bench/gpu-prepare.sh). Stages, each
-# fitting one device call: `check` builds the LLVM-free CUDA checker with the machine's g++ and
-# checks every case in .gpu/cases against the scalar reference, through the backend and through the
-# Indexer API on device buffers; `indexer` times Indexer::forward next to the backend; `bench` times generated decode steps
-# next to the copy bandwidth (`bench-checked` also checks each against the reference on the CPU,
-# about 7 minutes); `prefill` times 4 prompts of 32K tokens (H=1, 4) next to the fp8 and f16
-# tensor-core peaks (torch._scaled_mm, torch.matmul), and 64 prompts of 2K; `torch` runs PyTorch
-# eager and torch.compile implementations of SPEC on the decode shapes (checked on the four golden
-# cases), `torch-prefill` on the prefill ones; `cp` checks and times one decode-CP rank's share of
-# 256-request steps;
-# `sass` disassembles the score cubins; `ceiling` times plain reads in the decode score's page
-# pattern next to the copy (bench/page_read_ceiling.cu, nvcc); `wgmma` times the decode loop with
-# Hopper's fp8 wgmma next to the same loop on mma.sync (bench/wgmma_probe.cu, nvcc, sm_90a). Logs
-# go to $OUT when it is set.
-# `table` runs bench, torch, prefill and torch-prefill and prints issue 5's table from their logs
-# (bench/table.py).
-# Usage: bench/gpu.sh [check|indexer|bench|bench-checked|prefill|torch|torch-prefill|table|cp|sass|ceiling|wgmma]...
+# On the H200 (device tool): m3idx as a user deploys it, the archive of ./scripts/package unpacked
+# and nothing else of ours (no LLVM, no compiler of ours), next to the yardsticks. Carry `carry`:
+# carry/dist/m3idx-*.tar.xz (and m3idx-tests-*.tar.xz for `tests`), carry/bundle (an AOT bundle made
+# here by the archive's `m3idx compile --target sm_90`, for `aot`) and carry/peers (a copy of
+# ../shared/peers, for `peers`). Cases are generated there by the archive's `m3idx gen`. Logs go to
+# $OUT. Stages:
+#   check    every golden case and generated ones (decode, prefill, mixed, NaN scales, 1M-token
+#            rows, decode_query_len 1 and 4, 1/2/4 heads) through `m3idx run --backend cuda` +
+#            `m3idx check`, first with an empty kernel cache (DSL -> PTX in process, the driver's
+#            load), then warm, then through the Indexer API (--indexer, block table on the host and
+#            on the device)
+#   aot      the same cases with M3IDX_RUN_ONLY=1 and only carry/bundle: zero compiles
+#   tests    the test bundle's run-tests (unit tests and the CLI's GPU tests) with the archive
+#   cache    `m3idx cache-bench --backend cuda` (cold compile + load, disk hit, memory hit)
+#   bench    decode steps 256 x 32K, 256 x 128K (H=1), 64 x 128K (H=4), 8 x 1M by `m3idx bench
+#            --backend cuda` (events, L2 flushed, median of 25, the copy beside it); bench-checked
+#            also checks each against the reference on the CPU (minutes)
+#   prefill  4 prompts x 32K (H=1, 4) and 64 x 2K, next to the fp8 and f16 tensor-core peaks
+#   indexer  Indexer::forward of the decode steps next to the backend's launches (`bench --indexer`)
+#   cp       one decode-CP rank's share of 256-request steps, checked and timed (`bench --cp-share 4`)
+#   peers    vLLM's own Triton path (carry/peers/run_vllm_peer.py) and the fastest PyTorch version
+#            known (carry/peers/torch_indexer.py) on the same shapes
+#   torch, torch-prefill   PyTorch eager and torch.compile (bench/torch_reference.py)
+#   table    bench, prefill, peers, torch and torch-prefill, joined by bench/table.py
+#   example  examples/indexer_step built with CMake through find_package(m3idx) and run
+#   sass     the machine code of the score kernels (the archive's PTX, the machine's ptxas)
+#   ceiling, wgmma   the probes bench/page_read_ceiling.cu and bench/wgmma_probe.cu (nvcc)
+# Usage: bench/gpu.sh STAGE...
 set -euo pipefail
 OUT=${OUT:-/tmp}
 stages=("$@")
-[[ ${#stages[@]} -eq 0 ]] && stages=(check bench)
-# issue 5's two prefill steps, and as many rows in short prompts (fixed costs: tiles, top-k per row)
-prefill_shapes=("4 32768 1" "4 32768 4" "64 2048 1")
-build() {
-  [[ -x /tmp/m3idx-cuda-check ]] && return
-  mkdir -p /tmp/m3idx-obj
-  ls core/*.cpp casefile/*.cpp reference/*.cpp dsl/*.cpp kernels_src/*.cpp runtime/cuda/*.cpp runtime/gpu/*.cpp \
-    runtime/api/{BatchMetadata,DeviceCaseRun,GpuIndexerEngine,Indexer,TensorView}.cpp tools/m3idx-cuda-check.cpp |
-    xargs -P "$(nproc)" -I{} sh -c 'g++ -std=c++20 -O2 -DFMT_HEADER_ONLY -ffp-contract=off -I. \
-      -Iinclude -I.gpu/include -c {} -o /tmp/m3idx-obj/$(echo {} | tr / _).o'
-  g++ /tmp/m3idx-obj/*.o -ldl -o /tmp/m3idx-cuda-check
+[[ ${#stages[@]} -eq 0 ]] && stages=(check aot bench)
+decode_shapes=(256:32768:1 256:131072:1 64:131072:4 8:1048576:1)
+prefill_shapes=(4:32768:1 4:32768:4 64:2048:1)
+root=/tmp/m3idx-archive
+if [[ ! -x $root/bin/m3idx ]]; then
+  mkdir -p "$root"
+  tar -C "$root" --strip-components=1 -xJf "$(ls carry/dist/m3idx-[0-9]*-linux-x86_64.tar.xz)"
+fi
+m3idx=$root/bin/m3idx
+export M3IDX_CACHE_DIR=/tmp/m3idx-cache
+cases=/tmp/m3idx-cases
+make_cases() {
+  [[ -d $cases ]] && return
+  gen() { "$m3idx" gen --out "$cases/$1" "${@:2}" >/dev/null; }
+  gen decode_exact_h4 --seed 1 --mode exact --heads 4 --decodes 8 --context 0:6000 --prefills 0 --init 1 --local 1
+  gen prefill_exact_h1 --seed 2 --mode exact --heads 1 --decodes 0 --prefills 3 --prefill-len 1:100 --prefill-context 1:3000
+  gen mixed_nan_h2 --seed 3 --heads 2 --decodes 5 --prefills 2 --context 0:4000 --nan-scales 0.02 --init 2 --local 0
+  gen decode_q1_h1 --seed 4 --mode exact --heads 1 --decodes 6 --decode-query-len 1 --context 0:900 --prefills 1
+  gen decode_128k_h1 --seed 5 --heads 1 --decodes 2 --context 131072 --prefills 0
+  gen decode_1m_h2 --seed 6 --mode exact --heads 2 --decodes 1 --context 1048576 --prefills 0
+  gen mixed_1m_h1 --seed 7 --heads 1 --decodes 1 --context 1048576 --prefills 1 --prefill-len 1:9 \
+    --prefill-context 1048576
+  gen prefill_h4 --seed 8 --heads 4 --decodes 0 --prefills 3 --prefill-len 1:300 --prefill-context 1:3000
+  gen decode_q1_h4 --seed 9 --heads 4 --decodes 16 --decode-query-len 1 --context 0:20000 --prefills 0
+  for c in tests/data/golden/*/; do cp -r "$c" "$cases/"; done
+}
+run_all() { # LABEL [VAR=VALUE...] [-- RUN ARGS...]: every case run and checked, the cases in parallel
+  local label=$1 vars=() args=()
+  shift
+  while [[ $# -gt 0 && $1 != -- ]]; do vars+=("$1"); shift; done
+  [[ $# -gt 0 ]] && { shift; args=("$@"); }
+  mkdir -p "/tmp/m3idx-out/$label"
+  for c in "$cases"/*/; do
+    (
+      name=$(basename "$c")
+      out=/tmp/m3idx-out/$label/$name
+      if env "${vars[@]}" "$m3idx" run "$c" --backend cuda --out "$out" "${args[@]}" >"$out.log" 2>&1 &&
+        "$m3idx" check "$c" "$out" >>"$out.log" 2>&1
+      then echo "ok $label $name: $(head -1 "$out.log")"
+      else echo "FAILED: $label $name: $(tail -1 "$out.log")"; touch "$out.failed"; fi
+    ) &
+  done
+  wait
+  echo "$label: $(ls -d "$cases"/*/ | wc -l) cases, $(ls /tmp/m3idx-out/"$label"/*.failed 2>/dev/null | wc -l) failed"
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 for stage in "${stages[@]}"; do
   case $stage in
     check)
-      build
-      /tmp/m3idx-cuda-check .gpu/ptx .gpu/cases/* 2>&1 | tee "$OUT/gpu-check.log"
-      # the same cases through the Indexer API on device buffers
-      /tmp/m3idx-cuda-check .gpu/ptx --indexer .gpu/cases/* 2>&1 | tee -a "$OUT/gpu-check.log" ;;
-    indexer) # Indexer::forward on device buffers vs the backend's launches alone, same run
-      build
-      for shape in "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1"; do
-        # shellcheck disable=SC2086
-        /tmp/m3idx-cuda-check .gpu/ptx --indexer-bench $shape 2>&1 | tee -a "$OUT/gpu-indexer.log"
-      done ;;
+      make_cases
+      ldd "$root/lib/libm3idx.so" "$root/bin/m3idx" | tee "$OUT/gpu-ldd.log"
+      rm -rf "$M3IDX_CACHE_DIR"
+      {
+        run_all cold
+        run_all warm
+        run_all indexer -- --indexer
+        run_all indexer-device-tables -- --indexer --device-tables
+      } 2>&1 | tee "$OUT/gpu-check.log" ;;
+    aot)
+      make_cases
+      run_all aot M3IDX_CACHE_DIR=/tmp/m3idx-empty-cache M3IDX_RUN_ONLY=1 M3IDX_AOT_PATH="$PWD/carry/bundle" \
+        2>&1 | tee "$OUT/gpu-aot.log" ;;
+    tests)
+      rm -rf /tmp/m3idx-tests && mkdir -p /tmp/m3idx-tests
+      tar -C /tmp/m3idx-tests --strip-components=1 -xJf "$(ls carry/dist/m3idx-tests-*.tar.xz)"
+      M3IDX=$m3idx M3IDX_CACHE_DIR=/tmp/m3idx-tests-cache /tmp/m3idx-tests/run-tests 2>&1 |
+        tee "$OUT/gpu-tests.log" | grep -E "^\[  (PASSED|FAILED|SKIPPED) |^(ok|FAIL|skip)|gpu_cli" ;;
+    cache)
+      rm -rf ~/.nv/ComputeCache
+      for heads in 1 4; do "$m3idx" cache-bench --backend cuda --heads $heads --repeat 5; done 2>&1 |
+        tee "$OUT/gpu-cache.log" ;;
     bench|bench-checked)
-      build
       flag=$([[ $stage == bench-checked ]] && echo --check || true)
-      for shape in "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1"; do
+      for shape in "${decode_shapes[@]}"; do
         # shellcheck disable=SC2086
-        /tmp/m3idx-cuda-check .gpu/ptx --bench $shape $flag 2>&1 | tee -a "$OUT/gpu-bench.log"
-      done ;;
+        "$m3idx" bench --backend cuda --decode "$shape" --repeat 25 $flag
+      done 2>&1 | tee "$OUT/gpu-bench.log" ;;
     prefill)
-      build
-      for shape in "${prefill_shapes[@]}"; do
-        # shellcheck disable=SC2086
-        /tmp/m3idx-cuda-check .gpu/ptx --bench-prefill $shape 2>&1 | tee -a "$OUT/gpu-prefill.log"
-      done
+      for shape in "${prefill_shapes[@]}"; do "$m3idx" bench --backend cuda --prefill "$shape" --repeat 25; done 2>&1 |
+        tee "$OUT/gpu-prefill.log"
       python3 bench/torch_reference.py --fp8-peak --f16-peak 2>&1 | tee -a "$OUT/gpu-prefill.log" ;;
-    torch-prefill) # PyTorch on the prefill steps (seconds each in eager)
-      python3 bench/torch_reference.py --bench-prefill "${prefill_shapes[@]}" 2>&1 |
-        tee -a "$OUT/gpu-prefill.log" ;;
+    indexer)
+      for shape in "${decode_shapes[@]}"; do "$m3idx" bench --backend cuda --decode "$shape" --repeat 25 --indexer; done \
+        2>&1 | tee "$OUT/gpu-indexer.log" ;;
+    cp)
+      for tokens in 32768 131072; do # 256 x 1M with 4 heads: 19 GB to generate, past one device call
+        "$m3idx" bench --backend cuda --decode 256:$tokens:1 --cp-share 4 --repeat 20
+      done 2>&1 | tee "$OUT/gpu-cp.log" ;;
+    peers)
+      python3 carry/peers/run_vllm_peer.py 2>&1 | tee "$OUT/peers.log"
+      python3 carry/peers/torch_indexer.py 2>&1 | tee "$OUT/peers-torch.log" ;;
+    torch-prefill)
+      python3 bench/torch_reference.py --bench-prefill "${prefill_shapes[@]//:/ }" 2>&1 | tee -a "$OUT/gpu-prefill.log" ;;
     torch)
-      python3 bench/torch_reference.py --check .gpu/cases/decode_exact .gpu/cases/decode_edge_nan_scales \
-        .gpu/cases/prefill_exact .gpu/cases/mixed_realistic \
-        --bench "256 32768 1" "256 131072 1" "64 131072 4" "8 1048576 1" \
+      python3 bench/torch_reference.py --check tests/data/golden/decode_exact tests/data/golden/decode_edge_nan_scales \
+        tests/data/golden/prefill_exact tests/data/golden/mixed_realistic --bench "${decode_shapes[@]//:/ }" \
         2>&1 | tee "$OUT/torch-bench.log" ;;
-    table) # issue 5's whole table from one call: the four stages' logs joined, targets marked
-      OUT="$OUT" bash "$0" bench torch prefill torch-prefill >/dev/null 2>&1 || true
+    table)
+      OUT="$OUT" bash "$0" bench prefill peers torch torch-prefill >/dev/null 2>&1 || true
       python3 bench/table.py "$OUT" 2>&1 | tee "$OUT/table.md" ;;
-    cp) # one decode-CP rank's share (4 ranks x 1 head) on this one GPU: checked, then timed
-      build
-      for tokens in 32768 131072 1048576; do
-        /tmp/m3idx-cuda-check .gpu/ptx --bench-cp 256 $tokens 1 4 2>&1 | tee -a "$OUT/gpu-cp.log"
-      done ;;
-    sass) # the machine code ptxas made of the score kernels, to count a loop's instructions
+    example)
+      cmake -S examples/indexer_step -B /tmp/m3idx-example -DCMAKE_PREFIX_PATH="$root" >/dev/null
+      cmake --build /tmp/m3idx-example 2>&1 | tail -1
+      for device in cuda host; do /tmp/m3idx-example/indexer_step "$device"; done 2>&1 | tee "$OUT/gpu-example.log" ;;
+    sass)
+      ptxas=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
       dump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
-      for f in .gpu/ptx/score_*.cubin; do
-        "$dump" -sass "$f" > "$OUT/$(basename "$f" .cubin | tr '=,' '__').sass"
+      for kernel in score_decode score_prefill; do
+        "$m3idx" inspect $kernel --target sm_90 --emit ptx >/tmp/$kernel.ptx
+        "$ptxas" -arch=sm_90a -O3 /tmp/$kernel.ptx -o /tmp/$kernel.cubin
+        "$dump" -sass /tmp/$kernel.cubin >"$OUT/$kernel.sass"
       done ;;
     ceiling) # what plain loads in score_decode's pattern reach: the bound for its 256 x 128K step
       nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
@@ -94,6 +156,6 @@ for stage in "${stages[@]}"; do
         # shellcheck disable=SC2086
         /tmp/wgmma-probe $shape 2>&1 | tee -a "$OUT/gpu-wgmma.log"
       done ;;
-    *) echo "unknown stage $stage (check, indexer, table, bench, bench-checked, prefill, torch, torch-prefill, cp, sass, ceiling, wgmma)" >&2; exit 2 ;;
+    *) echo "unknown stage $stage (see the header of $0)" >&2; exit 2 ;;
   esac
 done

@@ -91,7 +91,7 @@ std::string DiskCache::entryPath(const std::string &key) const {
   return (fs::path(dir_) / (kPrefix + key)).string();
 }
 
-std::optional<Entry> DiskCache::read(const std::string &key) {
+std::optional<Entry> DiskCache::read(const std::string &key, std::string *unusable) {
   const std::string path = entryPath(key);
   std::string problem;
   std::optional<std::string> bytes = readFile(path, problem);
@@ -107,6 +107,11 @@ std::optional<Entry> DiskCache::read(const std::string &key) {
   }
   std::error_code ec;
   fs::remove_all(path, ec);
+  if (unusable) {
+    *unusable += fmt::format("{}kernel cache entry {} is unusable ({}); removed", unusable->empty() ? "" : "; ",
+                             path, problem);
+    return std::nullopt;
+  }
   // Every time: each bad entry found is a separate event worth seeing.
   std::cerr << fmt::format("m3idx: warning: kernel cache entry {} is unusable ({}); removed, "
                            "recompiling\n",

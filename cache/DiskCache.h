@@ -26,7 +26,9 @@ public:
   std::string entryPath(const std::string &key) const;
 
   // nullopt on a miss. A defective entry is reported, removed and treated as a miss.
-  std::optional<Entry> read(const std::string &key);
+  // With `unusable`, a bad entry is described there instead of warned about (the caller's error
+  // will name it).
+  std::optional<Entry> read(const std::string &key, std::string *unusable = nullptr);
   Status write(const Entry &entry);
 
   // Exclusive per-key lock across processes (flock); released when the object dies.

@@ -2,6 +2,7 @@
 // validated indexer step and return top-k (and scores on request).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,9 +16,9 @@ namespace m3idx::runtime {
 struct RunOptions {
   bool keepScores = false; // fill IndexerOutput::scores ([H, T, W], NaN where b >= nblk)
   void *stream = nullptr;  // GPU backends: the caller's CUstream / hipStream_t (null: default)
-  // GPU backends: before the launches, overwrite a buffer larger than L2 on the stream (timed
-  // steps then read their inputs from HBM, as METHOD.md asks of benchmarks).
-  bool flushL2 = false;
+  // GPU backends: called with the stream after the step's uploads, just before its first timing
+  // event (benchmarks flush L2 there: bench/support/DeviceTiming.h).
+  std::function<Status(void *stream)> beforeLaunches = nullptr;
   // GPU backends: score only decode blocks decodeBlockBegin, + decodeBlockStep, ... (one decode-CP
   // rank's share, SPEC §6). With a step above 1 only the score kernels run: other blocks' scores are
   // left unwritten and there is no top-k (the CP exchange would complete the rows first).

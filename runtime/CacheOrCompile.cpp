@@ -15,7 +15,8 @@ namespace m3idx::runtime {
 
 namespace fs = std::filesystem;
 
-std::optional<cache::Entry> findInBundles(const std::string &file, const std::string &key) {
+std::optional<cache::Entry> findInBundles(const std::string &file, const std::string &key,
+                                          std::string &unusable) {
   const std::string path = env::get("M3IDX_AOT_PATH");
   llvm::SmallVector<llvm::StringRef> bundles;
   llvm::SplitString(path, bundles, ":");
@@ -29,23 +30,28 @@ std::optional<cache::Entry> findInBundles(const std::string &file, const std::st
     StatusOr<cache::Entry> e = cache::decodeEntry(bytes, at);
     if (e.ok() && e->key == key)
       return std::move(*e);
-    std::cerr << "m3idx: warning: AOT bundle entry " << at << " is unusable ("
-              << (e.ok() ? "an entry for another key" : e.status().message()) << "); skipped\n";
+    // decodeEntry's message names the file.
+    const std::string problem = fmt::format("AOT bundle entry unusable ({})",
+                                            e.ok() ? at + ": an entry for another key" : e.status().message());
+    unusable += (unusable.empty() ? "" : "; ") + problem;
+    if (!env::flag("M3IDX_RUN_ONLY"))
+      std::cerr << "m3idx: warning: " << problem << "; skipped\n";
   }
   return std::nullopt;
 }
 
 StatusOr<CachedEntry> cacheOrCompile(cache::DiskCache &disk, const std::string &key,
                                      const std::string &what, const std::string &searched,
-                                     const std::function<StatusOr<cache::Entry>()> &compile) {
-  const bool read = !env::flag("M3IDX_ALWAYS_COMPILE");
+                                     const std::function<StatusOr<cache::Entry>()> &compile,
+                                     std::string unusable) {
+  const bool read = !env::flag("M3IDX_ALWAYS_COMPILE"), runOnly = env::flag("M3IDX_RUN_ONLY");
   if (read)
-    if (std::optional<cache::Entry> e = disk.read(key))
+    if (std::optional<cache::Entry> e = disk.read(key, runOnly ? &unusable : nullptr))
       return CachedEntry{std::move(*e), false};
-  if (env::flag("M3IDX_RUN_ONLY"))
-    return Status::error(fmt::format("{} is not in {}, and M3IDX_RUN_ONLY=1 forbids compiling it "
+  if (runOnly)
+    return Status::error(fmt::format("{} is not in {}{}, and M3IDX_RUN_ONLY=1 forbids compiling it "
                                      "(key {})",
-                                     what, searched, key));
+                                     what, searched, unusable.empty() ? "" : " (" + unusable + ")", key));
   std::unique_ptr<cache::DiskCache::KeyLock> keyLock;
   if (disk.usable()) {
     auto l = disk.lock(key, std::atof(env::get("M3IDX_CACHE_LOCK_TIMEOUT_S").c_str()));

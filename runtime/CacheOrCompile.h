@@ -19,14 +19,18 @@ struct CachedEntry {
 };
 
 // The entry for `key` in the first AOT bundle on M3IDX_AOT_PATH that has `file` (bundles name
-// host objects llvmcache-KEY and GPU code objects gpucache-KEY); an unreadable entry, or one for
-// another key, is skipped with a warning.
-std::optional<cache::Entry> findInBundles(const std::string &file, const std::string &key);
+// host objects llvmcache-KEY and GPU code objects gpucache-KEY). An unreadable entry, or one for
+// another key, is skipped and described in `unusable`; a warning too, unless M3IDX_RUN_ONLY is set
+// (cacheOrCompile's error then names it: one line for one cause).
+std::optional<cache::Entry> findInBundles(const std::string &file, const std::string &key,
+                                          std::string &unusable);
 
 // `what` names the kernel in errors ("kernel K (config) for target T"); `searched` says where it
-// was looked for ("the cache DIR", or more for host kernels).
+// was looked for ("the cache DIR", or more for host kernels); `unusable`: the bundle entries
+// findInBundles skipped, named in the M3IDX_RUN_ONLY error with a corrupted cache entry.
 StatusOr<CachedEntry> cacheOrCompile(cache::DiskCache &disk, const std::string &key,
                                      const std::string &what, const std::string &searched,
-                                     const std::function<StatusOr<cache::Entry>()> &compile);
+                                     const std::function<StatusOr<cache::Entry>()> &compile,
+                                     std::string unusable = "");
 
 } // namespace m3idx::runtime

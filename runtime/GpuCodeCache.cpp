@@ -69,9 +69,10 @@ CodeSource cachedGpuCode(std::unique_ptr<lowering::Target> (*makeTarget)(),
     if (!k.ok())
       return k.status();
     auto bytes = [](const cache::Entry &e) { return std::string(e.binary.begin(), e.binary.end()); };
+    std::string unusable;
     if (!env::flag("M3IDX_ALWAYS_COMPILE")) {
       const std::string portable = gpuCodeKey(*k, config, *target, std::nullopt);
-      if (std::optional<cache::Entry> e = findInBundles("gpucache-" + portable, portable))
+      if (std::optional<cache::Entry> e = findInBundles("gpucache-" + portable, portable, unusable))
         return bytes(*e);
     }
     const std::string key = gpuCodeKey(*k, config, *target, ptxas);
@@ -85,7 +86,8 @@ CodeSource cachedGpuCode(std::unique_ptr<lowering::Target> (*makeTarget)(),
           if (!e.ok() && env::flag("M3IDX_DISABLE_COMPILER")) // say where it was looked for
             return Status::error(fmt::format("{} is not in {}: {}", what, searched, e.status().message()));
           return e;
-        });
+        },
+        unusable);
     if (!found.ok())
       return found.status();
     return bytes(found->entry);

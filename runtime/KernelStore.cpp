@@ -137,9 +137,10 @@ KernelStore::obtain(kernels::KernelKind kind, const kernels::KernelConfig &confi
     return loaded;
   };
 
+  std::string unusable;
   if (readCaches) {
     auto t0 = Clock::now();
-    if (std::optional<cache::Entry> e = findInBundles("llvmcache-" + key, key))
+    if (std::optional<cache::Entry> e = findInBundles("llvmcache-" + key, key, unusable))
       return useEntry(*e, KernelSource::AotBundle, t0);
   }
   auto t0 = Clock::now();
@@ -167,7 +168,8 @@ KernelStore::obtain(kernels::KernelKind kind, const kernels::KernelConfig &confi
                                         {"created_unix", static_cast<int64_t>(std::time(nullptr))}}
                              .dump();
         return entry;
-      });
+      },
+      unusable);
   if (!found.ok())
     return found.status();
   if (found->compiled)

@@ -57,7 +57,7 @@ std::unique_ptr<IndexerEngine> makeGpuIndexerEngine(const IndexerConfig &config,
                                                     std::unique_ptr<runtime::GpuBackend> backend);
 
 // An Indexer over `engine` (unsupportedReason is checked here too). Indexer::create picks the
-// engine for a device; builds without the host JIT (bench/gpu.sh) call this directly.
+// engine for a device; tests over a stand-in engine call this directly.
 StatusOr<std::unique_ptr<Indexer>> createIndexer(const IndexerConfig &config, Device device,
                                                  std::unique_ptr<IndexerEngine> engine);
 

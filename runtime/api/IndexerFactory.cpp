@@ -1,6 +1,5 @@
-// Indexer::create: the engine for a device. Kept apart from Indexer.cpp so that builds without the
-// host JIT (the CUDA-only checker of bench/gpu.sh) link the API with createIndexer and their own
-// GPU code source.
+// Indexer::create: the engine for a device, over the in-process compiler and the kernel caches.
+// Kept apart from Indexer.cpp, which needs no LLVM (m3idx_api).
 #include "lowering/Target.h"
 #include "lowering/nvvm/PtxAssembler.h"
 #include "runtime/GpuCodeCache.h"

@@ -3,17 +3,12 @@
 #pragma once
 
 #include <memory>
-#include <string>
 
 #include "runtime/gpu/GpuBackend.h"
 
 namespace m3idx::cuda {
 
-// PTX files named "<kernel>.<config>.ptx" in `dir` (what bench/gpu-prepare.sh writes); a
-// "<kernel>.<config>.cubin" beside one (ptxas's output) is taken instead.
-runtime::CodeSource ptxFromDirectory(const std::string &dir);
-std::string ptxFileName(kernels::KernelKind kind, const kernels::KernelConfig &config);
-
+// On a device that is not sm_90 (the PTX targets sm_90a) an error names the device and both.
 StatusOr<std::unique_ptr<runtime::GpuBackend>> createCudaBackend(int device, runtime::CodeSource ptx);
 
 } // namespace m3idx::cuda

@@ -27,6 +27,8 @@ struct Entry {
   CUresult (*init)(unsigned) = nullptr;
   CUresult (*deviceGet)(CUdevice *, int) = nullptr;
   CUresult (*deviceGetName)(char *, int, CUdevice) = nullptr;
+  CUresult (*deviceGetAttribute)(int *, int, CUdevice) = nullptr;
+  CUresult (*driverGetVersion)(int *) = nullptr;
   CUresult (*primaryCtxRetain)(CUcontext *, CUdevice) = nullptr;
   CUresult (*ctxSetCurrent)(CUcontext) = nullptr;
   CUresult (*ctxSynchronize)() = nullptr;
@@ -59,6 +61,8 @@ StatusOr<runtime::DeviceApi> load(const std::string &path) {
                    resolveSymbol(h, path, "cuInit", e.init),
                    resolveSymbol(h, path, "cuDeviceGet", e.deviceGet),
                    resolveSymbol(h, path, "cuDeviceGetName", e.deviceGetName),
+                   resolveSymbol(h, path, "cuDeviceGetAttribute", e.deviceGetAttribute),
+                   resolveSymbol(h, path, "cuDriverGetVersion", e.driverGetVersion),
                    resolveSymbol(h, path, "cuDevicePrimaryCtxRetain", e.primaryCtxRetain),
                    resolveSymbol(h, path, "cuCtxSetCurrent", e.ctxSetCurrent),
                    resolveSymbol(h, path, "cuCtxSynchronize", e.ctxSynchronize),
@@ -103,6 +107,31 @@ StatusOr<runtime::DeviceApi> load(const std::string &path) {
       r = e.ctxSetCurrent(ctx);
     *name = buf;
     return r;
+  };
+  a.deviceArch = [e](int device, std::string *arch) {
+    constexpr int kMajor = 75, kMinor = 76; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+    CUdevice dev;
+    int major = 0, minor = 0;
+    CUresult r = e.deviceGet(&dev, device);
+    if (r == 0)
+      r = e.deviceGetAttribute(&major, kMajor, dev);
+    if (r == 0)
+      r = e.deviceGetAttribute(&minor, kMinor, dev);
+    *arch = fmt::format("sm_{}{}", major, minor);
+    return r;
+  };
+  a.explainError = [e](int code) -> std::string {
+    constexpr CUresult kNoBinaryForGpu = 209, kUnsupportedPtxVersion = 222;
+    if (code != kUnsupportedPtxVersion && code != kNoBinaryForGpu)
+      return "";
+    int version = 0;
+    e.driverGetVersion(&version);
+    // The PTX is ISA 8.4 (LLVM 22's NVPTX for sm_90a), which CUDA 12.4 introduced.
+    return code == kNoBinaryForGpu
+               ? "the code is for sm_90 (H100, H200, GH200) and this device is another"
+               : fmt::format("this driver supports CUDA {}.{}, and m3idx's PTX (ISA 8.4) needs a driver for "
+                             "CUDA 12.4 or newer (R550+)",
+                             version / 1000, version % 1000 / 10);
   };
   a.alloc = [e](uint64_t *p, size_t n) {
     CUdeviceptr d = 0;

@@ -6,8 +6,9 @@ Status DeviceApi::check(int code, const char *call) const {
   if (code == 0)
     return Status();
   const char *text = errorString ? errorString(code) : nullptr;
-  return Status::error(
-      fmt::format("{} {} failed: {} (code {})", platform, call, text ? text : "unknown error", code));
+  const std::string why = explainError ? explainError(code) : std::string();
+  return Status::error(fmt::format("{} {} failed: {} (code {}){}", platform, call, text ? text : "unknown error",
+                                   code, why.empty() ? "" : ": " + why));
 }
 
 } // namespace m3idx::runtime

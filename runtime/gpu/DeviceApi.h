@@ -17,6 +17,9 @@ struct DeviceApi {
   std::string library;  // the library that was loaded
   // Selects `device` for this thread (and its primary context) and reads its name.
   std::function<int(int device, std::string *name)> openDevice;
+  // The device's architecture as code targets name it ("sm_90"); unset where the platform's loader
+  // cannot tell (HIP: the code object loader refuses another gfx then).
+  std::function<int(int device, std::string *arch)> deviceArch;
   std::function<int(uint64_t *ptr, size_t bytes)> alloc;
   std::function<int(uint64_t ptr)> free;
   std::function<int(uint64_t dst, const void *src, size_t bytes)> upload;
@@ -45,6 +48,9 @@ struct DeviceApi {
   // Sets `bytes` bytes at dst to `value`, ordered on `stream` (benchmarks flush L2 with it).
   std::function<int(uint64_t dst, uint8_t value, size_t bytes, void *stream)> memsetAsync;
   std::function<const char *(int code)> errorString;
+  // What a failed call's code means for m3idx beyond the platform's error string ("" if nothing):
+  // which driver a PTX needs, which GPU a code object is for.
+  std::function<std::string(int code)> explainError;
 
   // "<platform> <call> failed: <error string> (code N)", or ok.
   Status check(int code, const char *call) const;

@@ -71,9 +71,18 @@ private:
 
 StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(const DeviceApi *api, std::string name,
                                                         int device, unsigned threads,
-                                                        CodeSource source, kernels::PrefillForm prefill) {
+                                                        CodeSource source, kernels::PrefillForm prefill,
+                                                        const std::string &arch) {
   std::string deviceName;
   M3IDX_RETURN_IF_ERROR(api->check(api->openDevice(device, &deviceName), "device selection"));
+  if (!arch.empty() && api->deviceArch) {
+    std::string got;
+    M3IDX_RETURN_IF_ERROR(api->check(api->deviceArch(device, &got), "device query"));
+    if (got != arch)
+      return Status::error(fmt::format("{}: device {} ({}) is {}; m3idx's {} kernels are built for {} only{}",
+                                       name, device, deviceName, got, api->platform, arch,
+                                       arch == "sm_90" ? " (H100, H200, GH200)" : ""));
+  }
   return std::unique_ptr<GpuBackend>(new GpuBackend(api, std::move(name), std::move(deviceName), threads,
                                                     std::move(source), prefill));
 }
@@ -86,7 +95,8 @@ StatusOr<void *> GpuBackend::function(KernelKind kind, const kernels::KernelConf
   if (!code.ok())
     return code.status();
   void *module = nullptr;
-  M3IDX_RETURN_IF_ERROR(api_->check(api_->loadModule(&module, code->c_str()), "module load"));
+  const std::string call = fmt::format("module load of {} ({})", kernels::kernelName(kind), config.str());
+  M3IDX_RETURN_IF_ERROR(api_->check(api_->loadModule(&module, code->c_str()), call.c_str()));
   void *fn = nullptr;
   M3IDX_RETURN_IF_ERROR(api_->check(api_->getFunction(&fn, module, kernels::kernelName(kind)),
                                     "function lookup"));
@@ -102,8 +112,6 @@ GpuBackend::~GpuBackend() {
     api_->eventDestroy(e);
   if (stepDone_)
     api_->eventDestroy(stepDone_);
-  if (flushBuffer_)
-    api_->free(flushBuffer_);
 }
 
 StatusOr<void *> GpuBackend::event(size_t i) {
@@ -113,39 +121,6 @@ StatusOr<void *> GpuBackend::event(size_t i) {
     events_.push_back(e);
   }
   return events_[i];
-}
-
-// Larger than any cache in front of HBM (H200: 50 MB L2; MI355X: 256 MB Infinity Cache), so a
-// step after the flush reads its inputs from HBM.
-constexpr size_t kL2FlushBytes = size_t{512} << 20;
-
-Status GpuBackend::flushL2(void *stream) {
-  if (!flushBuffer_)
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->alloc(&flushBuffer_, kL2FlushBytes), "memory allocation"));
-  const auto value = static_cast<uint8_t>(++flushes_);
-  return api_->check(api_->memsetAsync(flushBuffer_, value, kL2FlushBytes, stream), "L2 flush (memset)");
-}
-
-StatusOr<double> GpuBackend::copyBandwidthGBs(size_t bytes, int repeat) {
-  DeviceBuffer src(api_), dst(api_);
-  M3IDX_RETURN_IF_ERROR(src.allocate(bytes));
-  M3IDX_RETURN_IF_ERROR(dst.allocate(bytes));
-  auto start = event(0), stop = event(1);
-  if (!start.ok() || !stop.ok())
-    return start.ok() ? stop.status() : start.status();
-  std::vector<double> ms;
-  for (int i = 0; i <= repeat; ++i) {
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(*start, nullptr), "event record"));
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->copy(dst.ptr(), src.ptr(), bytes), "device copy"));
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(*stop, nullptr), "event record"));
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventSynchronize(*stop), "event synchronize"));
-    float t = 0;
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventElapsedMs(&t, *start, *stop), "event elapsed time"));
-    if (i) // the first copy is a warm-up
-      ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * bytes / (ms[ms.size() / 2] * 1e6);
 }
 
 Status GpuBackend::prepare(KernelKind kind, const kernels::KernelConfig &config) {
@@ -232,8 +207,8 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
   };
   if (timed) {
     launched_.clear();
-    if (options.flushL2)
-      M3IDX_RETURN_IF_ERROR(flushL2(stream));
+    if (options.beforeLaunches)
+      M3IDX_RETURN_IF_ERROR(options.beforeLaunches(stream));
     auto first = event(0);
     if (!first.ok())
       return first.status();

@@ -34,10 +34,13 @@ public:
   // `threads` per warp of a program: 32 for sm_90, 64 for gfx950 (lowering::GpuForm; a kernel
   // config's `warps` multiplies it); `prefill`: the target's form (kernels::prefillFormFor),
   // which shapes score_prefill's config and tiles.
+  // `arch`: the architecture the code source makes code for ("sm_90"); a device the API reports
+  // as another is refused with both named ("": not checked).
   static StatusOr<std::unique_ptr<GpuBackend>> create(const DeviceApi *api, std::string name,
                                                       int device, unsigned threads,
                                                       CodeSource source,
-                                                      kernels::PrefillForm prefill = kernels::kPrefillForm);
+                                                      kernels::PrefillForm prefill = kernels::kPrefillForm,
+                                                      const std::string &arch = "");
   ~GpuBackend() override;
   std::string name() const override { return name_; }
   std::string deviceName() const { return deviceName_; }
@@ -62,9 +65,6 @@ public:
   double lastKernelMs() const { return lastKernelMs_; }
   // Milliseconds of each kernel of the last run (events between consecutive launches), by name.
   const std::map<std::string, double> &lastKernelBreakdown() const { return kernelMs_; }
-  // Device-to-device copy bandwidth in GB/s (bytes read + written), median of `repeat` copies
-  // timed by events, after one untimed copy.
-  StatusOr<double> copyBandwidthGBs(size_t bytes, int repeat);
 
 private:
   GpuBackend(const DeviceApi *api, std::string name, std::string deviceName, unsigned threads,
@@ -74,7 +74,6 @@ private:
         metadata_(api) {}
   StatusOr<void *> function(kernels::KernelKind kind, const kernels::KernelConfig &config);
   StatusOr<void *> event(size_t i); // the i-th timing event, created on first use
-  Status flushL2(void *stream);
   Status collectTimes(); // after a timed enqueue: waits for it, fills the times below
 
   const DeviceApi *api_;
@@ -85,8 +84,6 @@ private:
   std::map<std::pair<int, std::string>, void *> functions_;
   std::vector<std::string> loaded_;
   std::vector<void *> events_;
-  uint64_t flushBuffer_ = 0; // allocated on the first flushL2 run
-  int flushes_ = 0;
   double lastKernelMs_ = 0;
   std::map<std::string, double> kernelMs_;
   std::vector<std::string> launched_; // kernels of the last timed enqueue, in order

@@ -3,6 +3,7 @@
 set -uo pipefail
 M3IDX=$1
 DATA=$2
+FAKE_CUDA=${3:-} # tests/runtime/cuda/fake_cuda.c's library: a driver whose device and version we choose
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
@@ -113,5 +114,62 @@ fi
 if M3IDX_CUDA_LIBRARY=libm3idx-no-such-driver.so "$M3IDX" cache-bench --backend cuda >/dev/null 2>&1; then
   echo "FAIL cache_bench_no_driver: exit 0"; failures=$((failures + 1))
 fi
+
+# expect_one_line NAME NEEDLE [VAR=VALUE...] -- m3idx ARGS (their --out is $work/out_NAME): non-zero
+# exit, exactly one line on stderr containing NEEDLE, no output folder left.
+expect_one_line() {
+  local name=$1 needle=$2 vars=()
+  shift 2
+  while [[ $1 != -- ]]; do vars+=("$1"); shift; done
+  shift
+  local out="$work/out_$name" err rc
+  err=$(env "${vars[@]}" "$M3IDX" "$@" --out "$out" 2>&1 >/dev/null)
+  rc=$?
+  if [[ $rc -eq 0 ]]; then
+    echo "FAIL $name: exit 0"; failures=$((failures + 1))
+  elif [[ $(printf '%s\n' "$err" | grep -c .) -ne 1 || "$err" != *"$needle"* ]]; then
+    echo "FAIL $name: '$err' lacks '$needle' or is not one line"; failures=$((failures + 1))
+  elif [[ -e $out ]]; then
+    echo "FAIL $name: left $out behind"; failures=$((failures + 1))
+  else
+    echo "ok   $name: $err"
+  fi
+}
+good=$work/good
+expect_one_line run_indexer_host "--indexer: expected --backend cuda or hip" -- run "$good" --indexer
+expect_one_line run_device_tables "--device-tables: expected --indexer" -- run "$good" --device-tables
+expect_one_line run_no_driver "cannot load the driver library" M3IDX_CUDA_LIBRARY=libm3idx-no-such-driver.so \
+  -- run "$good" --backend cuda
+if [[ -n $FAKE_CUDA ]]; then
+  expect_one_line run_not_sm90 "is sm_80; m3idx's CUDA kernels are built for sm_90 only" \
+    M3IDX_CUDA_LIBRARY="$FAKE_CUDA" M3IDX_FAKE_CUDA_CC=80 -- run "$good" --backend cuda
+  expect_one_line run_indexer_not_sm90 "is sm_86" M3IDX_CUDA_LIBRARY="$FAKE_CUDA" M3IDX_FAKE_CUDA_CC=86 \
+    -- run "$good" --backend cuda --indexer
+  expect_one_line run_old_driver "supports CUDA 12.2, and m3idx's PTX (ISA 8.4) needs a driver for CUDA 12.4" \
+    M3IDX_CUDA_LIBRARY="$FAKE_CUDA" M3IDX_FAKE_CUDA_VERSION=12020 M3IDX_CACHE_DIR="$work/cuda-cache" \
+    -- run "$good" --backend cuda
+else
+  echo "skip run_not_sm90, run_old_driver: no stand-in driver library given (third argument)"
+fi
+# A corrupted AOT bundle entry or cache entry where nothing may be compiled: one line naming it.
+"$M3IDX" compile --target host --heads 2 --out "$work/bundle" >/dev/null || exit 1
+for f in "$work"/bundle/llvmcache-*; do printf 'XXXX' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null; done
+expect_one_line aot_corrupt "checksum mismatch (corrupted)" M3IDX_RUN_ONLY=1 M3IDX_AOT_PATH="$work/bundle" \
+  M3IDX_CACHE_DIR="$work/empty-cache" -- run "$good" --backend host
+"$M3IDX" run "$good" --backend host --out "$work/warm" >/dev/null 2>&1 || exit 1 # fills $M3IDX_CACHE_DIR
+cp -r "${M3IDX_CACHE_DIR:?}" "$work/corrupt-cache"
+for f in "$work"/corrupt-cache/v1/llvmcache-*; do printf 'XXXX' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null; done
+expect_one_line cache_corrupt "is unusable (" M3IDX_RUN_ONLY=1 M3IDX_CACHE_DIR="$work/corrupt-cache" \
+  -- run "$good" --backend host
+# A corrupted cache entry where compiling is allowed: a warning, then the right answer.
+rm -rf "$work/corrupt-cache" && cp -r "$M3IDX_CACHE_DIR" "$work/corrupt-cache"
+for f in "$work"/corrupt-cache/v1/llvmcache-*; do printf 'XXXX' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null; done
+if ! M3IDX_CACHE_DIR="$work/corrupt-cache" "$M3IDX" run "$good" --backend host --out "$work/recovered" >/dev/null 2>&1 ||
+  ! "$M3IDX" check "$good" "$work/recovered" >/dev/null; then
+  echo "FAIL cache_corrupt_recompiles"; failures=$((failures + 1))
+fi
+expect_bench_error bench_indexer_host "--indexer: expected --backend cuda or hip" --decode 1:100:1 --indexer
+expect_bench_error bench_cp_prefill "--cp-share: expected WORLD >= 2 with a --decode shape" --prefill 1:100:1 \
+  --cp-share 4
 
 [[ $failures -eq 0 ]] && echo "bad_input: ok" || { echo "bad_input: $failures failures"; exit 1; }

@@ -1,5 +1,5 @@
 // The CUDA backend: without a driver it fails with a message naming the library (checked on every
-// machine); with one (the H200 through bench/gpu.sh runs the same checks at scale) every case family
+// machine); with one (the test bundle on the H200; bench/gpu.sh runs the same checks at scale) every case family
 // matches the reference -- skipped here with the reason when no driver can be loaded.
 #include <gtest/gtest.h>
 
@@ -23,6 +23,6 @@ TEST(CudaBackend, FamiliesMatchTheReferenceOnAGpu) {
   auto backend = runtime::makeBackend("cuda");
   if (!backend.ok())
     GTEST_SKIP() << "no usable CUDA driver here (" << backend.status().message()
-                 << "); bench/gpu.sh runs these checks on the H200";
+                 << "); the test bundle of scripts/package --tests runs them on a GPU machine";
   m3idx::testing::expectFamiliesMatchReference(**backend);
 }

@@ -188,8 +188,9 @@ TEST(GpuIndexerEngine, MixedStepIsOneJoinedBatchOnTheCallersStream) {
     kernels.push_back(l.kernel);
     EXPECT_EQ(l.stream, fakeStream(7)) << l.kernel;
     const size_t topkArg = l.kernel == "topk_merge" ? 5 : l.kernel.rfind("topk", 0) == 0 ? 10 : 0;
-    if (topkArg)
+    if (topkArg) {
       EXPECT_EQ(l.args[topkArg], reinterpret_cast<uint64_t>(outAt)) << l.kernel;
+    }
   }
   ASSERT_GE(kernels.size(), 4u);
   EXPECT_EQ(kernels[0], "score_decode");
@@ -241,9 +242,11 @@ TEST(GpuIndexerEngine, DeviceBlockTableIsReadInPlaceAndOnlySmallArraysGoUp) {
     const uint64_t prefillTable = table + 4 * decodes * v.maxBlocks;
     ASSERT_TRUE(s.forward(fakeStream(3)).ok());
     ASSERT_FALSE(s.device.launches.empty());
-    for (const auto &l : s.device.launches)
-      if (l.kernel.rfind("score", 0) == 0)
+    for (const auto &l : s.device.launches) {
+      if (l.kernel.rfind("score", 0) == 0) {
         EXPECT_EQ(l.args[10], decodes ? table : prefillTable) << decodes << " + " << prefills;
+      }
+    }
     // The upload is the host-table one less the table's section (16-byte aligned).
     ASSERT_EQ(s.device.uploadBytes.size(), 1u);
     EXPECT_EQ(host.device.uploadBytes.at(0) - s.device.uploadBytes[0],

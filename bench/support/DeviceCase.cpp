@@ -1,8 +1,8 @@
-#include "runtime/api/DeviceCaseRun.h"
+#include "bench/support/DeviceCase.h"
 
 #include "core/Spec.h"
 
-namespace m3idx::runtime {
+namespace m3idx::bench {
 
 namespace {
 
@@ -27,13 +27,13 @@ StatusOr<std::unique_ptr<DeviceCase>> DeviceCase::upload(const DeviceApi &api, D
     M3IDX_RETURN_IF_ERROR(api.check(api.upload(*q, b.q, qBytes), "host-to-device copy"));
   if (kvBytes)
     M3IDX_RETURN_IF_ERROR(api.check(api.upload(*kv, b.kv, kvBytes), "host-to-device copy"));
-  splitBatch(b, c->split_);
+  runtime::splitBatch(b, c->split_);
   if (deviceTables) {
     const int64_t D = b.params.numDecodes, R = b.numRequests, M = b.maxBlocks;
     StatusOr<uint64_t> table = c->table_.ensure(R * M * 4);
     if (!table.ok())
       return table.status();
-    if (R * M)
+    if (R * M != 0)
       M3IDX_RETURN_IF_ERROR(api.check(api.upload(*table, b.blockTable, R * M * 4), "host-to-device copy"));
     c->split_.decode.deviceBlockTable =
         TensorView::contiguous(address(*table), DType::I32, {D, M}, device);
@@ -70,4 +70,4 @@ StatusOr<std::vector<int32_t>> DeviceCase::download(const ForwardResult &r) cons
   return topk;
 }
 
-} // namespace m3idx::runtime
+} // namespace m3idx::bench

@@ -1,6 +1,7 @@
 // A case held on a GPU device as an inference engine holds a step: q and kv in device buffers,
 // the batch split into the API's decode / prefill metadata (host arrays), forward() on a stream,
-// the top-k downloaded. For checkers, benchmarks and tests (m3idx-cuda-check, CudaIndexerTest).
+// the top-k downloaded, every top-k buffer poisoned before a step may write it. For the CLI's
+// Indexer runs and benchmarks (m3idx run/bench --indexer) and the GPU tests (CudaIndexerTest).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,11 @@
 #include "runtime/gpu/DeviceApi.h"
 #include "runtime/gpu/DeviceScratch.h"
 
-namespace m3idx::runtime {
+namespace m3idx::bench {
+
+using runtime::BatchMetadata;
+using runtime::DeviceApi;
+using runtime::DeviceScratch;
 
 class DeviceCase {
 public:
@@ -40,4 +45,4 @@ private:
   DeviceScratch q_, kv_, topk_, table_;
 };
 
-} // namespace m3idx::runtime
+} // namespace m3idx::bench

@@ -1,0 +1,69 @@
+/* A stand-in CUDA driver for the bad-input tests of machines without a GPU: memory is host memory
+ * and launches do nothing, so only failure paths may be tested through it. The device reports the
+ * compute capability in M3IDX_FAKE_CUDA_CC (default 90); M3IDX_FAKE_CUDA_VERSION (a driver version
+ * such as 12020) below 12040 makes every module load fail as an old driver's does on newer PTX. */
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+enum { kSuccess = 0, kUnsupportedPtxVersion = 222 };
+
+static int envInt(const char *name, int fallback) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : fallback;
+}
+
+CUresult cuGetErrorString(CUresult code, const char **text) {
+  *text = code == kUnsupportedPtxVersion ? "the provided PTX was compiled with an unsupported toolchain."
+                                         : "fake driver error";
+  return kSuccess;
+}
+CUresult cuInit(unsigned flags) { (void)flags; return kSuccess; }
+CUresult cuDriverGetVersion(int *v) { *v = envInt("M3IDX_FAKE_CUDA_VERSION", 13000); return kSuccess; }
+CUresult cuDeviceGet(int *dev, int ordinal) { *dev = ordinal; return kSuccess; }
+CUresult cuDeviceGetName(char *name, int n, int dev) { (void)dev; strncpy(name, "Fake GPU", n); return kSuccess; }
+CUresult cuDeviceGetAttribute(int *v, int attribute, int dev) {
+  (void)dev;
+  const int cc = envInt("M3IDX_FAKE_CUDA_CC", 90);
+  *v = attribute == 75 ? cc / 10 : cc % 10;
+  return kSuccess;
+}
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = (void *)1; return kSuccess; }
+CUresult cuCtxSetCurrent(void *ctx) { (void)ctx; return kSuccess; }
+CUresult cuCtxSynchronize(void) { return kSuccess; }
+CUresult cuModuleLoadData(void **module, const void *image) {
+  (void)image;
+  *module = (void *)1;
+  return envInt("M3IDX_FAKE_CUDA_VERSION", 13000) < 12040 ? kUnsupportedPtxVersion : kSuccess;
+}
+CUresult cuModuleGetFunction(void **f, void *module, const char *name) { (void)module; (void)name; *f = (void *)1; return kSuccess; }
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, void *stream, void **params, void **extra) {
+  (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)stream; (void)params;
+  (void)extra;
+  return kSuccess;
+}
+CUresult cuMemAlloc_v2(unsigned long long *p, size_t n) { *p = (unsigned long long)malloc(n); return *p ? kSuccess : 2; }
+CUresult cuMemFree_v2(unsigned long long p) { free((void *)p); return kSuccess; }
+CUresult cuMemcpyHtoD_v2(unsigned long long d, const void *s, size_t n) { memcpy((void *)d, s, n); return kSuccess; }
+CUresult cuMemcpyDtoH_v2(void *d, unsigned long long s, size_t n) { memcpy(d, (void *)s, n); return kSuccess; }
+CUresult cuMemcpyHtoDAsync_v2(unsigned long long d, const void *s, size_t n, void *stream) {
+  (void)stream;
+  return cuMemcpyHtoD_v2(d, s, n);
+}
+CUresult cuMemcpyDtoDAsync_v2(unsigned long long d, unsigned long long s, size_t n, void *stream) {
+  (void)stream;
+  memcpy((void *)d, (void *)s, n);
+  return kSuccess;
+}
+CUresult cuMemsetD8Async(unsigned long long d, unsigned char v, size_t n, void *stream) {
+  (void)stream;
+  memset((void *)d, v, n);
+  return kSuccess;
+}
+CUresult cuEventCreate(void **e, unsigned flags) { (void)flags; *e = (void *)1; return kSuccess; }
+CUresult cuEventDestroy_v2(void *e) { (void)e; return kSuccess; }
+CUresult cuEventRecord(void *e, void *stream) { (void)e; (void)stream; return kSuccess; }
+CUresult cuEventSynchronize(void *e) { (void)e; return kSuccess; }
+CUresult cuStreamWaitEvent(void *stream, void *e, unsigned flags) { (void)stream; (void)e; (void)flags; return kSuccess; }
+CUresult cuEventElapsedTime(float *ms, void *start, void *stop) { (void)start; (void)stop; *ms = 0; return kSuccess; }

@@ -17,6 +17,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "cache/FolderTrust.h"
 #include "core/AtomicFile.h"
 #include "core/EnvTable.h"
 #include "llvm/Support/CachePruning.h"
@@ -70,7 +71,14 @@ std::string defaultCacheDirectory() {
 
 DiskCache::DiskCache(std::string dir) : dir_(std::move(dir)) {
   std::error_code ec;
-  fs::create_directories(fs::path(dir_) / "locks", ec);
+  if (Status made = createPrivateFolders((fs::path(dir_) / "locks").string()); !made.ok())
+    ec = std::make_error_code(std::errc::permission_denied);
+  // The folder and the one above it (M3IDX_CACHE_DIR; whoever can write it can replace ours).
+  trust_ = checkTrusted(fs::path(dir_).parent_path().string(), "kernel cache folder");
+  if (trust_.ok())
+    trust_ = checkTrusted(dir_, "kernel cache folder");
+  if (!trust_.ok())
+    return; // not usable, and read() finds nothing
   const std::string probe = (fs::path(dir_) / ".m3idx-write-probe").string();
   if (!ec) {
     int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -93,6 +101,12 @@ std::string DiskCache::entryPath(const std::string &key) const {
 
 std::optional<Entry> DiskCache::read(const std::string &key, std::string *unusable) {
   const std::string path = entryPath(key);
+  if (!trust_.ok())
+    return std::nullopt;
+  if (Status s = checkTrusted(path, "kernel cache entry"); !s.ok()) {
+    trust_ = s; // the caller's error names it; another user's file is not ours to remove
+    return std::nullopt;
+  }
   std::string problem;
   std::optional<std::string> bytes = readFile(path, problem);
   if (!bytes)

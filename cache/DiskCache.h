@@ -18,9 +18,12 @@ std::string defaultCacheDirectory();
 
 class DiskCache {
 public:
-  explicit DiskCache(std::string dir); // creates the folder; unusable -> warns once
+  // Creates the folder (mode 0700); unusable -> warns once. A folder or entry another user could
+  // have written is refused (cache/FolderTrust.h): trust() says why, and nothing is read or written.
+  explicit DiskCache(std::string dir);
   const std::string &dir() const { return dir_; }
   bool usable() const { return usable_; }
+  const Status &trust() const { return trust_; }
 
   // Files are named llvmcache-<key> so LLVM's pruneCache manages them.
   std::string entryPath(const std::string &key) const;
@@ -59,6 +62,7 @@ public:
   Status clear(); // removes every entry and lock file
 
 private:
+  Status trust_;
   std::string dir_;
   bool usable_ = false;
 };

@@ -17,6 +17,8 @@ const std::vector<Variable> &table() {
        "size bound of the kernel cache, in LLVM's cache pruning policy syntax"},
       {"M3IDX_AOT_PATH", "", false,
        "':'-separated AOT bundle folders (m3idx compile --out) searched before the cache"},
+      {"M3IDX_TRUST_SHARED_CACHE", "0", false,
+       "1: use cache and AOT folders and entries owned by another user or writable by group/others"},
       {"M3IDX_RUN_ONLY", "0", false,
        "1: a kernel found neither in memory, bundles nor cache is an error, not a compile"},
       {"M3IDX_ALWAYS_COMPILE", "0", false, "1: ignore bundles and cache on reads (still write)"},

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cache/EntryFile.h"
+#include "cache/FolderTrust.h"
 #include "core/EnvTable.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -15,8 +16,8 @@ namespace m3idx::runtime {
 
 namespace fs = std::filesystem;
 
-std::optional<cache::Entry> findInBundles(const std::string &file, const std::string &key,
-                                          std::string &unusable) {
+StatusOr<std::optional<cache::Entry>> findInBundles(const std::string &file, const std::string &key,
+                                                    std::string &unusable) {
   const std::string path = env::get("M3IDX_AOT_PATH");
   llvm::SmallVector<llvm::StringRef> bundles;
   llvm::SplitString(path, bundles, ":");
@@ -25,11 +26,13 @@ std::optional<cache::Entry> findInBundles(const std::string &file, const std::st
     std::error_code ec;
     if (!fs::exists(at, ec))
       continue;
+    M3IDX_RETURN_IF_ERROR(cache::checkTrusted(bundle.str(), "AOT bundle folder"));
+    M3IDX_RETURN_IF_ERROR(cache::checkTrusted(at, "AOT bundle entry"));
     std::ifstream in(at, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     StatusOr<cache::Entry> e = cache::decodeEntry(bytes, at);
     if (e.ok() && e->key == key)
-      return std::move(*e);
+      return std::optional<cache::Entry>(std::move(*e));
     // decodeEntry's message names the file.
     const std::string problem = fmt::format("AOT bundle entry unusable ({})",
                                             e.ok() ? at + ": an entry for another key" : e.status().message());
@@ -37,7 +40,7 @@ std::optional<cache::Entry> findInBundles(const std::string &file, const std::st
     if (!env::flag("M3IDX_RUN_ONLY"))
       std::cerr << "m3idx: warning: " << problem << "; skipped\n";
   }
-  return std::nullopt;
+  return std::optional<cache::Entry>();
 }
 
 StatusOr<CachedEntry> cacheOrCompile(cache::DiskCache &disk, const std::string &key,
@@ -45,9 +48,11 @@ StatusOr<CachedEntry> cacheOrCompile(cache::DiskCache &disk, const std::string &
                                      const std::function<StatusOr<cache::Entry>()> &compile,
                                      std::string unusable) {
   const bool read = !env::flag("M3IDX_ALWAYS_COMPILE"), runOnly = env::flag("M3IDX_RUN_ONLY");
+  M3IDX_RETURN_IF_ERROR(disk.trust());
   if (read)
     if (std::optional<cache::Entry> e = disk.read(key, runOnly ? &unusable : nullptr))
       return CachedEntry{std::move(*e), false};
+  M3IDX_RETURN_IF_ERROR(disk.trust()); // the entry itself may have been refused
   if (runOnly)
     return Status::error(fmt::format("{} is not in {}{}, and M3IDX_RUN_ONLY=1 forbids compiling it "
                                      "(key {})",

@@ -1,5 +1,5 @@
 // The cache halves of obtaining any compiled kernel (host object or GPU code object): AOT bundles,
-// then the disk cache: read the key's entry (unless M3IDX_ALWAYS_COMPILE), else refuse under
+// then the disk cache (an untrusted one is an error): read the key's entry (unless M3IDX_ALWAYS_COMPILE), else refuse under
 // M3IDX_RUN_ONLY, else take the key's inter-process lock, read again (another process may have
 // just compiled it), compile, write.
 #pragma once
@@ -21,9 +21,10 @@ struct CachedEntry {
 // The entry for `key` in the first AOT bundle on M3IDX_AOT_PATH that has `file` (bundles name
 // host objects llvmcache-KEY and GPU code objects gpucache-KEY). An unreadable entry, or one for
 // another key, is skipped and described in `unusable`; a warning too, unless M3IDX_RUN_ONLY is set
-// (cacheOrCompile's error then names it: one line for one cause).
-std::optional<cache::Entry> findInBundles(const std::string &file, const std::string &key,
-                                          std::string &unusable);
+// (cacheOrCompile's error then names it: one line for one cause). A bundle folder or entry another
+// user could have written is an error (cache/FolderTrust.h).
+StatusOr<std::optional<cache::Entry>> findInBundles(const std::string &file, const std::string &key,
+                                                    std::string &unusable);
 
 // `what` names the kernel in errors ("kernel K (config) for target T"); `searched` says where it
 // was looked for ("the cache DIR", or more for host kernels); `unusable`: the bundle entries

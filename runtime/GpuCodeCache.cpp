@@ -72,8 +72,11 @@ CodeSource cachedGpuCode(std::unique_ptr<lowering::Target> (*makeTarget)(),
     std::string unusable;
     if (!env::flag("M3IDX_ALWAYS_COMPILE")) {
       const std::string portable = gpuCodeKey(*k, config, *target, std::nullopt);
-      if (std::optional<cache::Entry> e = findInBundles("gpucache-" + portable, portable, unusable))
-        return bytes(*e);
+      StatusOr<std::optional<cache::Entry>> e = findInBundles("gpucache-" + portable, portable, unusable);
+      if (!e.ok())
+        return e.status();
+      if (*e)
+        return bytes(**e);
     }
     const std::string key = gpuCodeKey(*k, config, *target, ptxas);
     cache::DiskCache disk(cache::defaultCacheDirectory());

@@ -140,8 +140,11 @@ KernelStore::obtain(kernels::KernelKind kind, const kernels::KernelConfig &confi
   std::string unusable;
   if (readCaches) {
     auto t0 = Clock::now();
-    if (std::optional<cache::Entry> e = findInBundles("llvmcache-" + key, key, unusable))
-      return useEntry(*e, KernelSource::AotBundle, t0);
+    StatusOr<std::optional<cache::Entry>> e = findInBundles("llvmcache-" + key, key, unusable);
+    if (!e.ok())
+      return e.status();
+    if (*e)
+      return useEntry(**e, KernelSource::AotBundle, t0);
   }
   auto t0 = Clock::now();
   StatusOr<CachedEntry> found = cacheOrCompile(

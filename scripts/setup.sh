@@ -4,7 +4,9 @@
 # with 2 jobs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${M3IDX_BUILD_DIR:-$ROOT/build}
+# M3IDX_SANITIZE=address,undefined builds into build-sanitize/ with those sanitizers instead.
+SANITIZE=${M3IDX_SANITIZE:-}
+BUILD=${M3IDX_BUILD_DIR:-$ROOT/build${SANITIZE:+-sanitize}}
 
 PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev libmlir-22-dev mlir-22-tools lld-22 liblld-22-dev clang-22
           libzstd-dev zlib1g-dev
@@ -27,7 +29,7 @@ install_missing() {
 }
 
 build() {
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DM3IDX_SANITIZE="$SANITIZE" >/dev/null
   cmake --build "$BUILD" -j "${M3IDX_JOBS:-2}"
 }
 

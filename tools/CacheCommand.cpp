@@ -83,6 +83,8 @@ int runCache(const CacheArgs &a) {
   out["bytes"] = bytes;
   out["unusable"] = bad;
   out["policy"] = env::get("M3IDX_CACHE_POLICY");
+  if (a.action == "verify" && !disk.trust().ok()) // what m3idx would refuse to run from
+    return fail(disk.trust().message());
   if (a.action == "verify") {
     out["problems"] = nlohmann::json::array();
     for (const auto &l : entries)

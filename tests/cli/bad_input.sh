@@ -168,6 +168,18 @@ if ! M3IDX_CACHE_DIR="$work/corrupt-cache" "$M3IDX" run "$good" --backend host -
   ! "$M3IDX" check "$good" "$work/recovered" >/dev/null; then
   echo "FAIL cache_corrupt_recompiles"; failures=$((failures + 1))
 fi
+# A kernel cache or AOT folder others can write: refused in one line, unless trusted explicitly.
+mkdir -p "$work/shared-cache" && chmod 0777 "$work/shared-cache"
+expect_one_line cache_shared "kernel cache folder $work/shared-cache is writable by others (mode 0777)" \
+  M3IDX_CACHE_DIR="$work/shared-cache" -- run "$good" --backend host
+if ! M3IDX_TRUST_SHARED_CACHE=1 M3IDX_CACHE_DIR="$work/shared-cache" "$M3IDX" run "$good" --backend host \
+  --out "$work/trusted" >/dev/null 2>&1; then
+  echo "FAIL cache_shared_trusted: M3IDX_TRUST_SHARED_CACHE=1 did not let the run through"; failures=$((failures + 1))
+fi
+"$M3IDX" compile --target host --heads 2 --out "$work/bundle2" >/dev/null || exit 1
+chmod 0775 "$work/bundle2"
+expect_one_line aot_shared "AOT bundle folder $work/bundle2 is writable by its group (mode 0775)" \
+  M3IDX_AOT_PATH="$work/bundle2" -- run "$good" --backend host
 expect_bench_error bench_indexer_host "--indexer: expected --backend cuda or hip" --decode 1:100:1 --indexer
 expect_bench_error bench_cp_prefill "--cp-share: expected WORLD >= 2 with a --decode shape" --prefill 1:100:1 \
   --cp-share 4

@@ -74,7 +74,7 @@ DiskCache::DiskCache(std::string dir) : dir_(std::move(dir)) {
   if (Status made = createPrivateFolders((fs::path(dir_) / "locks").string()); !made.ok())
     ec = std::make_error_code(std::errc::permission_denied);
   // The folder and the one above it (M3IDX_CACHE_DIR; whoever can write it can replace ours).
-  trust_ = checkTrusted(fs::path(dir_).parent_path().string(), "kernel cache folder");
+  trust_ = checkTrustedParent(fs::path(dir_).parent_path().string(), "kernel cache folder");
   if (trust_.ok())
     trust_ = checkTrusted(dir_, "kernel cache folder");
   if (!trust_.ok())
@@ -185,6 +185,14 @@ Status DiskCache::prune(const std::string &policyText, bool force) {
                            fmt::format("'{}' ({})", policyText, llvm::toString(policy.takeError())));
   if (force)
     policy->Interval = std::chrono::seconds(0);
+  // A killed writer's temporary: older than any live write takes.
+  const auto stale = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  std::error_code ec;
+  for (const auto &item : fs::directory_iterator(dir_, ec)) {
+    std::error_code ignored;
+    if (isUnfinishedWrite(item.path().filename().string()) && fs::last_write_time(item.path(), ignored) < stale)
+      fs::remove(item.path(), ignored);
+  }
   llvm::pruneCache(dir_, *policy);
   return Status();
 }
@@ -194,7 +202,7 @@ std::vector<DiskCache::Listing> DiskCache::list() const {
   std::error_code ec;
   for (const auto &item : fs::directory_iterator(dir_, ec)) {
     const std::string name = item.path().filename().string();
-    if (name.rfind(kPrefix, 0) != 0)
+    if (name.rfind(kPrefix, 0) != 0 || isUnfinishedWrite(name)) // never read; prune removes them
       continue;
     Listing l;
     l.path = item.path().string();
@@ -225,7 +233,7 @@ Status DiskCache::clear() {
   std::error_code ec;
   for (const auto &item : fs::directory_iterator(dir_, ec)) {
     const std::string name = item.path().filename().string();
-    if (name.rfind(kPrefix, 0) == 0 || name == "locks")
+    if (name.rfind(kPrefix, 0) == 0 || name == "locks") // temporaries included
       fs::remove_all(item.path(), ec);
   }
   fs::create_directories(fs::path(dir_) / "locks", ec);

@@ -14,6 +14,10 @@ namespace m3idx::cache {
 // `what`, the path, and its owner or mode, and how to fix it. A missing path is ok (nothing to run).
 Status checkTrusted(const std::string &path, const std::string &what);
 
+// As checkTrusted, for the folder that holds a trusted one: a root-owned sticky folder (/tmp) also
+// passes, since others may add files there but cannot rename or remove ours.
+Status checkTrustedParent(const std::string &path, const std::string &what);
+
 // Creates `dir` and its missing parents with mode 0700 (whatever the umask), so a new cache is
 // private from its first byte.
 Status createPrivateFolders(const std::string &dir);

@@ -11,8 +11,10 @@ namespace m3idx {
 
 namespace {
 
+constexpr std::string_view kTempSuffix = ".tmpXXXXXX";
+
 StatusOr<std::string> writeTemp(const std::string &path, std::string_view content) {
-  std::string tmp = path + ".tmpXXXXXX";
+  std::string tmp = path + std::string(kTempSuffix);
   int fd = mkstemp(tmp.data());
   if (fd < 0)
     return invalidArgument(path, "a writable location", std::strerror(errno));
@@ -39,6 +41,11 @@ StatusOr<std::string> writeTemp(const std::string &path, std::string_view conten
 }
 
 } // namespace
+
+bool isUnfinishedWrite(std::string_view name) {
+  return name.size() > kTempSuffix.size() &&
+         name.substr(name.size() - kTempSuffix.size(), 4) == kTempSuffix.substr(0, 4);
+}
 
 Status writeFileAtomically(const std::string &path, std::string_view content) {
   return writeFilesAtomically({{path, std::string(content)}});

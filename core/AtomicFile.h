@@ -19,4 +19,8 @@ struct PendingFile {
 };
 Status writeFilesAtomically(const std::vector<PendingFile> &files);
 
+// Whether a file name is one of these writes' temporaries ("<name>.tmpXXXXXX"): a writer killed
+// before its rename leaves one behind, complete or not, which no reader ever opens by that name.
+bool isUnfinishedWrite(std::string_view fileName);
+
 } // namespace m3idx

@@ -76,6 +76,18 @@ TEST_F(FolderTrust, AFolderOthersCanWriteIsRefusedUnlessTrusted) {
   }
 }
 
+TEST_F(FolderTrust, AStickyRootFolderMayHoldACacheFolder) {
+  const std::string dir = freshDir("sticky");
+  EXPECT_TRUE(cache::checkTrustedParent(fs::temp_directory_path().string(), "folder").ok()); // /tmp: 1777, root
+  fs::create_directories(dir);
+  ::chmod(dir.c_str(), 01777);
+  EXPECT_FALSE(cache::checkTrusted(dir, "folder").ok()); // others may add entries to the cache itself
+  if (::geteuid() == 0) { // ours is root's here: sticky and root-owned, a fine parent
+    EXPECT_TRUE(cache::checkTrustedParent(dir, "folder").ok());
+  }
+  fs::remove_all(dir);
+}
+
 TEST_F(FolderTrust, AnEntryOthersCanWriteIsRefusedNotRemoved) {
   const std::string dir = (fs::path(freshDir("entry")) / "v1").string();
   cache::DiskCache disk(dir);

@@ -24,6 +24,8 @@
 #   torch, torch-prefill   PyTorch eager and torch.compile (bench/torch_reference.py)
 #   table    bench, prefill, peers, torch and torch-prefill, joined by bench/table.py
 #   example  examples/indexer_step built with CMake through find_package(m3idx) and run
+#   sanitize every kernel config (decode_query_len 1/4/8 x 1/2/4 heads, prefill, 1M-token rows) under
+#            compute-sanitizer memcheck, racecheck, initcheck and synccheck, backend and --indexer
 #   sass     the machine code of the score kernels (the archive's PTX, the machine's ptxas)
 #   ceiling, wgmma   the probes bench/page_read_ceiling.cu and bench/wgmma_probe.cu (nvcc)
 # Usage: bench/gpu.sh STAGE...
@@ -156,6 +158,34 @@ for stage in "${stages[@]}"; do
         # shellcheck disable=SC2086
         /tmp/wgmma-probe $shape 2>&1 | tee -a "$OUT/gpu-wgmma.log"
       done ;;
+    sanitize) # every kernel config under compute-sanitizer's four tools, on cases full of garbage
+      cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+      sc=/tmp/m3idx-sanitize-cases
+      if [[ ! -d $sc ]]; then
+        seed=40
+        for q in 1 4 8; do for h in 1 2 4; do
+          seed=$((seed + 1))
+          "$m3idx" gen --out "$sc/mixed_q${q}_h$h" --seed $seed --heads $h --decodes 3 --decode-query-len $q \
+            --context 0:3000 --prefills 2 --prefill-len 1:200 --prefill-context 1:3000 --nan-scales 0.01 \
+            --init 1 --local 1 --extra-pages 3 >/dev/null
+        done; done
+        "$m3idx" gen --out "$sc/decode_1m_h1" --seed 50 --mode exact --heads 1 --decodes 2 --context 1048576 \
+          --prefills 0 --extra-pages 3 >/dev/null # few long rows: the top-k split and topk_merge
+      fi
+      for tool in memcheck racecheck initcheck synccheck; do
+        for c in "$sc"/*/; do
+          for mode in backend indexer; do
+            name=$(basename "$c")-$mode
+            args=(); [[ $mode == indexer ]] && args=(--indexer --device-tables)
+            rc=0
+            "$cs" --tool "$tool" --error-exitcode 9 --print-limit 20 "$m3idx" run "$c" --backend cuda \
+              --out "/tmp/m3idx-sanitize-out/$tool/$name" "${args[@]}" >"/tmp/m3idx-sanitize-$tool-$name.log" 2>&1 ||
+              rc=$?
+            "$m3idx" check "$c" "/tmp/m3idx-sanitize-out/$tool/$name" >/dev/null 2>&1 && ok=checked || ok="NOT checked"
+            echo "$tool $name: exit $rc, $(grep -h "ERROR SUMMARY" "/tmp/m3idx-sanitize-$tool-$name.log" | tail -1), output $ok"
+          done
+        done
+      done 2>&1 | tee "$OUT/gpu-sanitize.log" ;;
     *) echo "unknown stage $stage (see the header of $0)" >&2; exit 2 ;;
   esac
 done

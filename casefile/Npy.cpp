@@ -69,7 +69,11 @@ StatusOr<Array> read(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return invalidArgument(path, "a readable .npy file", "a missing or unreadable file");
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return decode(content, path);
+}
+
+StatusOr<Array> decode(std::string_view content, const std::string &path) {
   auto bad = [&](const std::string &what) {
     return invalidArgument(path, "a NumPy .npy file", what);
   };
@@ -92,7 +96,7 @@ StatusOr<Array> read(const std::string &path) {
   }
   if (content.size() < headerStart + headerLen)
     return bad("a truncated header");
-  const std::string header = content.substr(headerStart, headerLen);
+  const std::string header(content.substr(headerStart, headerLen));
 
   std::smatch m;
   static const std::regex descrRe(R"('descr'\s*:\s*'([^']*)')");

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/Status.h"
@@ -28,6 +29,8 @@ Array makeArray(DType dtype, std::vector<int64_t> shape);
 std::string shapeString(const std::vector<int64_t> &shape); // "[2, 3]"
 
 StatusOr<Array> read(const std::string &path);
+// Parses a file image; errors name `where` (the file it came from).
+StatusOr<Array> decode(std::string_view content, const std::string &where);
 // Serialises a v1.0 file image.
 std::string encode(const Array &array);
 // Writes atomically: a temporary file in the same directory, then rename.

@@ -1,6 +1,7 @@
 #include "lowering/host/HostCompiler.h"
 
 #include <chrono>
+#include <functional>
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -138,8 +139,12 @@ StatusOr<HostObject> compileHostObject(const dsl::Kernel &k, HostCompileStats *s
   if (!codegenTm.ok())
     return codegenTm.status();
   const int level = optLevel();
+  // ExecutionEngineOptions::transformer is a function_ref: the function must outlive create()
+  // (a temporary here was a stack-use-after-scope, found by the M3IDX_SANITIZE build).
+  const std::function<llvm::Error(llvm::Module *)> transformer =
+      mlir::makeOptimizingTransformer(level, 0, tm->get());
   mlir::ExecutionEngineOptions options;
-  options.transformer = mlir::makeOptimizingTransformer(level, 0, tm->get());
+  options.transformer = transformer;
   options.jitCodeGenOptLevel = codeGenLevel(level);
   options.enableObjectDump = true; // keep the object: it is what caches and bundles store
   auto engine = mlir::ExecutionEngine::create(module->get(), options, std::move(*codegenTm));

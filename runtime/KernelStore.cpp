@@ -103,7 +103,7 @@ KernelStore::KernelStore() : disk_(cache::defaultCacheDirectory()) {}
 StatusOr<const lowering::HostKernel *> KernelStore::get(kernels::KernelKind kind,
                                                         const kernels::KernelConfig &config) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const MemoryKey mk{static_cast<int>(kind), config.numHeads, config.queryRows};
+  const MemoryKey mk{static_cast<int>(kind), config};
   if (auto it = memory_.find(mk); it != memory_.end())
     return it->second.get();
   KernelRecord record;

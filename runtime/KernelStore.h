@@ -40,11 +40,15 @@ public:
   const cache::DiskCache &diskCache() const { return disk_; }
 
 private:
+  // Every field of the config: two configs that differ in any field are two kernels.
   struct MemoryKey {
-    int kind, heads, rows;
-    bool operator<(const MemoryKey &o) const {
-      return std::tie(kind, heads, rows) < std::tie(o.kind, o.heads, o.rows);
+    int kind;
+    kernels::KernelConfig config;
+    auto tied() const {
+      return std::tie(kind, config.numHeads, config.queryRows, config.tokenTile, config.warps,
+                      config.foldTokenPairs);
     }
+    bool operator<(const MemoryKey &o) const { return tied() < o.tied(); }
   };
   StatusOr<std::unique_ptr<lowering::HostKernel>> obtain(kernels::KernelKind kind,
                                                           const kernels::KernelConfig &config,

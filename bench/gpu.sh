@@ -188,7 +188,7 @@ for stage in "${stages[@]}"; do
               --out "/tmp/m3idx-sanitize-out/$tool/$name" "${args[@]}" >"/tmp/m3idx-sanitize-$tool-$name.log" 2>&1 ||
               rc=$?
             "$m3idx" check "$c" "/tmp/m3idx-sanitize-out/$tool/$name" >/dev/null 2>&1 && ok=checked || ok="NOT checked"
-            echo "$tool $name: exit $rc, $(grep -h "ERROR SUMMARY" "/tmp/m3idx-sanitize-$tool-$name.log" | tail -1), output $ok"
+            echo "$tool $name: exit $rc, $(grep -hE "(ERROR|RACECHECK) SUMMARY" "/tmp/m3idx-sanitize-$tool-$name.log" | tail -1), output $ok"
           done
         done
       done 2>&1 | tee "$OUT/gpu-sanitize.log" ;;

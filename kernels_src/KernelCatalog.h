@@ -21,13 +21,13 @@ enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill, Topk
 // the decode grid's sizes. sm_90 programs are a warpgroup (4 warps) running wgmma m64n128k16 on 64
 // tokens x 128 columns (lowering/nvvm/Sm90Wgmma.cpp), and take 64 blocks each: a program first
 // stages its queries and a key table, which programs of 8 blocks spent much of their time on
-// (bench/RESULTS.md, eighth session: 4 x 32K H=1 score 2.06 ms with 8, 1.54 with 32, 1.49 with 64).
+// (bench/RESULTS.md: 4 x 32K H=1 score 2.06 ms with 8, 1.54 with 32, 1.49 with 64).
 // `foldTokenPairs`: each tile's dots are folded in pairs of tokens (fold.max) before the running
 // max, which then holds half as many values -- on sm_90 a thread's two tokens, 32 registers fewer
 // at 128 columns. That made 128 columns pay: each decoded key tile feeds twice the products
-// (ninth session: score 1.48 ms at 64 columns, 1.42 folded, 1.35 at 128 folded). Short prompts
+// (score 1.48 ms at 64 columns, 1.42 folded, 1.35 at 128 folded). Short prompts
 // keep runs of at least `minBlocksPerProgram` while 1024 programs remain: score 64 x 2K 0.24 ->
-// 0.21 ms, 256 x 512 0.195 -> 0.154 (tenth session; 16 x 8K and 4 x 32K keep their grids).
+// 0.21 ms, 256 x 512 0.195 -> 0.154 (16 x 8K and 4 x 32K keep their grids).
 struct PrefillForm {
   int columns = 16, tokenTile = 16, warps = 1;
   int64_t gpuPrograms = kGpuScorePrograms, maxBlocksPerProgram = kMaxBlocksPerProgram;

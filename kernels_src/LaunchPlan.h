@@ -38,8 +38,7 @@ ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms,
 // cut into segments of segmentBlocks (a multiple of the 32-score step, at least 128) whose top 16s
 // topk_merge combines; with one segment the top-k kernels write block ids directly. Rows past the
 // target keep a program each: programs of 8 or 32 rows (strided, so short and long causal rows
-// mix) ran the H200's 4 x 32K prefill top-k in 0.175 / 0.217 ms against 0.165 (bench/RESULTS.md,
-// tenth session).
+// mix) ran the H200's 4 x 32K prefill top-k in 0.175 / 0.217 ms against 0.165 (bench/RESULTS.md).
 inline constexpr int64_t kGpuTopkPrograms = 4096, kHostTopkPrograms = 64, kMinSegmentBlocks = 128;
 struct TopkSplit {
   int64_t segments = 1, segmentBlocks = 1;

@@ -65,7 +65,7 @@ struct RowTile {
   // scalars), for masking by each lane's offset from its row's causal length -- one i32 per lane:
   // a warpgroup's thread holds 64 lanes, where i64 lane arithmetic took 60 registers (ptxas). Decode
   // programs (at most 8 lanes per thread) keep masking through causalOf: their code is the one
-  // measured (it ran 3% faster than the i32 form on the H200, ninth session).
+  // measured (it ran 3% faster than the i32 form on the H200: bench/RESULTS.md).
   Value causalBase, validRows;
 };
 

@@ -128,7 +128,7 @@ Value keyTileBound(KernelBuilder &b, Value keys) {
 // are among the 32 x kLaneDepth kept keys unless one lane saw more than kLaneDepth of them: for
 // uniformly placed top blocks that is 0.5% of 128-block rows, 2% of 256 and 3.5% of 1024
 // (hypergeometric; with 2 kept keys 18-32%). H200, 4 x 32K prefill top-k at H=1: 2 kept 0.190 ms,
-// 3 kept 0.165, 4 kept 0.172 (bench/RESULTS.md, ninth session).
+// 3 kept 0.165, 4 kept 0.172 (bench/RESULTS.md).
 constexpr int kLaneDepth = 3;
 
 // The top 16 keys of a stream of `count` keys. One pass keeps each lane's kLaneDepth largest keys

@@ -181,8 +181,8 @@ private:
   static constexpr int64_t kWgmmaTokens = 64; // wgmma's M
   // The .maxnreg of wgmma programs of `columns` columns: 64 -> 128 (4 programs per SM), 128 -> 168
   // (3 per SM; the accumulators alone take 64). Measured on the H200, prefill 4 x 32K H=1 score
-  // (bench/RESULTS.md): 64 columns, eighth session, uncapped (243 registers, 2 programs per SM)
-  // 2.46 ms, 168 2.15, 128 2.06; 128 columns with folded token pairs, ninth session, 128 (1 KB
+  // (bench/RESULTS.md): 64 columns, uncapped (243 registers, 2 programs per SM)
+  // 2.46 ms, 168 2.15, 128 2.06; 128 columns with folded token pairs, 128 (1 KB
   // spilled) 1.81 ms, 168 1.35 (no spill in the loop over whole blocks), 200 1.45, 255 1.45.
   static int32_t wgmmaRegisterCap(int64_t columns) { return columns > 64 ? 168 : 128; }
   bool wgmmaFits(const dsl::Op &dotTiles) const; // the shapes it takes

@@ -1,6 +1,6 @@
 // A compilation target as data (Triton's BaseBackend in role): what it is, its MLIR pass pipeline
 // as an ordered list (printed into dumps so a failure replays with mlir-opt), and a fingerprint
-// for cache keys. The host target exists now; gfx950 and sm_90 implement the same interface.
+// for cache keys. Three targets implement it: host, gfx950 and sm_90.
 #pragma once
 
 #include <memory>

@@ -146,7 +146,7 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   return arith::BitcastOp::create(b_, VectorType::get({N}, b_.getType<Float8E4M3FNType>()), bytes);
 }
 
-// Measured on the H200 (bench/RESULTS.md, 2026-11-30): with two column tiles ptxas takes 116-128
+// Measured on the H200 (bench/RESULTS.md): with two column tiles ptxas takes 116-128
 // registers (16 warps per SM); 104 (19 warps) spills nothing and was faster (prefill 4 x 32K H=1
 // score 3.87 vs 4.01 ms). One column tile: the score loop runs 4 tiles per trip (loopUnroll
 // below); under 72 or 80 registers ptxas spills 8-16 bytes of it, under 96 none, and uncapped it
@@ -160,7 +160,7 @@ int32_t Emitter::sm90RegisterCap(int64_t columnTiles) {
 
 // Unroll hints are taken on sm_90 in programs with one mma column tile: the score loop over a
 // block's tiles, 4 per trip (next-tile loads at constant offsets, no loop-carried register
-// copies), 256 x 128K decode score 0.688 -> 0.644 ms (bench/RESULTS.md, sixth session). With two
+// copies), 256 x 128K decode score 0.688 -> 0.644 ms (bench/RESULTS.md). With two
 // column tiles H=4 decode was slower unrolled (0.272 -> 0.284-0.289 ms); on the host the 16 x 32K
 // decode step was too (16.5 -> 18.4 ms, and its JIT compile 124 -> 196 ms). Programs whose B
 // fragments are in shared memory run 2 per trip: LLVM then loads each column tile's fragments

@@ -2,9 +2,9 @@
 // m64nNk16 f32.f16.f16 with 64 key tokens as A, in registers (each warp's 16 tokens in the
 // MmaRows fragment order mma.sync takes, widened to f16 as there), and N = 64 or 128 query
 // columns as B in shared memory as f16 (e4m3 widens exactly), sums in f32 as mma.sync f16 has them (fp8
-// wgmma's sums are not fp32: bench/RESULTS.md, sixth session). Keys never touch shared memory:
+// wgmma's sums are not fp32: bench/RESULTS.md). Keys never touch shared memory:
 // with keys as B in shared memory (written per tile, a barrier per tile) the L1/shared pipe was
-// 90% busy and prefill 4 x 32K H=1 scored in 2.62 ms (bench/RESULTS.md, eighth session).
+// 90% busy and prefill 4 x 32K H=1 scored in 2.62 ms (bench/RESULTS.md).
 //
 // B's layout (PTX ISA, "Shared memory matrix layout", K-major, 128B swizzle): N rows x 128 f16
 // are two atoms of N rows x 64 elements (128 bytes per row, atom a at a * N * 128); rows go in
@@ -142,7 +142,7 @@ mlir::Value Emitter::wgmmaDescriptor(mlir::Value buf, int64_t step) {
 // 8 K steps of wgmma (A from registers: MLIR 22's nvvm.wgmma.mma_async takes A only from shared
 // memory, so the instruction is inline PTX), committed and waited for here. (Waiting where the
 // result is first used, with the kernel folding each tile's dots into the max one tile later so
-// they overlap the next tile's decode, measured no faster: bench/RESULTS.md, eighth session.)
+// they overlap the next tile's decode, measured no faster: bench/RESULTS.md.)
 mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
   mlir::Type f32 = b_.getF32Type();
   const dsl::ValueId bId = op.operands[1];

@@ -1,10 +1,14 @@
-// Lowers a DSL kernel to MLIR in upstream dialects (func, arith, scf, vector, memref). The result
-// is target-neutral: small-float conversions stay arith.extf / arith.truncf for each target's
-// pipeline to legalize. On the host a kernel becomes a function over a range of program ids.
+// Lowers a DSL kernel to MLIR in upstream dialects (func, gpu, arith, scf, vector, memref). The host
+// form uses only those; small-float conversions stay arith.extf / arith.truncf for each target's
+// pipeline to legalize. The GPU forms are not target-neutral: where the emitter picks an
+// instruction they already hold the target's ops (sm_90: nvvm.prmt, the mma and wgmma calls,
+// nvvm.maxnreg; gfx950: the amdgpu/rocdl MFMA and conversions). On the host a kernel becomes a
+// function over a range of program ids.
 #pragma once
 
 #include "core/Status.h"
 #include "dsl/Ir.h"
+#include "lowering/Target.h"
 
 namespace mlir {
 class MLIRContext;
@@ -21,15 +25,6 @@ void loadDialects(mlir::MLIRContext &ctx);
 // with llvm.emit_c_interface; the body loops over [pid_begin, pid_end).
 StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> emitHostModule(mlir::MLIRContext &ctx,
                                                              const dsl::Kernel &kernel);
-
-// How a GPU target runs a program: one warp / wavefront of `threads` threads, and which matrix
-// and conversion instructions the emitter may use directly.
-struct GpuForm {
-  int threads = 32;
-  bool gfx950 = false; // MFMA f8f6f4 for dot.tiles, v_cvt_scalef32_pk_f32_fp4 / v_cvt_pk_fp8_f32
-};
-inline constexpr GpuForm kSm90Form{32, false};
-inline constexpr GpuForm kGfx950Form{64, true};
 
 // gpu.module @m3idx_kernels { gpu.func @<kernel>(buffers as memref<?xT>..., scalars...) kernel }:
 // a program is a CTA / workgroup of form.threads threads (program id = block id); a tile of N

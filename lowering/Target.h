@@ -7,9 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "core/Status.h"
+
 namespace m3idx::lowering {
 
 enum class BinaryKind { HostJit, Hsaco, Ptx, Cubin };
+
+// How a GPU target runs a program: one warp / wavefront of `threads` threads, and which matrix
+// and conversion instructions the emitter may use directly.
+struct GpuForm {
+  int threads = 32;
+  bool gfx950 = false; // MFMA f8f6f4 for dot.tiles, v_cvt_scalef32_pk_f32_fp4 / v_cvt_pk_fp8_f32
+};
+inline constexpr GpuForm kSm90Form{32, false};
+inline constexpr GpuForm kGfx950Form{64, true};
 
 struct TargetDesc {
   std::string kind;     // "host", "gfx950", "sm_90"
@@ -24,6 +35,11 @@ public:
   virtual const TargetDesc &desc() const = 0;
   virtual std::vector<std::string> pipeline() const = 0;
   virtual BinaryKind binaryKind() const = 0;
+  // GPU targets: the form their programs take (the host's is unused).
+  virtual GpuForm gpuForm() const { return {}; }
+  // GPU targets: the serialized object the pipeline made, as the runtime loads it (gfx950 links its
+  // assembled ISA into a code object; sm_90 takes the PTX as it is).
+  virtual StatusOr<std::string> finishObject(std::string object) const { return object; }
 
   // "pass1,pass2,..." as parsePassPipeline and `mlir-opt --pass-pipeline='builtin.module(...)'`
   // take it.

@@ -7,7 +7,7 @@
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/hip/HipBackend.h"
 #include "lowering/Target.h"
-#include "lowering/nvvm/GpuCompiler.h"
+#include "lowering/GpuCompiler.h"
 #include "lowering/nvvm/PtxAssembler.h"
 
 namespace m3idx::runtime {

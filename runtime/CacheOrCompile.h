@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "cache/BundleReader.h"
 #include "cache/DiskCache.h"
 #include "core/Status.h"
 
@@ -18,17 +19,9 @@ struct CachedEntry {
   bool compiled = false; // false: read from the cache
 };
 
-// The entry for `key` in the first AOT bundle on M3IDX_AOT_PATH that has `file` (bundles name
-// host objects llvmcache-KEY and GPU code objects gpucache-KEY). An unreadable entry, or one for
-// another key, is skipped and described in `unusable`; a warning too, unless M3IDX_RUN_ONLY is set
-// (cacheOrCompile's error then names it: one line for one cause). A bundle folder or entry another
-// user could have written is an error (cache/FolderTrust.h).
-StatusOr<std::optional<cache::Entry>> findInBundles(const std::string &file, const std::string &key,
-                                                    std::string &unusable);
-
 // `what` names the kernel in errors ("kernel K (config) for target T"); `searched` says where it
 // was looked for ("the cache DIR", or more for host kernels); `unusable`: the bundle entries
-// findInBundles skipped, named in the M3IDX_RUN_ONLY error with a corrupted cache entry.
+// cache::findInBundles skipped, named in the M3IDX_RUN_ONLY error with a corrupted cache entry.
 StatusOr<CachedEntry> cacheOrCompile(cache::DiskCache &disk, const std::string &key,
                                      const std::string &what, const std::string &searched,
                                      const std::function<StatusOr<cache::Entry>()> &compile,

@@ -12,7 +12,7 @@
 #include "kernels_src/KernelCatalog.h"
 #include "lowering/Target.h"
 #include "lowering/host/HostCompiler.h"
-#include "lowering/nvvm/GpuCompiler.h"
+#include "lowering/GpuCompiler.h"
 #include "lowering/nvvm/PtxAssembler.h"
 #include "llvm/Support/FileSystem.h"
 
@@ -72,7 +72,7 @@ CodeSource cachedGpuCode(std::unique_ptr<lowering::Target> (*makeTarget)(),
     std::string unusable;
     if (!env::flag("M3IDX_ALWAYS_COMPILE")) {
       const std::string portable = gpuCodeKey(*k, config, *target, std::nullopt);
-      StatusOr<std::optional<cache::Entry>> e = findInBundles("gpucache-" + portable, portable, unusable);
+      StatusOr<std::optional<cache::Entry>> e = cache::findInBundles("gpucache-" + portable, portable, unusable);
       if (!e.ok())
         return e.status();
       if (*e)

@@ -140,7 +140,7 @@ KernelStore::obtain(kernels::KernelKind kind, const kernels::KernelConfig &confi
   std::string unusable;
   if (readCaches) {
     auto t0 = Clock::now();
-    StatusOr<std::optional<cache::Entry>> e = findInBundles("llvmcache-" + key, key, unusable);
+    StatusOr<std::optional<cache::Entry>> e = cache::findInBundles("llvmcache-" + key, key, unusable);
     if (!e.ok())
       return e.status();
     if (*e)

@@ -12,7 +12,7 @@
 #include "kernels_src/KernelCatalog.h"
 #include "lowering/Target.h"
 #include "lowering/host/HostCompiler.h"
-#include "lowering/nvvm/GpuCompiler.h"
+#include "lowering/GpuCompiler.h"
 #include "lowering/rocdl/HsacoLinker.h"
 #include "lowering/rocdl/CodeObjectInfo.h"
 #include "core/AtomicFile.h"

@@ -19,6 +19,7 @@ public:
   }
   const TargetDesc &desc() const override { return desc_; }
   BinaryKind binaryKind() const override { return BinaryKind::Ptx; }
+  GpuForm gpuForm() const override { return kSm90Form; }
   std::vector<std::string> pipeline() const override {
     return {"m3idx-expand-small-floats",
             "canonicalize",

@@ -11,6 +11,7 @@
 
 #include "cache/DiskCache.h"
 #include "cache/FolderTrust.h"
+#include "cache/BundleReader.h"
 #include "runtime/CacheOrCompile.h"
 
 using namespace m3idx;
@@ -123,14 +124,14 @@ TEST_F(FolderTrust, AnAotBundleOthersCanWriteIsAnError) {
   ::setenv("M3IDX_AOT_PATH", bundle.c_str(), 1);
   std::string unusable;
   ::chmod(bundle.c_str(), 0777);
-  auto found = runtime::findInBundles("llvmcache-k", "k", unusable);
+  auto found = cache::findInBundles("llvmcache-k", "k", unusable);
   ASSERT_FALSE(found.ok());
   EXPECT_NE(found.status().message().find("AOT bundle folder " + bundle + " is writable by others"),
             std::string::npos)
       << found.status().message();
   ::chmod(bundle.c_str(), 0755);
   ::chmod((fs::path(bundle) / "llvmcache-k").c_str(), 0622);
-  found = runtime::findInBundles("llvmcache-k", "k", unusable);
+  found = cache::findInBundles("llvmcache-k", "k", unusable);
   ASSERT_FALSE(found.ok());
   EXPECT_NE(found.status().message().find("AOT bundle entry"), std::string::npos) << found.status().message();
   ::unsetenv("M3IDX_AOT_PATH");

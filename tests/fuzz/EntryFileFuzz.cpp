@@ -1,5 +1,5 @@
 // libFuzzer target: the kernel cache entry format, which both the disk cache and AOT bundles read
-// (runtime/CacheOrCompile's findInBundles decodes bundle entries with the same decodeEntry). Input
+// (cache/BundleReader's findInBundles decodes bundle entries with the same decodeEntry). Input
 // starting with 'E' builds an entry from the fuzzer's bytes and checks that it decodes back equal
 // (the decoder past the checksum, which raw bytes seldom pass) and that a flipped byte is refused;
 // any other input is decoded raw, which must never crash.

@@ -7,7 +7,7 @@
 
 #include "dsl/Builder.h"
 #include "kernels_src/KernelCatalog.h"
-#include "lowering/nvvm/GpuCompiler.h"
+#include "lowering/GpuCompiler.h"
 #include "lowering/nvvm/MmaSpread.h"
 #include "lowering/Target.h"
 

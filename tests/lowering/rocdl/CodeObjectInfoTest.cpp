@@ -4,7 +4,7 @@
 
 #include "kernels_src/KernelCatalog.h"
 #include "lowering/Target.h"
-#include "lowering/nvvm/GpuCompiler.h"
+#include "lowering/GpuCompiler.h"
 #include "lowering/rocdl/CodeObjectInfo.h"
 
 using namespace m3idx;

@@ -1,4 +1,4 @@
-#include "lowering/nvvm/GpuCompiler.h"
+#include "lowering/GpuCompiler.h"
 
 #include "core/EnvTable.h"
 
@@ -13,7 +13,6 @@
 
 #include "lowering/MlirEmitter.h"
 #include "lowering/Pipeline.h"
-#include "lowering/rocdl/HsacoLinker.h"
 
 namespace m3idx::lowering {
 
@@ -40,7 +39,7 @@ private:
 StatusOr<std::string> gpuStage(const dsl::Kernel &k, const Target &target, GpuStage stage,
                                std::string *irAfterEachPass) {
   std::unique_ptr<mlir::MLIRContext> ctx = makeContext();
-  auto module = emitGpuModule(*ctx, k, target.desc().kind == "gfx950" ? kGfx950Form : kSm90Form);
+  auto module = emitGpuModule(*ctx, k, target.gpuForm());
   if (!module.ok())
     return module.status();
   std::string out;
@@ -84,9 +83,7 @@ StatusOr<std::string> gpuStage(const dsl::Kernel &k, const Target &target, GpuSt
   if (object.empty())
     return Status::error(fmt::format("kernel @{}: target {} produced no object", k.name,
                                      target.desc().kind));
-  if (target.binaryKind() == BinaryKind::Hsaco)
-    return linkGfx950Hsaco(object);
-  return object;
+  return target.finishObject(std::move(object));
 }
 
 } // namespace m3idx::lowering

@@ -10,8 +10,9 @@
 namespace m3idx::cache {
 
 // Ok when `path` (a folder or a file; symbolic links are followed) is owned by the effective user
-// or root and not writable by group or others, or when M3IDX_TRUST_SHARED_CACHE=1; else an error naming
-// `what`, the path, and its owner or mode, and how to fix it. A missing path is ok (nothing to run).
+// or root and not writable by group or others, or when M3IDX_TRUST_SHARED_CACHE=1; else an error
+// naming `what`, the path, its owner or mode, and how to fix it. A missing path is ok (nothing to
+// run).
 Status checkTrusted(const std::string &path, const std::string &what);
 
 // As checkTrusted, for the folder that holds a trusted one: a root-owned sticky folder (/tmp) also

@@ -8,17 +8,15 @@
 #include <string>
 
 #include <fuzzer/FuzzedDataProvider.h>
-#include <unistd.h>
 
 #include "cache/BundleReader.h"
+#include "tests/fuzz/FuzzFolder.h"
 
 namespace {
 
 const std::string &bundle() {
   static const std::string dir = [] {
-    std::string d = "/tmp/m3idx-fuzz-bundle-XXXXXX";
-    if (!::mkdtemp(d.data()))
-      std::abort();
+    std::string d = m3idx::fuzz::makeFolder("m3idx-fuzz-bundle");
     ::setenv("M3IDX_AOT_PATH", ("/nonexistent:" + d).c_str(), 1);
     ::setenv("M3IDX_RUN_ONLY", "1", 1); // describe, do not warn, per input
     return d;

@@ -9,10 +9,10 @@
 #include <string>
 #include <string_view>
 
-#include <unistd.h>
 
 #include "casefile/CaseFile.h"
 #include "reference/ReferenceIndexer.h"
+#include "tests/fuzz/FuzzFolder.h"
 
 namespace {
 
@@ -20,12 +20,7 @@ const char *const kFiles[] = {"case.json", "q.npy", "kv.npy", "block_table.npy",
                               "query_start_loc.npy"};
 
 const std::string &folder() {
-  static const std::string dir = [] {
-    std::string d = "/tmp/m3idx-fuzz-case-XXXXXX";
-    if (!::mkdtemp(d.data()))
-      std::abort();
-    return d;
-  }();
+  static const std::string dir = m3idx::fuzz::makeFolder("m3idx-fuzz-case");
   return dir;
 }
 

@@ -560,6 +560,14 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     const int64_t k = op.intAttr, M = k_.typeOf(op.operands[0]).lanes / k;
     const int64_t bLanes = k_.typeOf(op.operands[1]).lanes, N = bLanes / k;
     const bool mfma = gfx950_ && mfmaFits(op), mma = !gfx950_ && mmaRuns(op), wgmma = wgmmaRuns(op);
+    // sm_90 programs of several warps exist for wgmma (the warpgroup prefill form): a dot that
+    // cannot take it is refused rather than run, much slower, on FFMA.
+    if (!gfx950_ && k_.warps > 1 && !wgmma)
+      return Status::error(fmt::format(
+          "kernel @{}: dot.tiles of {} x {} lanes (k = {}) in a {}-warp sm_90 program does not lower to wgmma "
+          "(it takes {} MmaRows key tokens against 64 or 128 columns of {} e4m3 lanes{})",
+          k_.name, k_.typeOf(op.operands[0]).lanes, bLanes, k, k_.warps, kWgmmaTokens, spec::kIndexHeadDim,
+          wgmmaFits(op) ? "; these keys are not in MmaRows order" : ""));
     keysAsF32 |= !mfma && !mma && !wgmma && fromDecode(op.operands[0]);
     if (mma)
       mmaColumnTiles = std::max(mmaColumnTiles, (N + 7) / 8);

@@ -267,6 +267,24 @@ TEST(MmaSpread, WarpgroupDotReadInBlockedOrderIsALoweringError) {
       << ptx.status().message();
 }
 
+// A warpgroup program's dot that wgmma cannot take (here 16 key tokens, not 64) is refused, not run
+// on FFMA behind the kernel's back (it lowered silently to FFMA before).
+TEST(MmaSpread, WarpgroupDotWgmmaCannotTakeIsRefused) {
+  dsl::KernelBuilder b("k", 4);
+  dsl::Buffer kv = b.buffer("kv", dsl::Elem::I8, dsl::Access::Read);
+  dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
+  dsl::Value zero = b.constInt(0);
+  dsl::Value keys = b.decodeNvfp4(b.loadTile(kv, zero, 16 * 64, 16), b.loadTile(kv, b.constInt(8192), 16 * 8, 16));
+  dsl::Value q = b.convert(OpKind::Bitcast, b.loadTile(kv, b.constInt(16384), 64 * 128), dsl::Elem::F8E4M3FN);
+  b.storeTile(out, zero, b.reduceMaxGroups(b.dotTiles(keys, q, 128), 64));
+  auto k = b.finish();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
+  ASSERT_FALSE(ptx.ok());
+  EXPECT_NE(ptx.status().message().find("in a 4-warp sm_90 program does not lower to wgmma"), std::string::npos)
+      << ptx.status().message();
+}
+
 // A multi-warp program is refused where the target has none (gfx950 programs are one wave), and a
 // cross-warp lane shuffle is refused in one (no wrong code from a 32-lane shuffle).
 TEST(MmaSpread, MultiWarpProgramsAreRefusedWhereUnsupported) {

@@ -81,38 +81,32 @@ Status benchIndexer(runtime::GpuBackend &gpu, const std::string &backend, const 
     if (!d.ok())
       return d.status();
     const runtime::DeviceApi &api = *d->api;
-    runtime::DeviceScratch flush(&api);
-    StatusOr<uint64_t> flushAt = flush.ensure(kFlushBytes);
-    if (!flushAt.ok())
-      return flushAt.status();
-    void *start = nullptr, *stop = nullptr;
-    M3IDX_RETURN_IF_ERROR(api.check(api.eventCreate(&start), "event creation"));
-    M3IDX_RETURN_IF_ERROR(api.check(api.eventCreate(&stop), "event creation"));
+    bench::L2Flush flush(api, kFlushBytes);
+    bench::EventPair events(api);
+    M3IDX_RETURN_IF_ERROR(events.create());
     auto onDevice = bench::DeviceCase::upload(api, d->device, batch, deviceTables);
     if (!onDevice.ok())
       return onDevice.status();
     std::vector<double> gpuMs, hostUs;
     Status failed;
     for (int i = 0; i < kWarmup + repeat && failed.ok(); ++i) {
-      api.memsetAsync(*flushAt, static_cast<uint8_t>(i), kFlushBytes, nullptr);
-      api.eventRecord(start, nullptr);
+      M3IDX_RETURN_IF_ERROR(flush(nullptr));
+      api.eventRecord(events.start, nullptr);
       const auto t0 = std::chrono::steady_clock::now();
       StatusOr<ForwardResult> r = (*onDevice)->forward(*d->indexer, nullptr, false);
       const auto t1 = std::chrono::steady_clock::now();
-      api.eventRecord(stop, nullptr);
-      failed = api.check(api.eventSynchronize(stop), "event synchronize");
+      api.eventRecord(events.stop, nullptr);
+      failed = api.check(api.eventSynchronize(events.stop), "event synchronize");
       if (!r.ok())
         failed = r.status();
       float ms = 0;
       if (failed.ok())
-        failed = api.check(api.eventElapsedMs(&ms, start, stop), "event elapsed time");
+        failed = api.check(api.eventElapsedMs(&ms, events.start, events.stop), "event elapsed time");
       if (i >= kWarmup) {
         gpuMs.push_back(ms);
         hostUs.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       }
     }
-    api.eventDestroy(start);
-    api.eventDestroy(stop);
     M3IDX_RETURN_IF_ERROR(failed);
     line += fmt::format(" {} table: {:.3f} ms on the stream ({:+.1f}%), forward() returns after {:.0f} us;",
                         deviceTables ? "device" : "host", median(gpuMs), 100.0 * (median(gpuMs) / kernels - 1),

@@ -5,36 +5,22 @@
 
 namespace m3idx::bench {
 
-namespace {
+EventPair::~EventPair() {
+  for (void *e : {start, stop})
+    if (e)
+      api_.eventDestroy(e);
+}
 
-constexpr size_t kL2FlushBytes = size_t{512} << 20;
-
-// Two timing events, destroyed with this object.
-class EventPair {
-public:
-  explicit EventPair(const runtime::DeviceApi &api) : api_(api) {}
-  ~EventPair() {
-    for (void *e : {start, stop})
-      if (e)
-        api_.eventDestroy(e);
-  }
-  Status create() {
-    M3IDX_RETURN_IF_ERROR(api_.check(api_.eventCreate(&start), "event creation"));
-    return api_.check(api_.eventCreate(&stop), "event creation");
-  }
-  void *start = nullptr, *stop = nullptr;
-
-private:
-  const runtime::DeviceApi &api_;
-};
-
-} // namespace
+Status EventPair::create() {
+  M3IDX_RETURN_IF_ERROR(api_.check(api_.eventCreate(&start), "event creation"));
+  return api_.check(api_.eventCreate(&stop), "event creation");
+}
 
 Status L2Flush::operator()(void *stream) {
-  StatusOr<uint64_t> buffer = buffer_.ensure(kL2FlushBytes);
+  StatusOr<uint64_t> buffer = buffer_.ensure(bytes_);
   if (!buffer.ok())
     return buffer.status();
-  return api_.check(api_.memsetAsync(*buffer, ++value_, kL2FlushBytes, stream), "L2 flush (memset)");
+  return api_.check(api_.memsetAsync(*buffer, ++value_, bytes_, stream), "L2 flush (memset)");
 }
 
 StatusOr<double> copyBandwidthGBs(const runtime::DeviceApi &api, size_t bytes, int repeat) {

@@ -18,7 +18,9 @@ namespace m3idx::bench {
 // writes another byte value, so no cache can keep a line of it clean.
 class L2Flush {
 public:
-  explicit L2Flush(const runtime::DeviceApi &api) : api_(api), buffer_(&api) {}
+  // 512 MiB by default; more makes the flush outlast a host call queued right after it.
+  explicit L2Flush(const runtime::DeviceApi &api, size_t bytes = size_t{512} << 20)
+      : api_(api), buffer_(&api), bytes_(bytes) {}
   Status operator()(void *stream);
   // As RunOptions::beforeLaunches: the flush between a timed step's uploads and its first event.
   std::function<Status(void *)> hook() {
@@ -28,7 +30,22 @@ public:
 private:
   const runtime::DeviceApi &api_;
   runtime::DeviceScratch buffer_;
+  size_t bytes_;
   uint8_t value_ = 0;
+};
+
+// A start and a stop event for timing on a stream, destroyed with this object.
+class EventPair {
+public:
+  explicit EventPair(const runtime::DeviceApi &api) : api_(api) {}
+  ~EventPair();
+  EventPair(const EventPair &) = delete;
+  EventPair &operator=(const EventPair &) = delete;
+  Status create();
+  void *start = nullptr, *stop = nullptr;
+
+private:
+  const runtime::DeviceApi &api_;
 };
 
 // Device-to-device copy bandwidth in GB/s (bytes read + written), the median of `repeat` copies

@@ -71,6 +71,9 @@ TEST(L2Flush, OverwritesOneBufferLargerThanL2WithANewByteOnTheStream) {
     }
   }
   EXPECT_EQ(r.frees, 1);
+  bench::L2Flush longer(r.api, size_t{2} << 30); // Indexer::forward's: outlasts forward()'s host time
+  ASSERT_TRUE(longer(nullptr).ok());
+  EXPECT_EQ(r.memsets.back().bytes, size_t{2} << 30);
 }
 
 TEST(CopyBandwidth, IsTheMedianOfTheTimedCopiesAfterAWarmUp) {

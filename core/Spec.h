@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace m3idx::spec {
 
@@ -34,7 +35,14 @@ inline int64_t causalLen(int64_t seqLen, int64_t qLen, int64_t row) {
   return c > 0 ? c : 0;
 }
 
-inline int64_t blocksFor(int64_t tokens) { return (tokens + kSparseBlockSize - 1) / kSparseBlockSize; }
+// Blocks of `tokens` tokens: for an int64_t here, and for an i64 value of the DSL, whose operators
+// build the same expression in a kernel (kernels_src/).
+template <class T>
+  requires std::is_class_v<T>
+T blocksFor(const T &tokens) {
+  return (tokens + (kSparseBlockSize - 1)) / kSparseBlockSize;
+}
+inline int64_t blocksFor(int64_t tokens) { return (tokens + (kSparseBlockSize - 1)) / kSparseBlockSize; }
 
 // W = pow2ceil(ceil(max_nblk / 64)) * 64. A step in which no row sees a block still gets one
 // 64-wide column group (pow2ceil(0) taken as 1), so the buffer is never zero-sized.

@@ -13,6 +13,10 @@ std::string KernelConfig::str() const {
     s += fmt::format(",tokens={},warps={}", tokenTile, warps);
   if (foldTokenPairs)
     s += ",fold";
+  if (blockUnroll != 1)
+    s += fmt::format(",unroll={}", blockUnroll);
+  if (narrowMask)
+    s += ",narrow";
   return s;
 }
 
@@ -41,23 +45,6 @@ std::optional<KernelKind> kernelByName(const std::string &name) {
   return std::nullopt;
 }
 
-PrefillForm prefillFormFor(const std::string &target) {
-  return target == "sm_90" ? kSm90PrefillForm : kPrefillForm;
-}
-
-KernelConfig configFor(KernelKind k, int numHeads, int decodeQueryLen, PrefillForm prefill) {
-  switch (k) {
-  case KernelKind::ScoreDecode: return {numHeads, decodeQueryLen};
-  case KernelKind::ScorePrefill:
-    return {numHeads, prefillRowTile(numHeads, prefill.columns), prefill.tokenTile, prefill.warps,
-            prefill.foldTokenPairs};
-  case KernelKind::TopkDecode: return {1, decodeQueryLen}; // heads come from the grid
-  case KernelKind::TopkPrefill: return {1, 0};
-  case KernelKind::TopkMerge: return {1, 0};
-  }
-  return {};
-}
-
 StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   if (!spec::isSupportedHeadCount(c.numHeads))
     return invalidArgument("heads", "1, 2 or 4", c.numHeads);
@@ -71,6 +58,11 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   if (c.foldTokenPairs && (k != KernelKind::ScorePrefill || c.tokenTile % 16 != 0))
     return invalidArgument("token-pair folding", "score_prefill with a token tile that is a multiple of 16",
                            fmt::format("{} with a token tile of {}", kernelName(k), c.tokenTile));
+  const bool score = k == KernelKind::ScoreDecode || k == KernelKind::ScorePrefill;
+  if (c.blockUnroll < 1 || (!score && c.blockUnroll != 1))
+    return invalidArgument("block unroll", "1, or more for a score kernel", c.blockUnroll);
+  if (c.narrowMask && !score)
+    return invalidArgument("narrow masks", "a score kernel", kernelName(k));
   switch (k) {
   case KernelKind::ScoreDecode: return buildScoreDecode(c);
   case KernelKind::ScorePrefill: return buildScorePrefill(c);

@@ -1,11 +1,184 @@
 #include "kernels_src/LaunchPlan.h"
 
 #include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
 
 #include "core/Spec.h"
-#include "kernels_src/KernelCatalog.h"
 
 namespace m3idx::kernels {
+
+const char *stepBufferName(StepBuffer b) {
+  static const char *const names[kStepBufferCount] = {
+      "q",           "kv",        "block_table", "seq_lens", "query_start_loc", "tile_request",
+      "tile_row_begin", "row_nblk", "scores",     "topk",     "partial"};
+  return names[static_cast<int>(b)];
+}
+
+namespace {
+
+// Builds one launch's argument list; every buffer it names is recorded with its extent.
+class LaunchBuilder {
+public:
+  LaunchBuilder(StepPlan &plan, KernelKind kind, const KernelConfig &config, int64_t programs)
+      : plan_(plan), launch_{kind, config, programs, {}} {}
+  LaunchBuilder &buffer(StepBuffer b, int64_t elements) {
+    launch_.args.push_back({stepBufferName(b), true, b, elements});
+    int64_t &extent = plan_.elements[static_cast<int>(b)];
+    extent = std::max(extent, elements);
+    return *this;
+  }
+  LaunchBuilder &buffer(std::string name, StepBuffer b, int64_t elements) { // a role under another name
+    buffer(b, elements);
+    launch_.args.back().name = std::move(name);
+    return *this;
+  }
+  LaunchBuilder &scalar(std::string name, int64_t v) {
+    launch_.args.push_back({std::move(name), false, StepBuffer::Q, v});
+    return *this;
+  }
+  Status add() {
+    if (launch_.programs > std::numeric_limits<int32_t>::max())
+      return invalidArgument(fmt::format("{} grid", kernelName(launch_.kind)), "at most 2^31 - 1 programs",
+                             launch_.programs);
+    if (launch_.programs > 0)
+      plan_.launches.push_back(std::move(launch_));
+    return Status();
+  }
+
+private:
+  StepPlan &plan_;
+  Launch launch_;
+};
+
+} // namespace
+
+StatusOr<StepPlan> planStep(const BatchView &b, int64_t W, const StepTuning &t, unsigned parts,
+                            DecodeBlocks blocks) {
+  const int H = b.params.numHeads;
+  const int64_t T = b.numRows, R = b.numRequests, D = b.params.numDecodes;
+  const int64_t decodeRows = b.queryStartLoc[D], prefillRows = T - decodeRows;
+  if (blocks.begin < 0 || blocks.step < 1 || (blocks.step > 1 && blocks.begin >= blocks.step))
+    return invalidArgument("decode block range", "0 <= begin < step, step >= 1",
+                           fmt::format("begin {}, step {}", blocks.begin, blocks.step));
+  if (blocks.step > 1 && (parts & kScorePrefill) && prefillRows > 0)
+    return invalidArgument("decode block range", "a decode-only batch (a CP rank's share)",
+                           fmt::format("{} prefill rows", prefillRows));
+  if (blocks.step > 1 && (parts & (kTopkDecode | kTopkPrefill)))
+    return invalidArgument("decode block range", "score kernels only (a CP share's rows are completed by the exchange before top-k)",
+                           fmt::format("begin {}, step {} with top-k", blocks.begin, blocks.step));
+  StepPlan plan;
+  const int64_t scores = H * T * W, topk = H * T * spec::kTopkBlocks;
+  auto batch = [&](LaunchBuilder &l) -> LaunchBuilder & {
+    return l.buffer(StepBuffer::Q, T * H * spec::kIndexHeadDim)
+        .buffer(StepBuffer::Kv, b.numPages * spec::kPageBytes)
+        .buffer(StepBuffer::BlockTable, R * b.maxBlocks)
+        .buffer(StepBuffer::SeqLens, R)
+        .buffer(StepBuffer::QueryStartLoc, R + 1);
+  };
+  auto scoreScalars = [&](LaunchBuilder &l, const ScoreGrid &g) -> LaunchBuilder & {
+    return l.scalar("num_rows", T).scalar("max_blocks", b.maxBlocks).scalar("width", W)
+        .scalar("grid_chunks", g.chunks).scalar("blocks_per_program", g.blocksPerProgram)
+        .scalar("init_blocks", b.params.initBlocks).scalar("local_blocks", b.params.localBlocks);
+  };
+
+  if ((parts & kScoreDecode) && D > 0) {
+    const ScoreGrid g = scoreGrid(D, blockSlots(maxRequestBlocks(b, 0, D), blocks.begin, blocks.step),
+                                  t.decodeScorePrograms, t.decodeMaxBlocksPerProgram);
+    LaunchBuilder l(plan, KernelKind::ScoreDecode, t.config(KernelKind::ScoreDecode), g.programs(D));
+    scoreScalars(batch(l).buffer(StepBuffer::Scores, scores), g)
+        .scalar("block_begin", blocks.begin).scalar("block_step", blocks.step);
+    M3IDX_RETURN_IF_ERROR(l.add());
+  }
+  const KernelConfig &prefill = t.config(KernelKind::ScorePrefill);
+  plan.rowTile = prefill.queryRows;
+  if ((parts & kScorePrefill) && prefillRows > 0) {
+    plan.prefillTiles = prefillTileCount(b, plan.rowTile);
+    const ScoreGrid g = scoreGrid(plan.prefillTiles, maxRequestBlocks(b, D, R), t.prefillScorePrograms,
+                                  t.prefillMaxBlocksPerProgram, t.prefillMinBlocksPerProgram);
+    LaunchBuilder l(plan, KernelKind::ScorePrefill, prefill, g.programs(plan.prefillTiles));
+    scoreScalars(batch(l)
+                     .buffer(StepBuffer::TileRequest, plan.prefillTiles)
+                     .buffer(StepBuffer::TileRowBegin, plan.prefillTiles)
+                     .buffer(StepBuffer::Scores, scores),
+                 g);
+    M3IDX_RETURN_IF_ERROR(l.add());
+  }
+  // Rows too few to fill the target are cut into segments, merged by topk_merge.
+  auto topkLaunches = [&](KernelKind kind, int64_t rowBegin, int64_t rows) -> Status {
+    const TopkSplit split = topkSplit(H * rows, W, t.topkPrograms);
+    const int64_t partial = split.partialKeys(H * T);
+    LaunchBuilder l(plan, kind, t.config(kind), H * rows * split.segments);
+    l.buffer(StepBuffer::Scores, scores);
+    if (kind == KernelKind::TopkDecode)
+      l.buffer(StepBuffer::SeqLens, R);
+    else
+      l.buffer(StepBuffer::RowBlocks, T);
+    l.buffer(StepBuffer::Topk, topk).buffer(StepBuffer::Partial, partial).scalar("num_rows", T).scalar("width", W);
+    if (kind == KernelKind::TopkDecode)
+      l.scalar("decode_rows", rows);
+    else
+      l.scalar("row_begin", rowBegin).scalar("prefill_rows", rows);
+    l.scalar("segment_blocks", split.segmentBlocks).scalar("segments", split.segments);
+    M3IDX_RETURN_IF_ERROR(l.add());
+    if (split.segments == 1)
+      return Status();
+    LaunchBuilder merge(plan, KernelKind::TopkMerge, t.config(KernelKind::TopkMerge), H * rows);
+    merge.buffer(StepBuffer::Partial, partial).buffer(StepBuffer::Topk, topk).scalar("num_rows", T)
+        .scalar("row_begin", rowBegin).scalar("row_count", rows).scalar("segments", split.segments);
+    return merge.add();
+  };
+  if ((parts & kTopkDecode) && decodeRows > 0)
+    M3IDX_RETURN_IF_ERROR(topkLaunches(KernelKind::TopkDecode, 0, decodeRows));
+  if ((parts & kTopkPrefill) && prefillRows > 0)
+    M3IDX_RETURN_IF_ERROR(topkLaunches(KernelKind::TopkPrefill, decodeRows, prefillRows));
+  return plan;
+}
+
+KernelSignature signatureOf(const dsl::Kernel &k) {
+  KernelSignature s;
+  for (const dsl::BufferArg &b : k.buffers)
+    s.buffers.push_back(b.name);
+  for (const dsl::ScalarArgDecl &a : k.scalars)
+    s.scalars.push_back(a.name);
+  return s;
+}
+
+Status bindLaunch(const KernelSignature &signature, const Launch &launch,
+                  const std::function<void(StepBuffer, int64_t)> &buffer,
+                  const std::function<void(int64_t)> &scalar) {
+  auto find = [&](const std::string &name, bool isBuffer) -> const LaunchArg * {
+    for (const LaunchArg &a : launch.args)
+      if (a.name == name && a.isBuffer == isBuffer)
+        return &a;
+    return nullptr;
+  };
+  auto missing = [&](const std::string &name, const char *what) {
+    return Status::error(fmt::format("the step plan gives {} ({}) no {} argument '{}'", kernelName(launch.kind),
+                                     launch.config.str(), what, name));
+  };
+  for (const LaunchArg &a : launch.args) {
+    const auto &names = a.isBuffer ? signature.buffers : signature.scalars;
+    if (std::find(names.begin(), names.end(), a.name) == names.end())
+      return Status::error(fmt::format("{} ({}) takes no {} argument '{}' that the step plan gives",
+                                       kernelName(launch.kind), launch.config.str(),
+                                       a.isBuffer ? "buffer" : "scalar", a.name));
+  }
+  for (const std::string &name : signature.buffers) {
+    const LaunchArg *a = find(name, true);
+    if (!a)
+      return missing(name, "buffer");
+    buffer(a->buffer, a->value);
+  }
+  for (const std::string &name : signature.scalars) {
+    const LaunchArg *a = find(name, false);
+    if (!a)
+      return missing(name, "scalar");
+    scalar(a->value);
+  }
+  return Status();
+}
 
 int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last) {
   int64_t m = 0;

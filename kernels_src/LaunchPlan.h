@@ -1,19 +1,97 @@
-// What every backend derives from a step to launch the kernels the same way: the score grids'
-// block extent, the prefill row-tile table (score_prefill's programs) and per-row block counts
-// (topk_prefill's input) -- the metadata builder's part of the work.
+// One step plan for every backend: the kernels a step launches, in order, each with its config,
+// grid and arguments by name (the names its dsl::Kernel declares), over the step's buffers named
+// by role. Backends only bind roles to memory and launch (bindLaunch). Also the metadata builder's
+// part of the work: the prefill row-tile table and per-row block counts.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "core/Batch.h"
+#include "core/Status.h"
+#include "kernels_src/KernelCatalog.h"
 
 namespace m3idx::kernels {
+
+// The buffers a step's kernels read and write, by role.
+enum class StepBuffer : uint8_t {
+  Q, Kv, BlockTable, SeqLens, QueryStartLoc, // the batch (SPEC §3)
+  TileRequest, TileRowBegin, RowBlocks,       // metadata the plan's owner fills (below)
+  Scores, Topk, Partial,                      // [H, T, W] f32, [H, T, 16] i32, i64 segment keys
+};
+inline constexpr int kStepBufferCount = 11;
+const char *stepBufferName(StepBuffer b);
+
+// A target's choices for one step's heads and decode_query_len (tuning/TargetTuning.h fills it):
+// every kernel's config and the sizes its grids aim at.
+struct StepTuning {
+  std::array<KernelConfig, 5> configs; // by KernelKind
+  int64_t decodeScorePrograms = 1, decodeMaxBlocksPerProgram = 8;
+  int64_t prefillScorePrograms = 1, prefillMaxBlocksPerProgram = 8, prefillMinBlocksPerProgram = 1;
+  int64_t topkPrograms = 1;
+  const KernelConfig &config(KernelKind k) const { return configs[static_cast<int>(k)]; }
+};
+
+struct LaunchArg {
+  std::string name;
+  bool isBuffer = false;
+  StepBuffer buffer = StepBuffer::Q; // isBuffer
+  int64_t value = 0;                 // a buffer's elements, or the scalar's value
+};
+
+struct Launch {
+  KernelKind kind;
+  KernelConfig config;
+  int64_t programs = 0;
+  std::vector<LaunchArg> args;
+};
+
+// Which launches of a step a plan holds: the decode-CP path scores one rank's share, exchanges,
+// then runs the decode top-k on its own scores.
+enum StepParts : unsigned {
+  kScoreDecode = 1, kScorePrefill = 2, kTopkDecode = 4, kTopkPrefill = 8,
+  kAllParts = kScoreDecode | kScorePrefill | kTopkDecode | kTopkPrefill,
+};
+
+struct StepPlan {
+  std::vector<Launch> launches;
+  int rowTile = 1;           // rows of a prefill score program
+  int64_t prefillTiles = 0;  // entries of TileRequest and TileRowBegin (fillPrefillTiles)
+  std::array<int64_t, kStepBufferCount> elements{}; // per StepBuffer: elements the launches use
+  int64_t elementsOf(StepBuffer b) const { return elements[static_cast<int>(b)]; }
+};
+
+// Decode blocks begin, begin + step, ... only (a decode-CP rank's share; all for 0, 1).
+struct DecodeBlocks {
+  int64_t begin = 0, step = 1;
+};
+
+// Plans a validated batch with scores of `width` columns. Errors: an invalid block range, a CP
+// share (step > 1) with prefill scoring of prefill rows or with top-k, a grid over 2^31 - 1
+// programs.
+StatusOr<StepPlan> planStep(const BatchView &b, int64_t width, const StepTuning &tuning,
+                            unsigned parts = kAllParts, DecodeBlocks blocks = {});
+
+// A kernel's arguments in signature order: buffers first, then scalars.
+struct KernelSignature {
+  std::vector<std::string> buffers, scalars;
+};
+KernelSignature signatureOf(const dsl::Kernel &k);
+
+// Calls buffer() for each of the signature's buffers, then scalar() for each scalar, with the
+// launch's argument of that name. An argument the launch lacks, or one it has that the kernel does
+// not take, is an error naming it (the plan and the kernels disagree).
+Status bindLaunch(const KernelSignature &signature, const Launch &launch,
+                  const std::function<void(StepBuffer, int64_t elements)> &buffer,
+                  const std::function<void(int64_t)> &scalar);
 
 // The most blocks any request in [first, last) has: the block extent of a score grid.
 int64_t maxRequestBlocks(const BatchView &b, int64_t first, int64_t last);
 
-// Slots of decode blocks begin, begin + step, ... below `blocks` (a decode-CP rank's share; all
-// blocks for begin 0, step 1).
+// Slots of decode blocks begin, begin + step, ... below `blocks`.
 inline int64_t blockSlots(int64_t blocks, int64_t begin, int64_t step) {
   return blocks > begin ? (blocks - begin + step - 1) / step : 0;
 }
@@ -21,34 +99,29 @@ inline int64_t blockSlots(int64_t blocks, int64_t begin, int64_t step) {
 // A score grid: `units` (decode requests or prefill row tiles) x `chunks` programs, each scoring
 // up to blocksPerProgram consecutive blocks of its unit's `blocks` (the most any unit has). Runs of
 // blocks share a program's query load and keep its key stream going; the grid keeps at least
-// `targetPrograms` programs when there are that many blocks (a GPU needs thousands of warps; the
-// host's thread pool a few hundred work items). Runs are at least minBlocksPerProgram long while
-// that leaves targetPrograms / 2 programs: longer runs spread a program's fixed cost (its staging)
-// over more blocks where the target's programs are costly to start (sm_90's prefill).
-inline constexpr int64_t kMaxBlocksPerProgram = 8;
-inline constexpr int64_t kGpuScorePrograms = 16384, kHostScorePrograms = 256;
+// `targetPrograms` programs when there are that many blocks. Runs are at least
+// minBlocksPerProgram long while that leaves targetPrograms / 2 programs: longer runs spread a
+// program's fixed cost (its staging) over more blocks where programs are costly to start.
 struct ScoreGrid {
   int64_t chunks = 1, blocksPerProgram = 1;
   int64_t programs(int64_t units) const { return units * chunks; }
 };
-ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms,
-                    int64_t maxBlocksPerProgram = kMaxBlocksPerProgram, int64_t minBlocksPerProgram = 1);
+ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms, int64_t maxBlocksPerProgram,
+                    int64_t minBlocksPerProgram = 1);
 
 // Top-k of `rows` (head, row) pairs of up to `blocks` blocks: rows too few to fill the target are
 // cut into segments of segmentBlocks (a multiple of the 32-score step, at least 128) whose top 16s
 // topk_merge combines; with one segment the top-k kernels write block ids directly. Rows past the
-// target keep a program each: programs of 8 or 32 rows (strided, so short and long causal rows
-// mix) ran the H200's 4 x 32K prefill top-k in 0.175 / 0.217 ms against 0.165 (bench/RESULTS.md).
-inline constexpr int64_t kGpuTopkPrograms = 4096, kHostTopkPrograms = 64, kMinSegmentBlocks = 128;
+// target keep a program each (programs of several strided rows were slower: bench/RESULTS.md).
+inline constexpr int64_t kMinSegmentBlocks = 128;
 struct TopkSplit {
   int64_t segments = 1, segmentBlocks = 1;
   int64_t partialKeys(int64_t headRows) const { return segments > 1 ? headRows * segments * 16 : 1; }
 };
 TopkSplit topkSplit(int64_t rows, int64_t blocks, int64_t targetPrograms);
 
-// Number of prefill row tiles of `rowTile` rows (the score_prefill config's queryRows), and the
-// table itself: tile t covers rows [rowBegin[t], + rowTile) of request request[t]. Arrays hold
-// prefillTileCount(b, rowTile) entries.
+// Number of prefill row tiles of `rowTile` rows, and the table itself: tile t covers rows
+// [rowBegin[t], + rowTile) of request request[t]. Arrays hold prefillTileCount(b, rowTile) entries.
 int64_t prefillTileCount(const BatchView &b, int rowTile);
 void fillPrefillTiles(const BatchView &b, int rowTile, int32_t *request, int32_t *rowBegin);
 

@@ -1,8 +1,8 @@
 // NVFP4 score kernels (SPEC §4). One program scores a run of up to blocks_per_program KV blocks
 // for a tile of query rows of one request: each key token is loaded and decoded once and dotted
 // with every row and head of the tile. Decode tiles are a request's decode_query_len rows;
-// prefill tiles are up to prefillRowTile(heads) consecutive rows of one request, listed by the
-// runtime's tile table.
+// prefill tiles are up to queryRows consecutive rows of one request (the config's row tile),
+// listed by the runtime's tile table.
 #include "kernels_src/ScoreKernels.h"
 
 #include <functional>
@@ -52,7 +52,6 @@ Value loadI64(KernelBuilder &b, Buffer buf, Value offset) {
   return b.convert(OpKind::ExtS, b.load(buf, offset), Elem::I64);
 }
 
-Value blocksFor(Value tokens) { return (tokens + (spec::kSparseBlockSize - 1)) / spec::kSparseBlockSize; }
 
 // A program's query rows: rows [firstRow, firstRow + count) of the batch, of which the q elements
 // below qLimit exist (rows past the batch's end read 0 and are padding, seeing no token).
@@ -61,11 +60,8 @@ struct RowTile {
   int count = 0;
   std::function<Value(Value)> causalOf; // i64 tile of row slots -> tokens each sees
   Value leastCausal;                    // a scalar no row slot sees fewer tokens than
-  // Prefill only: causalOf(r) = max(r + causalBase, 0) for slots r < validRows, 0 past them (i64
-  // scalars), for masking by each lane's offset from its row's causal length -- one i32 per lane:
-  // a warpgroup's thread holds 64 lanes, where i64 lane arithmetic took 60 registers (ptxas). Decode
-  // programs (at most 8 lanes per thread) keep masking through causalOf: their code is the one
-  // measured (it ran 3% faster than the i32 form on the H200: bench/RESULTS.md).
+  // For configs with narrowMask: causalOf(r) = max(r + causalBase, 0) for slots r < validRows, 0
+  // past them (i64 scalars).
   Value causalBase, validRows;
 };
 
@@ -84,8 +80,8 @@ struct BlockRange {
 // max per (token slot, row, head), reduced over the slots and stored after the block's last tile.
 // Loops nest as blocks, then tiles: a tile's address is its block's page plus a constant step,
 // and the max starts afresh per block, so the per-tile work is the decode, the dot and the max
-// (one loop over all tiles spent 245-268 SASS instructions per tile instead of 160 on sm_90, on
-// index arithmetic and block-end selects; bench/RESULTS.md). Software-pipelined: the next tile's loads (the next
+// (one loop over all tiles spends about 1.6x the instructions per tile, on index arithmetic and
+// block-end selects: bench/RESULTS.md). Software-pipelined: the next tile's loads (the next
 // block's first tile at a block's end, its page read one block ahead) are in flight while a tile
 // is scored, as loop-carried values.
 void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Value req, const BlockRange &range,
@@ -120,7 +116,7 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   Value slotRow = slot / numHeads, slotHead = slot % numHeads;
   auto tileOf = [&](Value scalar) { return b.splat(scalar, N); };
   auto storeBlock = [&](Value blk, Value best) {
-    Value nblk = blocksFor(rt.causalOf(slotRow)), blkT = tileOf(blk);
+    Value nblk = spec::blocksFor(rt.causalOf(slotRow)), blkT = tileOf(blk);
     Value s = b.select(blkT >= nblk - tileOf(a.localBlocks), tileOf(b.constF32(spec::kLocalSentinel)),
                        b.select(blkT < tileOf(a.initBlocks), tileOf(b.constF32(spec::kInitSentinel)), best));
     Value at = (slotHead * tileOf(a.numRows) + tileOf(rt.firstRow) + slotRow) * tileOf(a.width) + blkT;
@@ -133,9 +129,8 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
     return b.forLoop(lo, hi, b.constInt(1), init, [&](Value i, const Values &it) {
       Value page = it[0], nextPage = pageOf(b.minS(i + 1, range.last - 1));
       Value blk = range.blockOf(i);
-      // The loop over a whole block's tiles may run 4 per trip where the target gains from it (a
-      // hint: lowering/nvvm/Sm90Emitter.cpp says where); the masked one runs once or twice per
-      // program and stays rolled.
+      // The loop over a whole block's tiles may run blockUnroll per trip (a hint to the
+      // lowering); the masked one runs once or twice per program and stays rolled.
       Values tiles = b.forLoop(
           b.constInt(0), b.constInt(steps), b.constInt(1), Values{negInfSlots, it[1], it[2]},
           [&](Value t, const Values &jt) {
@@ -144,7 +139,7 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
             Value dots = b.dotTiles(b.decodeNvfp4(jt[1], jt[2]), q, D);
             // lane n*T + m of a dot.tiles result is token m against (row, head) n (the lanes are
             // made here, not before the loops: live across the unmasked loop, they cost it registers)
-            if (masked && !rt.causalBase.id().valid()) {
+            if (masked && !c.narrowMask) {
               Value lane = b.iota(N * T);
               Value tok = b.splat(blk * spec::kSparseBlockSize + t * T, N * T) + lane % T;
               dots = b.select(tok < rt.causalOf(lane / (T * numHeads)), dots, negInf);
@@ -159,11 +154,11 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
               Value seen = rt.causalBase - (blk * spec::kSparseBlockSize + t * T);
               dots = b.select(past < b.splat(b.convert(OpKind::Trunc, seen, Elem::I32), N * T), dots, negInf);
             }
-            if (c.foldTokenPairs) // tokens m and m + 8 of each 16: one thread's pair on sm_90
+            if (c.foldTokenPairs) // tokens m and m + 8 of each 16
               dots = b.foldMax(dots, 8);
             return Values{b.maxNumF(jt[0], dots), next[0], next[1]};
           },
-          masked ? 1 : 4);
+          masked ? 1 : c.blockUnroll);
       storeBlock(blk, b.reduceMaxGroups(tiles[0], N));
       return Values{nextPage, tiles[1], tiles[2]};
     });
@@ -199,7 +194,7 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   auto slotsBefore = [&](Value n) { // slots i with blockBegin + i * blockStep < n
     return b.maxS(n - a.blockBegin + (a.blockStep - 1), b.constInt(0)) / a.blockStep;
   };
-  BlockRange range = chunkOf(b, a, pid % a.gridChunks, slotsBefore(blocksFor(seqLen)),
+  BlockRange range = chunkOf(b, a, pid % a.gridChunks, slotsBefore(spec::blocksFor(seqLen)),
                              [&](Value i) { return a.blockBegin + i * a.blockStep; }, slotsBefore);
   b.ifThen(range.first < range.last, [&] {
     const int Q = c.queryRows;
@@ -211,6 +206,10 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
       return b.maxS(r + b.splat(seqLen - (Q - 1), r.type().lanes), b.splat(b.constInt(0), r.type().lanes));
     };
     rt.leastCausal = b.maxS(seqLen - (Q - 1), b.constInt(0)); // row 0's
+    if (c.narrowMask) {
+      rt.causalBase = seqLen - (Q - 1);
+      rt.validRows = b.constInt(Q);
+    }
     scoreBlocks(b, a, c, req, range, rt);
   });
   return b.finish();
@@ -232,7 +231,7 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   // causal_len = max(L - q_len + r + 1, 0) for row r of the request
   auto causalOf = [&](Value rowInRequest) { return b.maxS(seqLen - qLen + rowInRequest + 1, zero); };
   Value tileCausal = causalOf(rowBegin + numValid - 1 - qStart); // the tile's last row sees most
-  BlockRange range = chunkOf(b, a, pid % a.gridChunks, blocksFor(tileCausal), [](Value i) { return i; },
+  BlockRange range = chunkOf(b, a, pid % a.gridChunks, spec::blocksFor(tileCausal), [](Value i) { return i; },
                              [](Value n) { return n; });
   b.ifThen(range.first < range.last, [&] {
     RowTile rt;

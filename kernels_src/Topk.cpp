@@ -127,8 +127,7 @@ Value keyTileBound(KernelBuilder &b, Value keys) {
 // Keys each lane keeps in the one pass over a stream (lane i sees keys i, i + 32, ...). The top 16
 // are among the 32 x kLaneDepth kept keys unless one lane saw more than kLaneDepth of them: for
 // uniformly placed top blocks that is 0.5% of 128-block rows, 2% of 256 and 3.5% of 1024
-// (hypergeometric; with 2 kept keys 18-32%). H200, 4 x 32K prefill top-k at H=1: 2 kept 0.190 ms,
-// 3 kept 0.165, 4 kept 0.172 (bench/RESULTS.md).
+// (hypergeometric; with 2 kept keys 18-32%). 3 is the fastest of 2, 3 and 4 (bench/RESULTS.md).
 constexpr int kLaneDepth = 3;
 
 // The top 16 keys of a stream of `count` keys. One pass keeps each lane's kLaneDepth largest keys
@@ -218,7 +217,6 @@ void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer
   });
 }
 
-Value blocksFor(Value tokens) { return (tokens + (spec::kSparseBlockSize - 1)) / spec::kSparseBlockSize; }
 
 } // namespace
 
@@ -240,7 +238,7 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   Value seqLen = b.convert(OpKind::ExtS, b.load(seqLens, row / c.queryRows), Elem::I64);
   Value causal = b.maxS(seqLen - c.queryRows + row % c.queryRows + 1, b.constInt(0));
   Value headRow = head * numRows + row;
-  topkSegment(b, scores, headRow * width, blocksFor(causal), out, sg, headRow, segment);
+  topkSegment(b, scores, headRow * width, spec::blocksFor(causal), out, sg, headRow, segment);
   return b.finish();
 }
 

@@ -14,6 +14,7 @@
 #include "cache/EntryFile.h"
 #include "core/AtomicFile.h"
 #include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
 #include "lowering/Target.h"
 #include "lowering/host/HostCompiler.h"
 #include "runtime/GpuCodeCache.h"
@@ -95,14 +96,18 @@ StatusOr<std::vector<BundleItem>> compileBundle(const BundleRequest &req,
   };
   std::set<std::tuple<std::string, int, std::string>> seen;
   std::vector<Work> work;
-  for (const std::string &t : req.targets)
+  for (const std::string &t : req.targets) {
+    StatusOr<const tuning::TargetTuning *> tuning = tuning::tuningFor(t);
+    if (!tuning.ok())
+      return tuning.status();
     for (int h : req.heads)
       for (int q : req.decodeQueryLens)
         for (KernelKind k : kernels::allKernels()) {
-          kernels::KernelConfig c = kernels::configFor(k, h, q, kernels::prefillFormFor(t));
+          kernels::KernelConfig c = (*tuning)->configFor(k, h, q);
           if (seen.insert({t, static_cast<int>(k), c.str()}).second)
             work.push_back({t, k, c});
         }
+  }
   std::error_code ec;
   fs::create_directories(req.out, ec);
   if (ec)

@@ -1,6 +1,6 @@
 // The host backend (`--backend host`): the DSL kernels JIT-compiled for this CPU on first use of a
-// config, kept in memory, and launched over all cores. Besides run(), it exposes one launch per
-// kernel on caller-provided buffers, which the Indexer API and decode CP compose.
+// config, kept in memory, and launched over all cores. Besides run(), it executes any parts of a
+// step plan on caller-provided buffers, which the Indexer API and decode CP compose.
 #pragma once
 
 #include <map>
@@ -14,16 +14,18 @@
 #include "runtime/Backend.h"
 #include "runtime/GrowBuffer.h"
 #include "runtime/KernelStore.h"
+#include "tuning/TargetTuning.h"
 
 namespace m3idx::runtime {
 
 class HostBackend final : public Backend {
 public:
-  // `prefill`: how score_prefill programs run (kernels::PrefillForm); another target's form runs
-  // that target's kernel source here (tests check sm_90's against the reference on the CPU).
-  explicit HostBackend(kernels::PrefillForm prefill = kernels::kPrefillForm) : prefill_(prefill) {}
+  // `tuning`: the table whose configs and grids it runs; another target's runs that target's
+  // kernel source and plan here (tests check sm_90's against the reference on the CPU).
+  explicit HostBackend(const tuning::TargetTuning &tuning = tuning::hostTuning()) : tuning_(tuning) {}
   std::string name() const override { return "host"; }
   StatusOr<IndexerOutput> run(const BatchView &batch, const RunOptions &options) override;
+  const tuning::TargetTuning &tuning() const { return tuning_; }
 
   // Finds (memory, AOT bundle, disk cache) or compiles the kernel for a config.
   StatusOr<const lowering::HostKernel *> kernel(kernels::KernelKind kind,
@@ -34,22 +36,15 @@ public:
   const std::vector<KernelRecord> &kernelRecords() const { return store_.records(); }
   int64_t compileCount() const;
 
-  // Launches on a validated batch. `scores` is [H, T, width]; `topk` is [H, T, 16].
-  // scoreDecode scores blocks blockBegin, blockBegin + blockStep, ... of the decode requests.
-  Status scoreDecode(const BatchView &b, int64_t width, float *scores, int64_t blockBegin = 0,
-                     int64_t blockStep = 1);
-  Status scorePrefill(const BatchView &b, int64_t width, float *scores);
-  Status topkDecode(const BatchView &b, int64_t width, const float *scores, int32_t *topk);
-  Status topkPrefill(const BatchView &b, int64_t width, const float *scores, int32_t *topk);
-  // All of them, in order (decode rows first).
-  Status execute(const BatchView &b, int64_t width, float *scores, int32_t *topk);
+  // Runs `parts` of a validated batch's step plan (kernels::planStep). `scores` is [H, T, width],
+  // `topk` [H, T, 16] (unused without top-k parts); decode scoring covers `blocks` only.
+  Status execute(const BatchView &b, int64_t width, float *scores, int32_t *topk,
+                 unsigned parts = kernels::kAllParts, kernels::DecodeBlocks blocks = {});
 
 private:
-  Status mergeTopk(const BatchView &b, const kernels::TopkSplit &split, int64_t rowBegin, int64_t rows,
-                   int32_t *topk);
-
-  kernels::PrefillForm prefill_;
+  tuning::TargetTuning tuning_;
   KernelStore store_;
+  std::map<std::pair<int, kernels::KernelConfig>, kernels::KernelSignature> signatures_;
   GrowBuffer<int32_t> tileRequest_, tileRowBegin_, rowBlocks_;
   GrowBuffer<int64_t> partial_; // top-k segments' keys (kernels_src/LaunchPlan.h's TopkSplit)
 };

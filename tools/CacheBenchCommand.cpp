@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
 #include "lowering/host/HostCompiler.h"
 #include "runtime/Backend.h"
 #include "runtime/KernelStore.h"
@@ -53,9 +54,9 @@ struct BenchRow {
 std::vector<BenchRow> benchRows(int heads) {
   std::vector<BenchRow> rows;
   for (kernels::KernelKind kind : kernels::allKernels())
-    rows.push_back({kind, kernels::configFor(kind, heads, 4), ""});
+    rows.push_back({kind, tuning::hostTuning().configFor(kind, heads, 4), ""});
   rows.push_back({kernels::KernelKind::ScorePrefill,
-                  kernels::configFor(kernels::KernelKind::ScorePrefill, heads, 4, kernels::prefillFormFor("sm_90")),
+                  (*tuning::tuningFor("sm_90"))->configFor(kernels::KernelKind::ScorePrefill, heads, 4),
                   "sm_90 form"});
   return rows;
 }
@@ -108,7 +109,7 @@ int runGpuCacheBench(const std::string &backendName, int repeat, int heads) {
     return fail(fmt::format("--backend: expected host, cuda or hip, got '{}'", backendName));
   printHeader(fmt::format("{} on {}", backendName, cold->deviceName()), heads, repeat);
   for (kernels::KernelKind kind : kernels::allKernels()) {
-    const kernels::KernelConfig config = kernels::configFor(kind, heads, 4, cold->prefillForm());
+    const kernels::KernelConfig config = cold->tuning().configFor(kind, heads, 4);
     auto t0 = Clock::now();
     if (Status s = cold->prepare(kind, config); !s.ok())
       return fail(s.message());

@@ -10,6 +10,7 @@
 #include "cache/EntryFile.h"
 
 #include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
 #include "lowering/Target.h"
 #include "lowering/host/HostCompiler.h"
 #include "lowering/GpuCompiler.h"
@@ -25,7 +26,7 @@ namespace {
 
 struct InspectArgs {
   bool list = false, printAfterAll = false, pipeline = false, json = false;
-  std::string kernel, target = "host", emit = "dsl", out, prefillForm;
+  std::string kernel, target = "host", emit = "dsl", out, tuning;
   int heads = 1, queryRows = 0;
 };
 
@@ -145,11 +146,10 @@ int runInspect(const InspectArgs &a) {
     std::cout << target->pipelineText() << "\n";
     return 0;
   }
-  const std::string form = a.prefillForm.empty() ? a.target : a.prefillForm;
-  if (form != "host" && form != "sm_90" && form != "gfx950")
-    return fail(fmt::format("--prefill-form: expected host, sm_90 or gfx950, got '{}'", form));
-  kernels::KernelConfig config = kernels::configFor(*kind, a.heads, a.queryRows ? a.queryRows : 4,
-                                                    kernels::prefillFormFor(form));
+  StatusOr<const tuning::TargetTuning *> tuning = tuning::tuningFor(a.tuning.empty() ? a.target : a.tuning);
+  if (!tuning.ok())
+    return fail("--tuning: " + tuning.status().message());
+  kernels::KernelConfig config = (*tuning)->configFor(*kind, a.heads, a.queryRows ? a.queryRows : 4);
   if (a.queryRows && *kind != kernels::KernelKind::ScorePrefill)
     config.queryRows = a.queryRows;
   StatusOr<dsl::Kernel> k = kernels::buildKernel(*kind, config);
@@ -219,8 +219,8 @@ void addInspectCommand(CLI::App &app, Runner &run) {
   cmd->add_option("--heads", args->heads, "num_index_heads of the config")->capture_default_str();
   cmd->add_option("--query-rows", args->queryRows, "decode_query_len of the config (default 4)");
   cmd->add_option("--target", args->target, "host, sm_90 or gfx950")->capture_default_str();
-  cmd->add_option("--prefill-form", args->prefillForm,
-                  "score_prefill in this target's form (host, sm_90, gfx950; default: --target's)");
+  cmd->add_option("--tuning", args->tuning,
+                  "build the config this target's tuning table gives (host, sm_90, gfx950; default: --target's)");
   cmd->add_option("--emit", args->emit,
                   "dsl, mlir, lowered (LLVM/NVVM/ROCDL dialect), llvm or asm (host), ptx (sm_90), "
                   "bin, meta or asm (gfx950)")

@@ -20,7 +20,7 @@ public:
   GpuIndexerEngine(const IndexerConfig &config, std::unique_ptr<runtime::GpuBackend> backend)
       : config_(config), ownTopk_(&backend->api()), backend_(std::move(backend)) {}
 
-  kernels::PrefillForm prefillForm() const override { return backend_->prefillForm(); }
+  const tuning::TargetTuning &tuning() const override { return backend_->tuning(); }
   Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) override {
     return backend_->prepare(kind, config);
   }

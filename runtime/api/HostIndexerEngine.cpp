@@ -28,7 +28,7 @@ class HostIndexerEngine final : public IndexerEngine {
 public:
   explicit HostIndexerEngine(const IndexerConfig &config) : config_(config) {}
 
-  kernels::PrefillForm prefillForm() const override { return kernels::prefillFormFor("host"); }
+  const tuning::TargetTuning &tuning() const override { return backend_.tuning(); }
   Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) override {
     auto k = backend_.kernel(kind, config);
     return k.ok() ? Status() : k.status();
@@ -58,7 +58,7 @@ public:
     if (!communicator_) // CP ranks score all heads of the group
       return {};
     return {{kernels::KernelKind::ScoreDecode,
-             kernels::configFor(kernels::KernelKind::ScoreDecode,
+             tuning().configFor(kernels::KernelKind::ScoreDecode,
                                 communicator_->worldSize() * config_.numIndexHeads, spec::kCpQueryLen)}};
   }
   StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
@@ -78,8 +78,7 @@ private:
 
 Status HostIndexerEngine::decodeLocal(const BatchView &v, int64_t width, int32_t *topk) {
   float *s = scores_.ensure(std::max<int64_t>(1, v.params.numHeads * v.numRows * width));
-  M3IDX_RETURN_IF_ERROR(backend_.scoreDecode(v, width, s));
-  return backend_.topkDecode(v, width, s, topk);
+  return backend_.execute(v, width, s, topk, kernels::kScoreDecode | kernels::kTopkDecode);
 }
 
 // SPEC §6 on one rank: all-gather the group's decode queries, score blocks b % world == rank for
@@ -101,7 +100,7 @@ Status HostIndexerEngine::decodeCp(const BatchView &v, int64_t width, int32_t *t
   all.params.numHeads = world;
   const int64_t slice = rows * width; // one head's [rows, W]
   float *send = cpSend_.ensure(std::max<int64_t>(1, world * slice));
-  M3IDX_RETURN_IF_ERROR(backend_.scoreDecode(all, width, send, /*blockBegin=*/rank, /*step=*/world));
+  M3IDX_RETURN_IF_ERROR(backend_.execute(all, width, send, nullptr, kernels::kScoreDecode, {rank, world}));
   float *recv = cpRecv_.ensure(std::max<int64_t>(1, world * slice));
   M3IDX_RETURN_IF_ERROR(communicator_->allToAll(send, recv, slice * sizeof(float), stream));
   float *merged = cpMerged_.ensure(std::max<int64_t>(1, slice)); // this rank's head, [rows, W]
@@ -111,7 +110,7 @@ Status HostIndexerEngine::decodeCp(const BatchView &v, int64_t width, int32_t *t
     for (int64_t b = 0; b < nblk; ++b)
       merged[r * width + b] = recv[(b % world) * slice + r * width + b];
   }
-  return backend_.topkDecode(v, width, merged, topk);
+  return backend_.execute(v, width, merged, topk, kernels::kTopkDecode);
 }
 
 StatusOr<int32_t *> HostIndexerEngine::run(const IndexerStep &step, int32_t *topk, Stream stream,
@@ -142,8 +141,8 @@ StatusOr<int32_t *> HostIndexerEngine::run(const IndexerStep &step, int32_t *top
     const BatchView &p = step.prefill;
     float *s = scores_.ensure(std::max<int64_t>(1, H * prefillRows * step.prefillWidth));
     int32_t *tmp = prefillTopk_.ensure(H * prefillRows * spec::kTopkBlocks);
-    M3IDX_RETURN_IF_ERROR(backend_.scorePrefill(p, step.prefillWidth, s));
-    M3IDX_RETURN_IF_ERROR(backend_.topkPrefill(p, step.prefillWidth, s, tmp));
+    M3IDX_RETURN_IF_ERROR(
+        backend_.execute(p, step.prefillWidth, s, tmp, kernels::kScorePrefill | kernels::kTopkPrefill));
     copyHeadRows(topk, T, decodeRows, tmp, prefillRows, H);
   }
   return topk;

@@ -177,15 +177,15 @@ int64_t Indexer::scratchAllocations() const {
 Status Indexer::warmup() {
   using kernels::KernelKind;
   const int H = impl_->config.numIndexHeads;
+  const tuning::TargetTuning &tuning = impl_->engine->tuning();
   std::vector<std::pair<KernelKind, kernels::KernelConfig>> needed;
   for (int q : impl_->config.decodeQueryLens) {
-    needed.push_back({KernelKind::ScoreDecode, kernels::configFor(KernelKind::ScoreDecode, H, q)});
-    needed.push_back({KernelKind::TopkDecode, kernels::configFor(KernelKind::TopkDecode, H, q)});
+    needed.push_back({KernelKind::ScoreDecode, tuning.configFor(KernelKind::ScoreDecode, H, q)});
+    needed.push_back({KernelKind::TopkDecode, tuning.configFor(KernelKind::TopkDecode, H, q)});
   }
-  needed.push_back({KernelKind::ScorePrefill, kernels::configFor(KernelKind::ScorePrefill, H, 4,
-                                                                 impl_->engine->prefillForm())});
-  needed.push_back({KernelKind::TopkPrefill, kernels::configFor(KernelKind::TopkPrefill, H, 4)});
-  needed.push_back({KernelKind::TopkMerge, kernels::configFor(KernelKind::TopkMerge, H, 4)});
+  needed.push_back({KernelKind::ScorePrefill, tuning.configFor(KernelKind::ScorePrefill, H, 4)});
+  needed.push_back({KernelKind::TopkPrefill, tuning.configFor(KernelKind::TopkPrefill, H, 4)});
+  needed.push_back({KernelKind::TopkMerge, tuning.configFor(KernelKind::TopkMerge, H, 4)});
   for (const auto &k : impl_->engine->cpKernels())
     needed.push_back(k);
   for (const auto &[kind, cfg] : needed) {

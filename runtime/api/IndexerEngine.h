@@ -10,6 +10,7 @@
 #include "core/Batch.h"
 #include "core/Status.h"
 #include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
 #include "m3idx/Indexer.h"
 
 namespace m3idx::runtime {
@@ -33,8 +34,8 @@ struct IndexerStep {
 class IndexerEngine {
 public:
   virtual ~IndexerEngine() = default;
-  // How the engine's target runs prefill programs (kernels::prefillFormFor).
-  virtual kernels::PrefillForm prefillForm() const = 0;
+  // The engine's target's tuning table: the configs its steps are built with.
+  virtual const tuning::TargetTuning &tuning() const = 0;
   // Obtains a kernel's code now (warm-up), so that steps need none.
   virtual Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) = 0;
   // Kernels obtained so far, and a line for each from the `from`-th on (late-compile warnings).

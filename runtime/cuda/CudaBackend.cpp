@@ -9,7 +9,7 @@ StatusOr<std::unique_ptr<runtime::GpuBackend>> createCudaBackend(int device, run
   if (!api.ok())
     return api.status();
   return runtime::GpuBackend::create(*api, "cuda", device, 32, std::move(ptx),
-                                     kernels::prefillFormFor("sm_90"), "sm_90");
+                                     **tuning::tuningFor("sm_90"), "sm_90");
 }
 
 } // namespace m3idx::cuda

@@ -11,7 +11,6 @@
 namespace m3idx::runtime {
 
 using kernels::KernelKind;
-using kernels::maxRequestBlocks;
 
 namespace {
 
@@ -71,7 +70,7 @@ private:
 
 StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(const DeviceApi *api, std::string name,
                                                         int device, unsigned threads,
-                                                        CodeSource source, kernels::PrefillForm prefill,
+                                                        CodeSource source, const tuning::TargetTuning &tuning,
                                                         const std::string &arch) {
   std::string deviceName;
   M3IDX_RETURN_IF_ERROR(api->check(api->openDevice(device, &deviceName), "device selection"));
@@ -84,13 +83,16 @@ StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(const DeviceApi *api, s
                                        arch == "sm_90" ? " (H100, H200, GH200)" : ""));
   }
   return std::unique_ptr<GpuBackend>(new GpuBackend(api, std::move(name), std::move(deviceName), threads,
-                                                    std::move(source), prefill));
+                                                    std::move(source), tuning));
 }
 
-StatusOr<void *> GpuBackend::function(KernelKind kind, const kernels::KernelConfig &config) {
-  auto key = std::make_pair(static_cast<int>(kind), config.str());
+StatusOr<const GpuBackend::Function *> GpuBackend::function(KernelKind kind, const kernels::KernelConfig &config) {
+  auto key = std::make_pair(static_cast<int>(kind), config);
   if (auto it = functions_.find(key); it != functions_.end())
-    return it->second;
+    return &it->second;
+  StatusOr<dsl::Kernel> kernel = kernels::buildKernel(kind, config); // its argument names
+  if (!kernel.ok())
+    return kernel.status();
   StatusOr<std::string> code = source_(kind, config);
   if (!code.ok())
     return code.status();
@@ -100,9 +102,8 @@ StatusOr<void *> GpuBackend::function(KernelKind kind, const kernels::KernelConf
   void *fn = nullptr;
   M3IDX_RETURN_IF_ERROR(api_->check(api_->getFunction(&fn, module, kernels::kernelName(kind)),
                                     "function lookup"));
-  functions_[key] = fn;
   loaded_.push_back(fmt::format("{} ({})", kernels::kernelName(kind), config.str()));
-  return fn;
+  return &(functions_[key] = Function{fn, kernels::signatureOf(*kernel)});
 }
 
 GpuBackend::~GpuBackend() {
@@ -132,79 +133,67 @@ int64_t GpuBackend::scratchAllocations() const {
   return scores_.allocations() + partial_.allocations() + metadata_.allocations();
 }
 
-namespace {
-
-// Sections of the step's metadata upload, in int32 elements, each starting 16 bytes aligned.
-struct MetadataLayout {
-  int64_t blockTable = 0, seqLens, queryStartLoc, tileRequest, tileRowBegin, rowBlocks, total;
-  MetadataLayout(const BatchView &b, int64_t tiles, bool withTable) {
-    auto after = [](int64_t at, int64_t count) { return (at + count + 3) / 4 * 4; };
-    seqLens = after(blockTable, withTable ? b.numRequests * b.maxBlocks : 0);
-    queryStartLoc = after(seqLens, b.numRequests);
-    tileRequest = after(queryStartLoc, b.numRequests + 1);
-    tileRowBegin = after(tileRequest, tiles);
-    rowBlocks = after(tileRowBegin, tiles);
-    total = after(rowBlocks, b.numRows);
-  }
-};
-
-} // namespace
-
 Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &io,
                            const RunOptions &options, bool timed) {
+  using kernels::StepBuffer;
   const int H = b.params.numHeads, Q = b.params.decodeQueryLen;
-  const int64_t T = b.numRows, R = b.numRequests, D = b.params.numDecodes;
-  const int64_t decodeRows = b.queryStartLoc[D];
-  const int64_t scoreCount = H * T * W, topkCount = H * T * spec::kTopkBlocks;
-  const int64_t blockBegin = options.decodeBlockBegin, blockStep = options.decodeBlockStep;
-  if (blockBegin < 0 || blockStep < 1 || (blockStep > 1 && blockBegin >= blockStep))
-    return invalidArgument("decode block range", "0 <= begin < step, step >= 1",
-                           fmt::format("begin {}, step {}", blockBegin, blockStep));
-  const bool cpShare = blockStep > 1;
-  if (cpShare && T > decodeRows)
-    return invalidArgument("decode block range", "a decode-only batch (a CP rank's share)",
-                           fmt::format("{} prefill rows", T - decodeRows));
+  const kernels::StepTuning stepTuning = tuning_.forStep(H, Q);
+  // A CP share runs the score kernels only: the exchange completes the rows before any top-k.
+  const bool cpShare = options.decodeBlockStep > 1;
+  StatusOr<kernels::StepPlan> plan =
+      kernels::planStep(b, W, stepTuning, cpShare ? kernels::kScoreDecode | kernels::kScorePrefill : kernels::kAllParts,
+                        {options.decodeBlockBegin, options.decodeBlockStep});
+  if (!plan.ok())
+    return plan.status();
   // Every function first (a compile or module load), so nothing below waits on the host.
   for (KernelKind k : kernels::allKernels())
-    M3IDX_RETURN_IF_ERROR(prepare(k, kernels::configFor(k, H, Q, prefill_)));
+    M3IDX_RETURN_IF_ERROR(prepare(k, stepTuning.config(k)));
 
-  // Metadata: one host staging array, one stream-ordered upload.
-  const int rowTile = kernels::prefillRowTile(H, prefill_.columns);
-  const int64_t tiles = kernels::prefillTileCount(b, rowTile);
-  const MetadataLayout at(b, tiles, /*withTable=*/!io.blockTable);
-  int32_t *host = staging_.ensure(at.total);
+  // Metadata: one host staging array of int32 sections, each 16 bytes aligned, one upload.
+  int64_t at[kernels::kStepBufferCount] = {}, total = 0;
+  for (StepBuffer role : {StepBuffer::BlockTable, StepBuffer::SeqLens, StepBuffer::QueryStartLoc,
+                          StepBuffer::TileRequest, StepBuffer::TileRowBegin, StepBuffer::RowBlocks}) {
+    if (role == StepBuffer::BlockTable && io.blockTable)
+      continue;
+    at[static_cast<int>(role)] = total;
+    total = (total + plan->elementsOf(role) + 3) / 4 * 4;
+  }
+  int32_t *host = staging_.ensure(std::max<int64_t>(total, 1));
+  auto sectionOf = [&](StepBuffer role) { return host + at[static_cast<int>(role)]; };
   if (!io.blockTable)
-    std::copy_n(b.blockTable, R * b.maxBlocks, host + at.blockTable);
-  std::copy_n(b.seqLens, R, host + at.seqLens);
-  std::copy_n(b.queryStartLoc, R + 1, host + at.queryStartLoc);
-  kernels::fillPrefillTiles(b, rowTile, host + at.tileRequest, host + at.tileRowBegin);
-  std::fill_n(host + at.rowBlocks, decodeRows, 0);
-  kernels::fillPrefillRowBlocks(b, host + at.rowBlocks);
-
-  const kernels::TopkSplit decodeSplit = kernels::topkSplit(H * decodeRows, W, kernels::kGpuTopkPrograms);
-  const kernels::TopkSplit prefillSplit =
-      kernels::topkSplit(H * (T - decodeRows), W, kernels::kGpuTopkPrograms);
-  StatusOr<uint64_t> meta = metadata_.ensure(at.total * 4), scores = scores_.ensure(scoreCount * 4),
-                     partial = partial_.ensure(8 * std::max(decodeSplit.partialKeys(H * T),
-                                                            prefillSplit.partialKeys(H * T)));
+    std::copy_n(b.blockTable, plan->elementsOf(StepBuffer::BlockTable), sectionOf(StepBuffer::BlockTable));
+  std::copy_n(b.seqLens, plan->elementsOf(StepBuffer::SeqLens), sectionOf(StepBuffer::SeqLens));
+  std::copy_n(b.queryStartLoc, plan->elementsOf(StepBuffer::QueryStartLoc), sectionOf(StepBuffer::QueryStartLoc));
+  if (plan->prefillTiles > 0)
+    kernels::fillPrefillTiles(b, plan->rowTile, sectionOf(StepBuffer::TileRequest),
+                              sectionOf(StepBuffer::TileRowBegin));
+  if (plan->elementsOf(StepBuffer::RowBlocks) > 0) {
+    std::fill_n(sectionOf(StepBuffer::RowBlocks), b.numRows, 0);
+    kernels::fillPrefillRowBlocks(b, sectionOf(StepBuffer::RowBlocks));
+  }
+  StatusOr<uint64_t> meta = metadata_.ensure(std::max<int64_t>(total, 1) * 4),
+                     scores = scores_.ensure(plan->elementsOf(StepBuffer::Scores) * 4),
+                     partial = partial_.ensure(8 * std::max<int64_t>(plan->elementsOf(StepBuffer::Partial), 1));
   for (const StatusOr<uint64_t> *p : {&meta, &scores, &partial})
     if (!p->ok())
       return p->status();
+  uint64_t address[kernels::kStepBufferCount] = {};
+  for (StepBuffer role : {StepBuffer::BlockTable, StepBuffer::SeqLens, StepBuffer::QueryStartLoc,
+                          StepBuffer::TileRequest, StepBuffer::TileRowBegin, StepBuffer::RowBlocks})
+    address[static_cast<int>(role)] = *meta + 4 * at[static_cast<int>(role)];
+  if (io.blockTable)
+    address[static_cast<int>(StepBuffer::BlockTable)] = io.blockTable;
+  address[static_cast<int>(StepBuffer::Q)] = io.q;
+  address[static_cast<int>(StepBuffer::Kv)] = io.kv;
+  address[static_cast<int>(StepBuffer::Scores)] = *scores;
+  address[static_cast<int>(StepBuffer::Topk)] = io.topk;
+  address[static_cast<int>(StepBuffer::Partial)] = *partial;
 
   void *stream = options.stream;
   if (anyStep_ && stream != lastStream_) // the scratch is the last step's until it is done
     M3IDX_RETURN_IF_ERROR(api_->check(api_->streamWaitEvent(stream, stepDone_), "stream wait"));
   M3IDX_RETURN_IF_ERROR(
-      api_->check(api_->uploadAsync(*meta, host, at.total * 4, stream), "host-to-device copy"));
-
-  auto section = [&](int64_t offset) { return *meta + 4 * offset; };
-  auto batchArgs = [&](LaunchArgs &a) {
-    a.buffer(io.q, T * H * spec::kIndexHeadDim);
-    a.buffer(io.kv, b.numPages * spec::kPageBytes);
-    a.buffer(io.blockTable ? io.blockTable : section(at.blockTable), R * b.maxBlocks);
-    a.buffer(section(at.seqLens), R);
-    a.buffer(section(at.queryStartLoc), R + 1);
-  };
+      api_->check(api_->uploadAsync(*meta, host, total * 4, stream), "host-to-device copy"));
   if (timed) {
     launched_.clear();
     if (options.beforeLaunches)
@@ -214,78 +203,27 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
       return first.status();
     M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(*first, stream), "event record"));
   }
-  auto launch = [&](KernelKind kind, LaunchArgs &a, int64_t programs) -> Status {
-    if (programs <= 0)
-      return Status();
-    if (programs > std::numeric_limits<int32_t>::max())
-      return invalidArgument("grid", "at most 2^31 - 1 programs", programs);
-    const kernels::KernelConfig config = kernels::configFor(kind, H, Q, prefill_);
-    auto fn = function(kind, config);
+  for (const kernels::Launch &launch : plan->launches) {
+    auto fn = function(launch.kind, launch.config);
     if (!fn.ok())
       return fn.status();
+    LaunchArgs a;
+    M3IDX_RETURN_IF_ERROR(kernels::bindLaunch(
+        (*fn)->signature, launch,
+        [&](StepBuffer role, int64_t elements) { a.buffer(address[static_cast<int>(role)], elements); },
+        [&](int64_t v) { a.scalar(v); }));
     std::vector<void *> params = a.pointers();
-    const unsigned threads = threads_ * static_cast<unsigned>(config.warps);
-    M3IDX_RETURN_IF_ERROR(api_->check(
-        api_->launch(*fn, static_cast<unsigned>(programs), threads, stream, params.data()),
-        kernels::kernelName(kind)));
+    const unsigned threads = threads_ * static_cast<unsigned>(launch.config.warps);
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->launch((*fn)->fn, static_cast<unsigned>(launch.programs), threads,
+                                                   stream, params.data()),
+                                      kernels::kernelName(launch.kind)));
     if (!timed)
-      return Status();
-    launched_.push_back(kernels::kernelName(kind));
+      continue;
+    launched_.push_back(kernels::kernelName(launch.kind));
     auto after = event(launched_.size());
     if (!after.ok())
       return after.status();
-    return api_->check(api_->eventRecord(*after, stream), "event record");
-  };
-
-  if (D > 0) {
-    const kernels::ScoreGrid grid = kernels::scoreGrid(
-        D, kernels::blockSlots(maxRequestBlocks(b, 0, D), blockBegin, blockStep), kernels::kGpuScorePrograms);
-    LaunchArgs a;
-    batchArgs(a);
-    a.buffer(*scores, scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W).scalar(grid.chunks)
-        .scalar(grid.blocksPerProgram).scalar(b.params.initBlocks).scalar(b.params.localBlocks)
-        .scalar(blockBegin).scalar(blockStep);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScoreDecode, a, grid.programs(D)));
-  }
-  if (tiles > 0) {
-    const kernels::ScoreGrid grid = kernels::scoreGrid(tiles, maxRequestBlocks(b, D, R), prefill_.gpuPrograms,
-                                                       prefill_.maxBlocksPerProgram, prefill_.minBlocksPerProgram);
-    LaunchArgs a;
-    batchArgs(a);
-    a.buffer(section(at.tileRequest), tiles);
-    a.buffer(section(at.tileRowBegin), tiles);
-    a.buffer(*scores, scoreCount).scalar(T).scalar(b.maxBlocks).scalar(W).scalar(grid.chunks)
-        .scalar(grid.blocksPerProgram).scalar(b.params.initBlocks).scalar(b.params.localBlocks);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::ScorePrefill, a, grid.programs(tiles)));
-  }
-  // Rows too few to fill the GPU are cut into segments, merged by topk_merge.
-  auto merge = [&](const kernels::TopkSplit &split, int64_t rowBegin, int64_t rows) -> Status {
-    if (split.segments == 1)
-      return Status();
-    LaunchArgs a;
-    a.buffer(*partial, split.partialKeys(H * T));
-    a.buffer(io.topk, topkCount).scalar(T).scalar(rowBegin).scalar(rows).scalar(split.segments);
-    return launch(KernelKind::TopkMerge, a, H * rows);
-  };
-  if (decodeRows > 0 && !cpShare) {
-    LaunchArgs a;
-    a.buffer(*scores, scoreCount);
-    a.buffer(section(at.seqLens), R);
-    a.buffer(io.topk, topkCount);
-    a.buffer(*partial, decodeSplit.partialKeys(H * T)).scalar(T).scalar(W).scalar(decodeRows)
-        .scalar(decodeSplit.segmentBlocks).scalar(decodeSplit.segments);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkDecode, a, H * decodeRows * decodeSplit.segments));
-    M3IDX_RETURN_IF_ERROR(merge(decodeSplit, 0, decodeRows));
-  }
-  if (T - decodeRows > 0 && !cpShare) {
-    LaunchArgs a;
-    a.buffer(*scores, scoreCount);
-    a.buffer(section(at.rowBlocks), T);
-    a.buffer(io.topk, topkCount);
-    a.buffer(*partial, prefillSplit.partialKeys(H * T)).scalar(T).scalar(W).scalar(decodeRows)
-        .scalar(T - decodeRows).scalar(prefillSplit.segmentBlocks).scalar(prefillSplit.segments);
-    M3IDX_RETURN_IF_ERROR(launch(KernelKind::TopkPrefill, a, H * (T - decodeRows) * prefillSplit.segments));
-    M3IDX_RETURN_IF_ERROR(merge(prefillSplit, decodeRows, T - decodeRows));
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(*after, stream), "event record"));
   }
   if (!stepDone_) {
     void *e = nullptr;

@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "kernels_src/KernelCatalog.h"
+#include "kernels_src/LaunchPlan.h"
 #include "runtime/Backend.h"
 #include "runtime/GrowBuffer.h"
 #include "runtime/gpu/DeviceApi.h"
 #include "runtime/gpu/DeviceScratch.h"
+#include "tuning/TargetTuning.h"
 
 namespace m3idx::runtime {
 
@@ -32,14 +34,14 @@ struct DeviceTensors {
 class GpuBackend final : public Backend {
 public:
   // `threads` per warp of a program: 32 for sm_90, 64 for gfx950 (lowering::GpuForm; a kernel
-  // config's `warps` multiplies it); `prefill`: the target's form (kernels::prefillFormFor),
-  // which shapes score_prefill's config and tiles.
+  // config's `warps` multiplies it); `tuning`: the target's table, which gives each step's
+  // configs and grids.
   // `arch`: the architecture the code source makes code for ("sm_90"); a device the API reports
   // as another is refused with both named ("": not checked).
   static StatusOr<std::unique_ptr<GpuBackend>> create(const DeviceApi *api, std::string name,
                                                       int device, unsigned threads,
                                                       CodeSource source,
-                                                      kernels::PrefillForm prefill = kernels::kPrefillForm,
+                                                      const tuning::TargetTuning &tuning,
                                                       const std::string &arch = "");
   ~GpuBackend() override;
   std::string name() const override { return name_; }
@@ -60,7 +62,7 @@ public:
   const std::vector<std::string> &functionsLoaded() const { return loaded_; }
   int64_t scratchAllocations() const;
   const DeviceApi &api() const { return *api_; }
-  kernels::PrefillForm prefillForm() const { return prefill_; }
+  const tuning::TargetTuning &tuning() const { return tuning_; }
   // Milliseconds of the last run()'s launches, first to last, from events recorded on its stream.
   double lastKernelMs() const { return lastKernelMs_; }
   // Milliseconds of each kernel of the last run (events between consecutive launches), by name.
@@ -68,20 +70,24 @@ public:
 
 private:
   GpuBackend(const DeviceApi *api, std::string name, std::string deviceName, unsigned threads,
-             CodeSource source, kernels::PrefillForm prefill)
+             CodeSource source, const tuning::TargetTuning &tuning)
       : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), threads_(threads),
-        prefill_(prefill), source_(std::move(source)), scores_(api), partial_(api),
+        tuning_(tuning), source_(std::move(source)), scores_(api), partial_(api),
         metadata_(api) {}
-  StatusOr<void *> function(kernels::KernelKind kind, const kernels::KernelConfig &config);
+  struct Function {
+    void *fn = nullptr;
+    kernels::KernelSignature signature;
+  };
+  StatusOr<const Function *> function(kernels::KernelKind kind, const kernels::KernelConfig &config);
   StatusOr<void *> event(size_t i); // the i-th timing event, created on first use
   Status collectTimes(); // after a timed enqueue: waits for it, fills the times below
 
   const DeviceApi *api_;
   std::string name_, deviceName_;
   unsigned threads_;
-  kernels::PrefillForm prefill_;
+  tuning::TargetTuning tuning_;
   CodeSource source_;
-  std::map<std::pair<int, std::string>, void *> functions_;
+  std::map<std::pair<int, kernels::KernelConfig>, Function> functions_;
   std::vector<std::string> loaded_;
   std::vector<void *> events_;
   double lastKernelMs_ = 0;

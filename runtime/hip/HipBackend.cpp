@@ -8,7 +8,7 @@ StatusOr<std::unique_ptr<runtime::GpuBackend>> createHipBackend(int device, runt
   auto api = loadHipRuntime();
   if (!api.ok())
     return api.status();
-  return runtime::GpuBackend::create(*api, "hip", device, 64, std::move(hsaco));
+  return runtime::GpuBackend::create(*api, "hip", device, 64, std::move(hsaco), **tuning::tuningFor("gfx950"));
 }
 
 } // namespace m3idx::hip

@@ -161,7 +161,7 @@ TEST(DiskCacheStore, RunOnlyMissNamesKernelAndConfig) {
   StatusOr<IndexerOutput> out = host.run(smallCase().view(), {});
   ::unsetenv("M3IDX_RUN_ONLY");
   ASSERT_FALSE(out.ok());
-  EXPECT_NE(out.status().message().find("kernel score_decode (heads=1,rows=4)"), std::string::npos)
+  EXPECT_NE(out.status().message().find("kernel score_decode (heads=1,rows=4,unroll=4)"), std::string::npos)
       << out.status().message();
   EXPECT_NE(out.status().message().find("M3IDX_RUN_ONLY=1"), std::string::npos);
 }

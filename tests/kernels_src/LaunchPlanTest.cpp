@@ -1,6 +1,7 @@
-// Launch policies: the score grid takes runs of blocks per program only while it keeps its target
-// number of programs (never more than kMaxBlocksPerProgram, chunks covering every block); the
-// top-k cuts rows into segments only when there are too few rows to fill the target.
+// The step plan: launches whose arguments bind by name to every kernel of every target's configs;
+// the score grid takes runs of blocks per program only while it keeps its target number of
+// programs (chunks covering every block); the top-k cuts rows into segments only when there are
+// too few rows to fill the target.
 #include <algorithm>
 #include <tuple>
 #include <vector>
@@ -9,24 +10,38 @@
 
 #include "kernels_src/KernelCatalog.h"
 #include "kernels_src/LaunchPlan.h"
+#include "tests/TestCases.h"
+#include "tuning/TargetTuning.h"
 
 using namespace m3idx::kernels;
+using m3idx::Status;
+using m3idx::tuning::hostTuning;
+using m3idx::tuning::TargetTuning;
+
+namespace {
+
+const TargetTuning &sm90() { return **m3idx::tuning::tuningFor("sm_90"); }
+const int64_t kGpuScorePrograms = sm90().decodeScorePrograms, kHostScorePrograms = hostTuning().decodeScorePrograms;
+const int64_t kMaxBlocksPerProgram = hostTuning().decodeMaxBlocksPerProgram;
+const int64_t kGpuTopkPrograms = sm90().topkPrograms, kHostTopkPrograms = hostTuning().topkPrograms;
+
+} // namespace
 
 TEST(ScoreGrid, LongBatchesTakeRunsOfBlocks) {
-  ScoreGrid g = scoreGrid(256, 1024, kGpuScorePrograms); // 256 requests x 128K tokens
+  ScoreGrid g = scoreGrid(256, 1024, kGpuScorePrograms, kMaxBlocksPerProgram); // 256 requests x 128K tokens
   EXPECT_EQ(g.blocksPerProgram, 8);
   EXPECT_EQ(g.chunks, 128);
   EXPECT_EQ(g.programs(256), 32768);
-  g = scoreGrid(8, 8192, kGpuScorePrograms); // 8 x 1M: 65536 blocks keep 16384 programs
+  g = scoreGrid(8, 8192, kGpuScorePrograms, kMaxBlocksPerProgram); // 8 x 1M: 65536 blocks keep 16384 programs
   EXPECT_EQ(g.blocksPerProgram, 4);
   EXPECT_EQ(g.programs(8), 16384);
 }
 
 TEST(ScoreGrid, SmallBatchesKeepOneBlockPerProgram) {
-  ScoreGrid g = scoreGrid(1, 8192, kGpuScorePrograms); // one 1M-token request: fill the GPU
+  ScoreGrid g = scoreGrid(1, 8192, kGpuScorePrograms, kMaxBlocksPerProgram); // one 1M-token request: fill the GPU
   EXPECT_EQ(g.blocksPerProgram, 1);
   EXPECT_EQ(g.chunks, 8192);
-  g = scoreGrid(3, 0, kHostScorePrograms); // no blocks: one (empty) program per unit
+  g = scoreGrid(3, 0, kHostScorePrograms, kMaxBlocksPerProgram); // no blocks: one (empty) program per unit
   EXPECT_EQ(g.blocksPerProgram, 1);
   EXPECT_EQ(g.chunks, 1);
 }
@@ -34,7 +49,7 @@ TEST(ScoreGrid, SmallBatchesKeepOneBlockPerProgram) {
 TEST(ScoreGrid, ChunksCoverEveryBlock) {
   for (int64_t units : {1, 2, 7, 64, 256})
     for (int64_t blocks : {1, 5, 127, 1000, 1563, 8192}) {
-      const ScoreGrid g = scoreGrid(units, blocks, kHostScorePrograms);
+      const ScoreGrid g = scoreGrid(units, blocks, kHostScorePrograms, kMaxBlocksPerProgram);
       EXPECT_GE(g.blocksPerProgram, 1);
       EXPECT_LE(g.blocksPerProgram, kMaxBlocksPerProgram);
       EXPECT_GE(g.chunks * g.blocksPerProgram, blocks) << units << " x " << blocks;
@@ -48,9 +63,9 @@ TEST(ScoreGrid, ChunksCoverEveryBlock) {
 // a tile's 16 in one program (8 under the 2048 alone), 256 x 512 a tile's 4; a lone 4K-token prompt
 // (32 tiles of 32 blocks) still spreads one block per program.
 TEST(ScoreGrid, WarpgroupPrefillProgramsTakeLongRuns) {
-  const PrefillForm f = prefillFormFor("sm_90");
+  const m3idx::tuning::PrefillForm f = sm90().prefill;
   auto grid = [&](int64_t units, int64_t blocks) {
-    return scoreGrid(units, blocks, f.gpuPrograms, f.maxBlocksPerProgram, f.minBlocksPerProgram);
+    return scoreGrid(units, blocks, f.programs, f.maxBlocksPerProgram, f.minBlocksPerProgram);
   };
   for (auto [units, blocks, run] : {std::tuple<int64_t, int64_t, int64_t>{1024, 256, 64}, {2048, 256, 64},
                                     {1024, 64, 32}, {1024, 16, 16}, {1024, 4, 4}, {32, 32, 1}, {64, 32, 2}}) {
@@ -64,41 +79,6 @@ TEST(ScoreGrid, WarpgroupPrefillProgramsTakeLongRuns) {
       EXPECT_LE(g.blocksPerProgram, 64);
       EXPECT_GE(g.chunks * g.blocksPerProgram, blocks);
     }
-  // Host and gfx950 grids are the decode one's.
-  EXPECT_EQ(prefillFormFor("host").maxBlocksPerProgram, kMaxBlocksPerProgram);
-  EXPECT_EQ(prefillFormFor("gfx950").gpuPrograms, kGpuScorePrograms);
-}
-
-// Configs name what changes the code: warpgroup prefill configs say so (their PTX files and cache
-// keys differ), others keep their names; shapes a kernel cannot take are refused by name.
-TEST(KernelConfig, NamesAndValidation) {
-  EXPECT_EQ(configFor(KernelKind::ScoreDecode, 4, 4).str(), "heads=4,rows=4");
-  EXPECT_EQ(configFor(KernelKind::ScorePrefill, 1, 4).str(), "heads=1,rows=16");
-  EXPECT_EQ(configFor(KernelKind::ScorePrefill, 2, 4, prefillFormFor("sm_90")).str(),
-            "heads=2,rows=64,tokens=64,warps=4,fold");
-  KernelConfig c = configFor(KernelKind::ScorePrefill, 1, 4);
-  c.tokenTile = 48;
-  auto k = buildKernel(KernelKind::ScorePrefill, c);
-  ASSERT_FALSE(k.ok());
-  EXPECT_NE(k.status().message().find("token tile"), std::string::npos) << k.status().message();
-  c = configFor(KernelKind::TopkDecode, 1, 4);
-  c.warps = 4;
-  k = buildKernel(KernelKind::TopkDecode, c);
-  ASSERT_FALSE(k.ok());
-  EXPECT_NE(k.status().message().find("warps"), std::string::npos) << k.status().message();
-  k = buildKernel(KernelKind::ScorePrefill, configFor(KernelKind::ScorePrefill, 4, 4, prefillFormFor("sm_90")));
-  ASSERT_TRUE(k.ok()) << k.status().message();
-  EXPECT_EQ(k->warps, 4);
-  EXPECT_NE(k->print().find("warps=4"), std::string::npos);
-  c = configFor(KernelKind::ScorePrefill, 1, 4); // folding needs token tiles of whole 16s
-  c.foldTokenPairs = true;
-  c.tokenTile = 8;
-  k = buildKernel(KernelKind::ScorePrefill, c);
-  ASSERT_FALSE(k.ok());
-  EXPECT_NE(k.status().message().find("token-pair folding"), std::string::npos) << k.status().message();
-  c = configFor(KernelKind::TopkPrefill, 1, 4);
-  c.foldTokenPairs = true;
-  EXPECT_FALSE(buildKernel(KernelKind::TopkPrefill, c).ok());
 }
 
 TEST(TopkSplit, FewLongRowsAreCutIntoSegments) {
@@ -150,8 +130,8 @@ TEST(PrefillTiles, EveryPrefillRowInOneTileOfItsRequest) {
   b.queryStartLoc = qsl;
   b.numRequests = 5;
   b.numRows = 208;
-  for (int columns : {kPrefillForm.columns, prefillFormFor("sm_90").columns}) {
-    const int tile = prefillRowTile(1, columns);
+  for (const TargetTuning *t : {&hostTuning(), &sm90()}) {
+    const int columns = t->prefill.columns, tile = t->prefillRowTile(1);
     const int64_t n = prefillTileCount(b, tile);
     EXPECT_EQ(n, columns == 128 ? 1 + 1 + 2 : 1 + 5 + 9) << columns;
     std::vector<int32_t> request(n), rowBegin(n), seen(208, 0);
@@ -164,4 +144,105 @@ TEST(PrefillTiles, EveryPrefillRowInOneTileOfItsRequest) {
     for (int r = 0; r < 208; ++r)
       EXPECT_EQ(seen[r], r < 8 ? 0 : 1) << "row " << r << ", tiles of " << tile;
   }
+}
+
+namespace {
+
+// A mixed batch: 2 decode requests of 4 rows (3000 and 9 tokens), prefills of 1, 70 and 129 rows.
+m3idx::Case mixedCase(int heads) {
+  m3idx::IndexerParams p;
+  p.numHeads = heads;
+  p.numDecodes = 2;
+  p.decodeQueryLen = 4;
+  p.localBlocks = 1;
+  return m3idx::testing::buildCase(p, {4, 4, 1, 70, 129}, {3000, 9, 1, 500, 40000});
+}
+
+} // namespace
+
+// Every launch of every target's plan binds to the kernel it names: each argument the kernel
+// declares is given once by name, and none besides (a renamed kernel argument fails here).
+TEST(StepPlan, EveryLaunchBindsToItsKernelByName) {
+  for (const std::string &target : m3idx::tuning::tunedTargets())
+    for (int heads : {1, 2, 4}) {
+      const m3idx::Case c = mixedCase(heads);
+      const m3idx::BatchView v = c.view();
+      const StepTuning t = (**m3idx::tuning::tuningFor(target)).forStep(heads, 4);
+      auto plan = planStep(v, 320, t);
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      std::vector<KernelKind> kinds;
+      for (const Launch &l : plan->launches) {
+        kinds.push_back(l.kind);
+        EXPECT_EQ(l.config, t.config(l.kind));
+        auto k = buildKernel(l.kind, l.config);
+        ASSERT_TRUE(k.ok()) << k.status().message();
+        const KernelSignature sig = signatureOf(*k);
+        int buffers = 0, scalars = 0;
+        Status s = bindLaunch(
+            sig, l,
+            [&](StepBuffer role, int64_t elements) {
+              ++buffers;
+              EXPECT_GT(elements, 0) << stepBufferName(role);
+            },
+            [&](int64_t) { ++scalars; });
+        ASSERT_TRUE(s.ok()) << target << ": " << s.message();
+        EXPECT_EQ(buffers, static_cast<int>(sig.buffers.size()));
+        EXPECT_EQ(scalars, static_cast<int>(sig.scalars.size()));
+      }
+      ASSERT_GE(kinds.size(), 4u) << target;
+      EXPECT_EQ(kinds[0], KernelKind::ScoreDecode);
+      EXPECT_EQ(kinds[1], KernelKind::ScorePrefill);
+      EXPECT_EQ(plan->prefillTiles, prefillTileCount(v, plan->rowTile));
+      EXPECT_EQ(plan->elementsOf(StepBuffer::Scores), heads * v.numRows * 320);
+    }
+}
+
+TEST(StepPlan, BindingNamesAMissingOrUnknownArgument) {
+  const m3idx::Case c = mixedCase(1);
+  auto plan = planStep(c.view(), 320, hostTuning().forStep(1, 4));
+  ASSERT_TRUE(plan.ok());
+  Launch l = plan->launches[0];
+  auto k = buildKernel(l.kind, l.config);
+  ASSERT_TRUE(k.ok());
+  const KernelSignature sig = signatureOf(*k);
+  auto noBuffer = [](StepBuffer, int64_t) {};
+  auto noScalar = [](int64_t) {};
+  Launch renamed = l;
+  for (LaunchArg &a : renamed.args)
+    if (a.name == "grid_chunks")
+      a.name = "chunks";
+  Status s = bindLaunch(sig, renamed, noBuffer, noScalar);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'chunks'"), std::string::npos) << s.message();
+  Launch dropped = l;
+  dropped.args.erase(dropped.args.begin()); // q
+  s = bindLaunch(sig, dropped, noBuffer, noScalar);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("buffer argument 'q'"), std::string::npos) << s.message();
+}
+
+// Parts: a CP rank's share plans the decode scores only, over its blocks; a share of a batch with
+// prefill rows and a bad range are refused by name.
+TEST(StepPlan, PartsAndDecodeBlockRanges) {
+  m3idx::IndexerParams p;
+  p.numDecodes = 3;
+  const m3idx::Case c = m3idx::testing::buildCase(p, {4, 4, 4}, {128 * 40, 128 * 3, 128});
+  auto share = planStep(c.view(), 64, hostTuning().forStep(1, 4), kScoreDecode, {1, 4});
+  ASSERT_TRUE(share.ok()) << share.status().message();
+  ASSERT_EQ(share->launches.size(), 1u);
+  const Launch &l = share->launches[0];
+  EXPECT_EQ(l.kind, KernelKind::ScoreDecode);
+  for (const LaunchArg &a : l.args) {
+    if (a.name == "block_begin")
+      EXPECT_EQ(a.value, 1);
+    if (a.name == "block_step")
+      EXPECT_EQ(a.value, 4);
+  }
+  auto bad = planStep(c.view(), 64, hostTuning().forStep(1, 4), kScoreDecode, {4, 4});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("decode block range"), std::string::npos);
+  const m3idx::Case mixed = mixedCase(1);
+  auto prefillShare = planStep(mixed.view(), 320, hostTuning().forStep(1, 4), kAllParts, {0, 2});
+  ASSERT_FALSE(prefillShare.ok());
+  EXPECT_NE(prefillShare.status().message().find("prefill rows"), std::string::npos);
 }

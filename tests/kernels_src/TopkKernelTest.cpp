@@ -14,6 +14,7 @@
 #include "core/Spec.h"
 #include "core/TopkKey.h"
 #include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
 #include "lowering/host/HostCompiler.h"
 #include "runtime/KernelArgs.h"
 
@@ -62,7 +63,7 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
   make(1000, [](int i) { return i % 32 == 5 ? 1000.0f - i : 0.0f; }); // lane 5 leads, ascending ids
 
   auto build = [](kernels::KernelKind kind) {
-    auto k = kernels::buildKernel(kind, kernels::configFor(kind, 1, 4));
+    auto k = kernels::buildKernel(kind, tuning::hostTuning().configFor(kind, 1, 4));
     EXPECT_TRUE(k.ok()) << k.status().message();
     auto compiled = lowering::compileHostKernel(*k);
     EXPECT_TRUE(compiled.ok()) << compiled.status().message();

@@ -11,6 +11,7 @@
 
 #include "cache/DiskCache.h"
 #include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
 #include "lowering/Target.h"
 #include "runtime/AotBundle.h"
 #include "runtime/GpuCodeCache.h"
@@ -30,7 +31,7 @@ TEST(GpuCodeCache, SecondRequestIsACacheHit) {
   std::filesystem::remove_all(dir);
   ScopedEnv cacheDir("M3IDX_CACHE_DIR", dir.string());
   const auto kind = kernels::KernelKind::TopkDecode;
-  const auto config = kernels::configFor(kind, 1, 4);
+  const auto config = tuning::hostTuning().configFor(kind, 1, 4);
   for (auto make : {lowering::makeSm90Target, lowering::makeGfx950Target}) {
     runtime::CodeSource source = runtime::cachedGpuCode(make);
     auto first = source(kind, config);
@@ -39,7 +40,7 @@ TEST(GpuCodeCache, SecondRequestIsACacheHit) {
     auto again = source(kind, config);
     ASSERT_TRUE(again.ok()) << again.status().message();
     EXPECT_EQ(*again, *first);
-    auto miss = source(kernels::KernelKind::TopkPrefill, kernels::configFor(kernels::KernelKind::TopkPrefill, 1, 4));
+    auto miss = source(kernels::KernelKind::TopkPrefill, tuning::hostTuning().configFor(kernels::KernelKind::TopkPrefill, 1, 4));
     ASSERT_FALSE(miss.ok());
     EXPECT_NE(miss.status().message().find("topk_prefill"), std::string::npos) << miss.status().message();
   }
@@ -70,7 +71,7 @@ TEST(GpuCodeCache, AotBundleServesGpuCodeWithTheCompilerDisabled) {
 
   ScopedEnv cacheDir("M3IDX_CACHE_DIR", (base / "cache").string());
   const auto kind = kernels::KernelKind::ScoreDecode;
-  const auto config = kernels::configFor(kind, 1, 4);
+  const auto config = tuning::hostTuning().configFor(kind, 1, 4);
   for (auto make : {lowering::makeSm90Target, lowering::makeGfx950Target}) {
     auto compiled = runtime::cachedGpuCode(make)(kind, config); // fills the cache: not used below
     ASSERT_TRUE(compiled.ok()) << compiled.status().message();

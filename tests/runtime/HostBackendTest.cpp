@@ -12,6 +12,7 @@
 #include "reference/ReferenceIndexer.h"
 #include "reference/TopkCheck.h"
 #include "runtime/HostBackend.h"
+#include "tuning/TargetTuning.h"
 
 using namespace m3idx;
 
@@ -102,7 +103,7 @@ TEST_P(HostVsReference, Matches) {
 // sm_90's prefill programs (128 columns, 64-token tiles, token pairs folded before the running
 // max) are the same kernel source: run here, they must give the same answers.
 TEST_P(HostVsReference, MatchesInSm90PrefillForm) {
-  runtime::HostBackend host(kernels::prefillFormFor("sm_90"));
+  runtime::HostBackend host(**tuning::tuningFor("sm_90"));
   expectMatches(host);
 }
 
@@ -183,8 +184,8 @@ TEST(HostBackend, ScoreKernelsWriteExactlyTheRowsBlocks) {
       std::vector<uint32_t> scores(H * T * W, canary);
       float *s = reinterpret_cast<float *>(scores.data());
       for (int64_t begin = 0; begin < step; ++begin)
-        ASSERT_TRUE(host.scoreDecode(v, W, s, begin, step).ok());
-      ASSERT_TRUE(host.scorePrefill(v, W, s).ok());
+        ASSERT_TRUE(host.execute(v, W, s, nullptr, kernels::kScoreDecode, {begin, step}).ok());
+      ASSERT_TRUE(host.execute(v, W, s, nullptr, kernels::kScorePrefill).ok());
       for (int64_t h = 0; h < H; ++h)
         for (int64_t t = 0; t < T; ++t)
           for (int64_t blk = 0; blk < W; ++blk) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "runtime/KernelStore.h"
+#include "tuning/TargetTuning.h"
 
 using namespace m3idx;
 namespace fs = std::filesystem;
@@ -31,7 +32,7 @@ struct FreshCache {
 TEST(KernelStore, ConfigsDifferingInAnyFieldAreDifferentKernels) {
   FreshCache cache;
   runtime::KernelStore store;
-  kernels::KernelConfig a = kernels::configFor(kernels::KernelKind::ScorePrefill, 1, 4), b = a;
+  kernels::KernelConfig a = tuning::hostTuning().configFor(kernels::KernelKind::ScorePrefill, 1, 4), b = a;
   b.tokenTile = 32; // same heads and rows
   auto ka = store.get(kernels::KernelKind::ScorePrefill, a), kb = store.get(kernels::KernelKind::ScorePrefill, b);
   ASSERT_TRUE(ka.ok()) << ka.status().message();
@@ -47,7 +48,7 @@ TEST(KernelStore, ConfigsDifferingInAnyFieldAreDifferentKernels) {
 
 TEST(KernelStore, AFreshStoreReadsWhatAnotherCompiled) {
   FreshCache cache;
-  const kernels::KernelConfig c = kernels::configFor(kernels::KernelKind::TopkMerge, 1, 4);
+  const kernels::KernelConfig c = tuning::hostTuning().configFor(kernels::KernelKind::TopkMerge, 1, 4);
   {
     runtime::KernelStore first;
     ASSERT_TRUE(first.get(kernels::KernelKind::TopkMerge, c).ok());

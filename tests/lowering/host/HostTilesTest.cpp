@@ -10,6 +10,7 @@
 
 #include "dsl/Builder.h"
 #include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
 #include "lowering/host/HostCompiler.h"
 #include "runtime/KernelArgs.h"
 
@@ -147,8 +148,8 @@ std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> everyHostConf
   for (int heads : {1, 2, 4})
     for (kernels::KernelKind kind : kernels::allKernels()) {
       for (int q = 1; q <= 8; ++q)
-        configs.push_back({kind, kernels::configFor(kind, heads, q)});
-      configs.push_back({kind, kernels::configFor(kind, heads, 4, kernels::prefillFormFor("sm_90"))});
+        configs.push_back({kind, tuning::hostTuning().configFor(kind, heads, q)});
+      configs.push_back({kind, (*tuning::tuningFor("sm_90"))->configFor(kind, heads, 4)});
     }
   return configs;
 }
@@ -171,8 +172,7 @@ TEST(HostTiles, NoEmittedVectorIsWiderThanAPiece) {
 // score_prefill and 412 KB objects for sm_90's form), the widest kernel stays small.
 TEST(HostTiles, CodeStaysSmallWithoutAvx512) {
   auto k = kernels::buildKernel(kernels::KernelKind::ScorePrefill,
-                                kernels::configFor(kernels::KernelKind::ScorePrefill, 1, 4,
-                                                   kernels::prefillFormFor("sm_90")));
+                                (*tuning::tuningFor("sm_90"))->configFor(kernels::KernelKind::ScorePrefill, 1, 4));
   ASSERT_TRUE(k.ok()) << k.status().message();
   auto object = lowering::compileHostObject(*k, nullptr, "x86-64-v3");
   ASSERT_TRUE(object.ok()) << object.status().message();
@@ -194,7 +194,7 @@ TEST(HostTiles, UnsupportedWideFormIsAnError) {
 }
 
 TEST(HostTiles, UnknownCpuIsAnError) {
-  auto k = kernels::buildKernel(kernels::KernelKind::TopkMerge, kernels::configFor(kernels::KernelKind::TopkMerge, 1, 4));
+  auto k = kernels::buildKernel(kernels::KernelKind::TopkMerge, tuning::hostTuning().configFor(kernels::KernelKind::TopkMerge, 1, 4));
   ASSERT_TRUE(k.ok());
   auto object = lowering::compileHostObject(*k, nullptr, "no-such-cpu");
   ASSERT_FALSE(object.ok());

@@ -7,6 +7,7 @@
 
 #include "dsl/Builder.h"
 #include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
 #include "lowering/GpuCompiler.h"
 #include "lowering/nvvm/MmaSpread.h"
 #include "lowering/Target.h"
@@ -66,7 +67,7 @@ TEST(MmaSpread, ScoreKernelsKeepKeysAndAccumulatorsInFragmentOrder) {
                                       std::tuple{KernelKind::ScorePrefill, 2, 16},
                                       std::tuple{KernelKind::ScorePrefill, 1, sm90},
                                       std::tuple{KernelKind::ScorePrefill, 4, sm90}}) {
-    auto k = kernels::buildKernel(kind, kernels::configFor(kind, heads, 4, kernels::PrefillForm{columns, 16, 1}));
+    auto k = kernels::buildKernel(kind, tuning::TargetTuning{"sm_90", tuning::PrefillForm{columns, 16, 1}}.configFor(kind, heads, 4));
     ASSERT_TRUE(k.ok()) << k.status().message();
     const std::vector<Spread> s = spreads(*k);
     // The score loop is emitted twice (tiles seen whole, then masked tiles): each copy in order.
@@ -181,7 +182,7 @@ TEST(MmaSpread, EveryCombinationLowersForSm90) {
 TEST(MmaSpread, WarpgroupPrefillKeepsKeysAsAAndResultsInWgmmaAccumulators) {
   using kernels::KernelKind;
   for (int heads : {1, 2, 4}) {
-    const kernels::KernelConfig c = kernels::configFor(KernelKind::ScorePrefill, heads, 4, kernels::prefillFormFor("sm_90"));
+    const kernels::KernelConfig c = (*tuning::tuningFor("sm_90"))->configFor(KernelKind::ScorePrefill, heads, 4);
     EXPECT_EQ(c.warps, 4);
     EXPECT_EQ(c.tokenTile, 64);
     auto k = kernels::buildKernel(KernelKind::ScorePrefill, c);
@@ -216,8 +217,8 @@ TEST(MmaSpread, WarpgroupPrefillKeepsKeysAsAAndResultsInWgmmaAccumulators) {
 TEST(MmaSpread, WarpgroupPrefillOf128ColumnsLowersToN128) {
   using kernels::KernelKind;
   // score_prefill of `form` for `heads`, lowered to PTX ("" where it did not build or lower)
-  auto prefillPtx = [](const kernels::PrefillForm &form, int heads) -> std::string {
-    const kernels::KernelConfig c = kernels::configFor(KernelKind::ScorePrefill, heads, 4, form);
+  auto prefillPtx = [](const tuning::PrefillForm &form, int heads) -> std::string {
+    const kernels::KernelConfig c = tuning::TargetTuning{"sm_90", form}.configFor(KernelKind::ScorePrefill, heads, 4);
     EXPECT_EQ(c.queryRows, form.columns / heads);
     auto k = kernels::buildKernel(KernelKind::ScorePrefill, c);
     EXPECT_TRUE(k.ok()) << k.status().message();
@@ -227,7 +228,7 @@ TEST(MmaSpread, WarpgroupPrefillOf128ColumnsLowersToN128) {
     EXPECT_TRUE(ptx.ok()) << ptx.status().message();
     return ptx.ok() ? *ptx : "";
   };
-  kernels::PrefillForm form = kernels::prefillFormFor("sm_90");
+  tuning::PrefillForm form = (*tuning::tuningFor("sm_90"))->prefill;
   EXPECT_EQ(form.columns, 128);
   for (int heads : {1, 4}) {
     const std::string ptx = prefillPtx(form, heads);
@@ -236,13 +237,13 @@ TEST(MmaSpread, WarpgroupPrefillOf128ColumnsLowersToN128) {
     EXPECT_NE(ptx.find(".shared .align 1024 .b8 __wg_score_prefill_0[32768]"), std::string::npos);
     EXPECT_NE(ptx.find(".maxnreg 168"), std::string::npos);
   }
-  kernels::PrefillForm narrow = form; // and unfolded: the reduction folds the thread's tokens itself
+  tuning::PrefillForm narrow = form; // and unfolded: the reduction folds the thread's tokens itself
   narrow.columns = 64;
   narrow.foldTokenPairs = false;
   const std::string ptx = prefillPtx(narrow, 1);
   EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"), std::string::npos);
   EXPECT_NE(ptx.find(".maxnreg 128"), std::string::npos);
-  kernels::KernelConfig tooMany = kernels::configFor(KernelKind::ScorePrefill, 1, 4, form);
+  kernels::KernelConfig tooMany = tuning::TargetTuning{"sm_90", form}.configFor(KernelKind::ScorePrefill, 1, 4);
   tooMany.queryRows = 129;
   EXPECT_FALSE(kernels::buildKernel(KernelKind::ScorePrefill, tooMany).ok());
 }

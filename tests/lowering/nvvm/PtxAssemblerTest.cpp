@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
 #include "lowering/Target.h"
 #include "lowering/GpuCompiler.h"
 #include "lowering/nvvm/PtxAssembler.h"
@@ -43,7 +44,7 @@ TEST(PtxAssembler, KernelsAssembleIntoSm90Cubins) {
   EXPECT_EQ(arch, "sm_90a");
   EXPECT_FALSE(lowering::assemblePtx(**ptxas, "not ptx", arch).ok());
   for (kernels::KernelKind kind : kernels::allKernels()) {
-    auto k = kernels::buildKernel(kind, kernels::configFor(kind, 1, 4, kernels::prefillFormFor("sm_90")));
+    auto k = kernels::buildKernel(kind, (*tuning::tuningFor("sm_90"))->configFor(kind, 1, 4));
     ASSERT_TRUE(k.ok());
     auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
     ASSERT_TRUE(ptx.ok()) << ptx.status().message();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
 #include "lowering/Target.h"
 #include "lowering/GpuCompiler.h"
 #include "lowering/rocdl/HsacoLinker.h"
@@ -11,7 +12,7 @@ using namespace m3idx;
 
 TEST(HsacoLinker, LinksAKernelThatDisassemblesBack) {
   auto k = kernels::buildKernel(kernels::KernelKind::TopkMerge,
-                                kernels::configFor(kernels::KernelKind::TopkMerge, 1, 4));
+                                tuning::hostTuning().configFor(kernels::KernelKind::TopkMerge, 1, 4));
   ASSERT_TRUE(k.ok());
   auto target = lowering::makeGfx950Target();
   auto hsaco = lowering::gpuStage(*k, *target, lowering::GpuStage::Binary);

@@ -15,6 +15,7 @@
 #include "runtime/api/BatchMetadata.h"
 #include "runtime/api/IndexerEngine.h"
 #include "runtime/gpu/GpuBackend.h"
+#include "tuning/TargetTuning.h"
 
 using namespace m3idx;
 
@@ -119,7 +120,7 @@ struct EngineStep {
   std::unique_ptr<Indexer> indexer;
   TensorView q, kv;
 
-  explicit EngineStep(int decodes, int prefills, kernels::PrefillForm prefill = kernels::kPrefillForm) {
+  explicit EngineStep(int decodes, int prefills, tuning::PrefillForm prefill = tuning::PrefillForm{}) {
     GenOptions o;
     o.seed = 11;
     o.mode = ValueMode::Exact;
@@ -138,7 +139,7 @@ struct EngineStep {
     auto backend = runtime::GpuBackend::create(&device.api, "cuda", 0, 32,
                                                [](kernels::KernelKind, const kernels::KernelConfig &)
                                                    -> StatusOr<std::string> { return std::string("image"); },
-                                               prefill);
+                                               tuning::TargetTuning{"sm_90", prefill});
     EXPECT_TRUE(backend.ok());
     indexer = std::move(createIndexer(config, Device{DeviceKind::Cuda, 0},
                                       makeGpuIndexerEngine(config, std::move(backend).value()))
@@ -297,12 +298,12 @@ TEST(GpuIndexerEngine, DeviceBlockTableIsChecked) {
 // loaded by the step), the step's tile table has one tile per 64 / heads rows of a request, and
 // score_prefill launches with 4 warps' threads (every other kernel with one warp's).
 TEST(GpuIndexerEngine, PrefillTilesAndThreadsFollowTheBackendsForm) {
-  for (kernels::PrefillForm form : {kernels::kPrefillForm, kernels::prefillFormFor("sm_90")}) {
+  for (tuning::PrefillForm form : {tuning::PrefillForm{}, (*tuning::tuningFor("sm_90"))->prefill}) {
     EngineStep s(2, 3, form);
     ASSERT_TRUE(s.forward(fakeStream(1)).ok());
     EXPECT_EQ(s.indexer->compilesAfterWarmup(), 0) << form.columns;
     const BatchView v = s.c.view();
-    const int tile = kernels::prefillRowTile(2, form.columns);
+    const int tile = tuning::TargetTuning{"sm_90", form}.prefillRowTile(2);
     int prefills = 0;
     for (const auto &l : s.device.launches) {
       const bool prefill = l.kernel == "score_prefill";
@@ -314,7 +315,7 @@ TEST(GpuIndexerEngine, PrefillTilesAndThreadsFollowTheBackendsForm) {
     }
     EXPECT_EQ(prefills, 1);
   }
-  EXPECT_EQ(kernels::prefillFormFor("sm_90").warps, 4);
+  EXPECT_EQ((*tuning::tuningFor("sm_90"))->prefill.warps, 4);
 }
 
 TEST(GpuIndexerEngine, DecodeCpIsRefusedWithTheReason) {

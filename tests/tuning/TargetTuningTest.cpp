@@ -1,0 +1,94 @@
+// The tuning tables: each target's configs and grids, configs named by every field that changes
+// the code, shapes a kernel cannot take refused by name, and an unknown target named.
+#include <gtest/gtest.h>
+
+#include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
+
+using namespace m3idx::kernels;
+using m3idx::tuning::TargetTuning;
+
+namespace {
+
+const TargetTuning &host() { return m3idx::tuning::hostTuning(); }
+const TargetTuning &sm90() { return **m3idx::tuning::tuningFor("sm_90"); }
+const TargetTuning &gfx950() { return **m3idx::tuning::tuningFor("gfx950"); }
+
+} // namespace
+
+// Configs name what changes the code: warpgroup prefill configs say so (their PTX files and cache
+// keys differ), others keep their names; shapes a kernel cannot take are refused by name.
+TEST(KernelConfig, NamesAndValidation) {
+  EXPECT_EQ(host().configFor(KernelKind::ScoreDecode, 4, 4).str(), "heads=4,rows=4,unroll=4");
+  EXPECT_EQ(host().configFor(KernelKind::ScorePrefill, 1, 4).str(), "heads=1,rows=16,unroll=4,narrow");
+  EXPECT_EQ(host().configFor(KernelKind::TopkDecode, 4, 8).str(), "heads=1,rows=8");
+  EXPECT_EQ(sm90().configFor(KernelKind::ScorePrefill, 2, 4).str(),
+            "heads=2,rows=64,tokens=64,warps=4,fold,unroll=4,narrow");
+  KernelConfig c = host().configFor(KernelKind::ScorePrefill, 1, 4);
+  c.tokenTile = 48;
+  auto k = buildKernel(KernelKind::ScorePrefill, c);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("token tile"), std::string::npos) << k.status().message();
+  c = host().configFor(KernelKind::TopkDecode, 1, 4);
+  c.warps = 4;
+  k = buildKernel(KernelKind::TopkDecode, c);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("warps"), std::string::npos) << k.status().message();
+  k = buildKernel(KernelKind::ScorePrefill, sm90().configFor(KernelKind::ScorePrefill, 4, 4));
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(k->warps, 4);
+  EXPECT_NE(k->print().find("warps=4"), std::string::npos);
+  c = host().configFor(KernelKind::ScorePrefill, 1, 4); // folding needs token tiles of whole 16s
+  c.foldTokenPairs = true;
+  c.tokenTile = 8;
+  k = buildKernel(KernelKind::ScorePrefill, c);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("token-pair folding"), std::string::npos) << k.status().message();
+  c = host().configFor(KernelKind::TopkPrefill, 1, 4);
+  c.foldTokenPairs = true;
+  EXPECT_FALSE(buildKernel(KernelKind::TopkPrefill, c).ok());
+}
+
+// sm_90 prefill programs are a warpgroup of 128 columns; host and gfx950 ones one 16-column tile
+// with the decode grid's sizes; a step's tuning carries every kernel's config.
+TEST(TargetTuning, TablesPerTarget) {
+  EXPECT_EQ(sm90().prefill.warps, 4);
+  EXPECT_EQ(sm90().prefillRowTile(2), 64);
+  EXPECT_EQ(host().prefillRowTile(1), 16);
+  EXPECT_EQ(host().prefillRowTile(4), 4);
+  EXPECT_EQ(host().prefill.maxBlocksPerProgram, host().decodeMaxBlocksPerProgram);
+  EXPECT_EQ(gfx950().prefill.programs, gfx950().decodeScorePrograms);
+  EXPECT_LT(host().decodeScorePrograms, gfx950().decodeScorePrograms);
+  const StepTuning s = sm90().forStep(4, 8);
+  for (KernelKind k : allKernels())
+    EXPECT_EQ(s.config(k), sm90().configFor(k, 4, 8)) << kernelName(k);
+  EXPECT_EQ(s.prefillScorePrograms, sm90().prefill.programs);
+  EXPECT_FALSE(sm90().configFor(KernelKind::ScoreDecode, 1, 4).narrowMask);
+  EXPECT_TRUE(sm90().configFor(KernelKind::ScorePrefill, 1, 4).narrowMask);
+}
+
+TEST(TargetTuning, UnknownTargetIsNamed) {
+  auto t = m3idx::tuning::tuningFor("sm_80");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("sm_80"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("host, sm_90, gfx950"), std::string::npos) << t.status().message();
+}
+
+// The mask forms compute the same scores (HostBackendTest runs both against the reference); here:
+// configs that differ in a field are distinct kernels, and a top-k kernel refuses score-only fields.
+TEST(KernelConfig, MaskFormAndUnrollAreConfigFields) {
+  KernelConfig decode = host().configFor(KernelKind::ScoreDecode, 1, 4);
+  KernelConfig narrow = decode;
+  narrow.narrowMask = true;
+  EXPECT_NE(decode, narrow);
+  EXPECT_NE(decode.str(), narrow.str());
+  auto a = buildKernel(KernelKind::ScoreDecode, decode), b = buildKernel(KernelKind::ScoreDecode, narrow);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->print(), b->print());
+  KernelConfig topk = host().configFor(KernelKind::TopkDecode, 1, 4);
+  topk.blockUnroll = 2;
+  EXPECT_FALSE(buildKernel(KernelKind::TopkDecode, topk).ok());
+  topk.blockUnroll = 1;
+  topk.narrowMask = true;
+  EXPECT_FALSE(buildKernel(KernelKind::TopkDecode, topk).ok());
+}

@@ -1,0 +1,112 @@
+#include "tuning/TargetTuning.h"
+
+#include <fmt/format.h>
+
+namespace m3idx::tuning {
+
+using kernels::KernelConfig;
+using kernels::KernelKind;
+
+namespace {
+
+// The host: thread-pool grids (a few hundred work items), one 16 x 16 dot tile per prefill key
+// tile (host dot.tiles are two loops: wider tiles do not pay).
+TargetTuning makeHost() {
+  TargetTuning t;
+  t.target = "host";
+  t.prefill.programs = 256;
+  t.decodeScorePrograms = 256;
+  t.topkPrograms = 64;
+  return t;
+}
+
+// sm_90 (H100, H200): prefill programs are a warpgroup running wgmma m64n128k16 on 64 tokens x 128
+// columns with token pairs folded (a thread's two tokens: 32 registers fewer at 128 columns), 64
+// blocks each since a program first stages its queries and a key table, and runs of at least 16
+// while 1024 programs remain. Measured choices: bench/RESULTS.md (prefill form, runs of blocks).
+TargetTuning makeSm90() {
+  TargetTuning t;
+  t.target = "sm_90";
+  t.prefill = PrefillForm{128, 64, 4, 2048, 64, 16, true};
+  return t;
+}
+
+// gfx950 (MI355X): one 16 x 16 x 128 MFMA tile per prefill key tile, the decode grid's sizes.
+TargetTuning makeGfx950() {
+  TargetTuning t;
+  t.target = "gfx950";
+  return t;
+}
+
+const std::vector<TargetTuning> &tables() {
+  static const std::vector<TargetTuning> all = {makeHost(), makeSm90(), makeGfx950()};
+  return all;
+}
+
+} // namespace
+
+int TargetTuning::prefillRowTile(int numHeads) const {
+  return numHeads >= 1 && numHeads <= prefill.columns ? prefill.columns / numHeads : 1;
+}
+
+KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQueryLen) const {
+  KernelConfig c;
+  switch (kind) {
+  case KernelKind::ScoreDecode:
+    c.numHeads = numHeads;
+    c.queryRows = decodeQueryLen;
+    c.blockUnroll = scoreUnroll;
+    return c;
+  case KernelKind::ScorePrefill:
+    c.numHeads = numHeads;
+    c.queryRows = prefillRowTile(numHeads);
+    c.tokenTile = prefill.tokenTile;
+    c.warps = prefill.warps;
+    c.foldTokenPairs = prefill.foldTokenPairs;
+    c.blockUnroll = scoreUnroll;
+    // A prefill program's masked tiles hold up to 128 columns x 64 tokens: per-lane i64 token
+    // positions cost a warpgroup's threads 60 registers where i32 offsets fit (ptxas); decode
+    // programs (at most 8 lanes a thread) keep the i64 form, measured faster there.
+    c.narrowMask = true;
+    return c;
+  case KernelKind::TopkDecode:
+    c.queryRows = decodeQueryLen; // heads come from the grid
+    return c;
+  case KernelKind::TopkPrefill:
+  case KernelKind::TopkMerge:
+    c.queryRows = 0;
+    return c;
+  }
+  return c;
+}
+
+kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen) const {
+  kernels::StepTuning s;
+  for (KernelKind k : kernels::allKernels())
+    s.configs[static_cast<int>(k)] = configFor(k, numHeads, decodeQueryLen);
+  s.decodeScorePrograms = decodeScorePrograms;
+  s.decodeMaxBlocksPerProgram = decodeMaxBlocksPerProgram;
+  s.prefillScorePrograms = prefill.programs;
+  s.prefillMaxBlocksPerProgram = prefill.maxBlocksPerProgram;
+  s.prefillMinBlocksPerProgram = prefill.minBlocksPerProgram;
+  s.topkPrograms = topkPrograms;
+  return s;
+}
+
+StatusOr<const TargetTuning *> tuningFor(const std::string &target) {
+  for (const TargetTuning &t : tables())
+    if (t.target == target)
+      return &t;
+  return invalidArgument("target", fmt::format("one of {}", fmt::join(tunedTargets(), ", ")), target);
+}
+
+const TargetTuning &hostTuning() { return tables()[0]; }
+
+std::vector<std::string> tunedTargets() {
+  std::vector<std::string> names;
+  for (const TargetTuning &t : tables())
+    names.push_back(t.target);
+  return names;
+}
+
+} // namespace m3idx::tuning

@@ -1,0 +1,47 @@
+// Per-target tuning tables: the kernel config each target builds for a step (token tile, warps,
+// folding, unroll hint, mask form) and the sizes of its grids. Kernels (kernels_src/) say what
+// is computed and name no target; these tables say how each target runs them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/Status.h"
+#include "kernels_src/KernelCatalog.h"
+#include "kernels_src/LaunchPlan.h"
+
+namespace m3idx::tuning {
+
+// How a target runs score_prefill programs: each decoded key tile of `tokenTile` tokens is dotted
+// with `columns` (rows x heads) query columns, on `warps` warps; grids keep about `programs`
+// programs of at most `maxBlocksPerProgram` blocks, runs being at least `minBlocksPerProgram`
+// long while programs / 2 remain. `foldTokenPairs`: each tile's dots are folded over token pairs
+// (m, m + 8) before the running max, which then holds half as many values.
+struct PrefillForm {
+  int columns = 16, tokenTile = kernels::kTokenTile, warps = 1;
+  int64_t programs = 16384, maxBlocksPerProgram = 8, minBlocksPerProgram = 1;
+  bool foldTokenPairs = false;
+};
+
+struct TargetTuning {
+  std::string target; // "host", "sm_90", "gfx950"
+  PrefillForm prefill;
+  int64_t decodeScorePrograms = 16384, decodeMaxBlocksPerProgram = 8;
+  int64_t topkPrograms = 4096;
+  int scoreUnroll = 4; // the unmasked block loop's unroll hint (KernelConfig::blockUnroll)
+
+  // Rows of one prefill program: columns / heads.
+  int prefillRowTile(int numHeads) const;
+  // The config `kind` is built with for a step of `numHeads` heads and `decodeQueryLen` rows.
+  kernels::KernelConfig configFor(kernels::KernelKind kind, int numHeads, int decodeQueryLen) const;
+  // Every kernel's config and the grid sizes of such a step, for kernels::planStep.
+  kernels::StepTuning forStep(int numHeads, int decodeQueryLen) const;
+};
+
+// The table of a target ("host", "sm_90", "gfx950"); an unknown name is an error naming the known.
+StatusOr<const TargetTuning *> tuningFor(const std::string &target);
+const TargetTuning &hostTuning();
+std::vector<std::string> tunedTargets();
+
+} // namespace m3idx::tuning

@@ -39,6 +39,14 @@ bool KernelBuilder::live(std::initializer_list<Value> vs) {
   return true;
 }
 
+void KernelBuilder::broadcast(Value &a, Value &b) {
+  const Type ta = a.type(), tb = b.type();
+  if (ta.isTile() && !tb.isTile() && ta.elem == tb.elem)
+    b = splat(b, ta.lanes);
+  else if (tb.isTile() && !ta.isTile() && ta.elem == tb.elem)
+    a = splat(a, tb.lanes);
+}
+
 Value KernelBuilder::poison(Type t) { return Value(this, newValue(t)); }
 
 Values KernelBuilder::emit(OpKind kind, const Values &operands, const std::vector<Type> &results,
@@ -57,6 +65,7 @@ Values KernelBuilder::emit(OpKind kind, const Values &operands, const std::vecto
   op.intAttr = intAttr;
   op.floatAttr = floatAttr;
   op.lanesAttr = std::move(lanes);
+  op.loc = loc_;
   k_.ops.push_back(std::move(op));
   current().ops.push_back(static_cast<int32_t>(k_.ops.size() - 1));
   return out;
@@ -67,14 +76,16 @@ Value KernelBuilder::emit1(OpKind kind, const Values &operands, Type result, int
   return emit(kind, operands, {result}, intAttr, floatAttr, std::move(lanes))[0];
 }
 
-Buffer KernelBuilder::buffer(const std::string &name, Elem elem, Access access) {
+Buffer KernelBuilder::buffer(const std::string &name, Elem elem, Access access, SourceAt at) {
+  LocScope scope(*this, at);
   check(!argsClosed_ && k_.scalars.empty(),
         fmt::format("buffer '{}' declared after scalar arguments or ops", name));
   k_.buffers.push_back({name, elem, access});
   return Buffer{static_cast<int>(k_.buffers.size() - 1), elem, access};
 }
 
-Value KernelBuilder::scalarArg(const std::string &name, Elem elem) {
+Value KernelBuilder::scalarArg(const std::string &name, Elem elem, SourceAt at) {
+  LocScope scope(*this, at);
   check(!argsClosed_, fmt::format("scalar argument '{}' declared after ops", name));
   check(elem == Elem::I64 || elem == Elem::F32,
         fmt::format("scalar argument '{}' must be i64 or f32, got {}", name, elemName(elem)));
@@ -84,16 +95,24 @@ Value KernelBuilder::scalarArg(const std::string &name, Elem elem) {
   return v;
 }
 
-Value KernelBuilder::programId() { return emit1(OpKind::ProgramId, {}, scalar(Elem::I64)); }
+Value KernelBuilder::programId(SourceAt at) {
+  LocScope scope(*this, at);
+  return emit1(OpKind::ProgramId, {}, scalar(Elem::I64));
+}
 
-Value KernelBuilder::constInt(int64_t v, Elem e) {
+Value KernelBuilder::constInt(int64_t v, Elem e, SourceAt at) {
+  LocScope scope(*this, at);
   check(isInt(e), fmt::format("constInt of type {}", elemName(e)));
   return emit1(OpKind::ConstInt, {}, scalar(e), v);
 }
 
-Value KernelBuilder::constF32(double v) { return emit1(OpKind::ConstFloat, {}, scalar(Elem::F32), 0, v); }
+Value KernelBuilder::constF32(double v, SourceAt at) {
+  LocScope scope(*this, at);
+  return emit1(OpKind::ConstFloat, {}, scalar(Elem::F32), 0, v);
+}
 
-Value KernelBuilder::constLike(Value like, double v) {
+Value KernelBuilder::constLike(Value like, double v, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({like}))
     return poison(scalar(Elem::I64));
   Type t = like.type();
@@ -103,14 +122,17 @@ Value KernelBuilder::constLike(Value like, double v) {
   return t.isTile() ? splat(s, t.lanes) : s;
 }
 
-Value KernelBuilder::iota(int lanes) {
+Value KernelBuilder::iota(int lanes, SourceAt at) {
+  LocScope scope(*this, at);
   check(lanes > 0, "iota needs lanes > 0");
   return emit1(OpKind::Iota, {}, tile(Elem::I64, lanes));
 }
 
-Value KernelBuilder::binary(OpKind k, Value a, Value b) {
+Value KernelBuilder::binary(OpKind k, Value a, Value b, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({a, b}))
     return poison(scalar(Elem::I64));
+  broadcast(a, b);
   Type t = a.type();
   check(t == b.type(), fmt::format("{}: operand types differ ({} vs {})", opName(k), t.str(),
                                    b.type().str()));
@@ -128,9 +150,11 @@ Value KernelBuilder::binary(OpKind k, Value a, Value b) {
   return emit1(k, {a, b}, t);
 }
 
-Value KernelBuilder::cmp(OpKind k, Value a, Value b) {
+Value KernelBuilder::cmp(OpKind k, Value a, Value b, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({a, b}))
     return poison(scalar(Elem::I1));
+  broadcast(a, b);
   Type t = a.type();
   check(t == b.type(), fmt::format("{}: operand types differ ({} vs {})", opName(k), t.str(),
                                    b.type().str()));
@@ -140,9 +164,15 @@ Value KernelBuilder::cmp(OpKind k, Value a, Value b) {
   return emit1(k, {a, b}, t.withElem(Elem::I1));
 }
 
-Value KernelBuilder::select(Value c, Value a, Value b) {
+Value KernelBuilder::select(Value c, Value a, Value b, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({c, a, b}))
     return poison(scalar(Elem::I64));
+  broadcast(a, b);
+  if (c.type().isTile() && !a.type().isTile()) {
+    a = splat(a, c.type().lanes);
+    b = splat(b, c.type().lanes);
+  }
   check(a.type() == b.type(), fmt::format("select: branch types differ ({} vs {})",
                                           a.type().str(), b.type().str()));
   check(c.type().elem == Elem::I1 && (!c.type().isTile() || c.type().lanes == a.type().lanes),
@@ -151,7 +181,8 @@ Value KernelBuilder::select(Value c, Value a, Value b) {
   return emit1(OpKind::Select, {c, a, b}, a.type());
 }
 
-Value KernelBuilder::convert(OpKind k, Value v, Elem to) {
+Value KernelBuilder::convert(OpKind k, Value v, Elem to, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({v}))
     return poison(scalar(to));
   Type from = v.type();
@@ -172,7 +203,8 @@ Value KernelBuilder::convert(OpKind k, Value v, Elem to) {
   return emit1(k, {v}, from.withElem(to));
 }
 
-Value KernelBuilder::clampF(Value v, double bound) {
+Value KernelBuilder::clampF(Value v, double bound, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({v}))
     return poison(scalar(Elem::F32));
   check(v.type().elem == Elem::F32 && bound > 0,
@@ -180,7 +212,8 @@ Value KernelBuilder::clampF(Value v, double bound) {
   return emit1(OpKind::ClampF, {v}, v.type(), 0, bound);
 }
 
-Value KernelBuilder::splat(Value s, int lanes) {
+Value KernelBuilder::splat(Value s, int lanes, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({s}))
     return poison(tile(Elem::I64, lanes));
   check(!s.type().isTile() && lanes > 0,
@@ -188,7 +221,8 @@ Value KernelBuilder::splat(Value s, int lanes) {
   return emit1(OpKind::Splat, {s}, tile(s.type().elem, lanes));
 }
 
-Value KernelBuilder::extract(Value t, int lane) {
+Value KernelBuilder::extract(Value t, int lane, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({t}))
     return poison(scalar(Elem::I64));
   check(t.type().isTile() && lane >= 0 && lane < t.type().lanes,
@@ -196,7 +230,8 @@ Value KernelBuilder::extract(Value t, int lane) {
   return emit1(OpKind::Extract, {t}, scalar(t.type().elem), lane);
 }
 
-Value KernelBuilder::extractAt(Value t, Value lane) {
+Value KernelBuilder::extractAt(Value t, Value lane, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({t, lane}))
     return poison(scalar(Elem::I64));
   check(t.type().isTile() && lane.type() == scalar(Elem::I64),
@@ -205,7 +240,8 @@ Value KernelBuilder::extractAt(Value t, Value lane) {
   return emit1(OpKind::ExtractAt, {t, lane}, scalar(t.type().elem));
 }
 
-Value KernelBuilder::shuffle(Value a, Value b, std::vector<int32_t> mask) {
+Value KernelBuilder::shuffle(Value a, Value b, std::vector<int32_t> mask, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({a, b}))
     return poison(tile(Elem::I64, static_cast<int>(mask.size())));
   Type t = a.type();
@@ -219,7 +255,8 @@ Value KernelBuilder::shuffle(Value a, Value b, std::vector<int32_t> mask) {
   return emit1(OpKind::Shuffle, {a, b}, tile(t.elem, lanes), 0, 0, std::move(mask));
 }
 
-Value KernelBuilder::reduceAdd(Value t) {
+Value KernelBuilder::reduceAdd(Value t, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({t}))
     return poison(scalar(Elem::F32));
   check(t.type().isTile() && (t.type().elem == Elem::F32 || isInt(t.type().elem)),
@@ -227,7 +264,8 @@ Value KernelBuilder::reduceAdd(Value t) {
   return emit1(OpKind::ReduceAdd, {t}, scalar(t.type().elem));
 }
 
-Value KernelBuilder::reduceMax(Value t) {
+Value KernelBuilder::reduceMax(Value t, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({t}))
     return poison(scalar(Elem::F32));
   check(t.type().isTile() && (t.type().elem == Elem::F32 || isInt(t.type().elem)),
@@ -235,7 +273,8 @@ Value KernelBuilder::reduceMax(Value t) {
   return emit1(OpKind::ReduceMax, {t}, scalar(t.type().elem));
 }
 
-Value KernelBuilder::reduceMaxGroups(Value t, int groups) {
+Value KernelBuilder::reduceMaxGroups(Value t, int groups, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({t}))
     return poison(tile(Elem::F32, std::max(groups, 1)));
   check(t.type().isTile() && t.type().elem == Elem::F32 && groups > 0 && t.type().lanes % groups == 0,
@@ -244,7 +283,8 @@ Value KernelBuilder::reduceMaxGroups(Value t, int groups) {
   return emit1(OpKind::ReduceMaxGroups, {t}, tile(Elem::F32, std::max(groups, 1)), groups);
 }
 
-Value KernelBuilder::foldMax(Value t, int d) {
+Value KernelBuilder::foldMax(Value t, int d, SourceAt at) {
+  LocScope scope(*this, at);
   const int lanes = t.type().lanes;
   if (!live({t}))
     return poison(tile(Elem::F32, std::max(lanes / 2, 1)));
@@ -254,7 +294,8 @@ Value KernelBuilder::foldMax(Value t, int d) {
   return emit1(OpKind::FoldMax, {t}, tile(Elem::F32, std::max(lanes / 2, 1)), d);
 }
 
-Value KernelBuilder::load(Buffer buf, Value offset) {
+Value KernelBuilder::load(Buffer buf, Value offset, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({offset}))
     return poison(scalar(buf.elem));
   check(buf.index >= 0 && buf.index < static_cast<int>(k_.buffers.size()), "load: unknown buffer");
@@ -264,7 +305,8 @@ Value KernelBuilder::load(Buffer buf, Value offset) {
   return emit1(OpKind::Load, {offset}, scalar(buf.elem), buf.index);
 }
 
-Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes) {
+Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({offset}))
     return poison(tile(buf.elem, lanes));
   check(buf.index >= 0 && buf.index < static_cast<int>(k_.buffers.size()),
@@ -276,7 +318,8 @@ Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes) {
   return emit1(OpKind::LoadTile, {offset}, tile(buf.elem, lanes), buf.index);
 }
 
-Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, Value limit) {
+Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, Value limit, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({offset, limit}))
     return poison(tile(buf.elem, lanes));
   check(buf.index >= 0 && buf.index < static_cast<int>(k_.buffers.size()),
@@ -289,7 +332,8 @@ Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, Value limit) 
   return emit1(OpKind::LoadTileMasked, {offset, limit}, tile(buf.elem, lanes), buf.index);
 }
 
-Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, int alignBytes) {
+Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, int alignBytes, SourceAt at) {
+  LocScope scope(*this, at);
   Value v = loadTile(buf, offset, lanes);
   if (!check(alignBytes > 0 && alignBytes <= 16 && (alignBytes & (alignBytes - 1)) == 0,
              fmt::format("load.tile: alignment must be a power of two up to 16, got {}", alignBytes)))
@@ -299,7 +343,8 @@ Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, int alignByte
   return v;
 }
 
-void KernelBuilder::store(Buffer buf, Value offset, Value v) {
+void KernelBuilder::store(Buffer buf, Value offset, Value v, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({offset, v}))
     return;
   check(offset.type() == scalar(Elem::I64),
@@ -310,7 +355,8 @@ void KernelBuilder::store(Buffer buf, Value offset, Value v) {
   emit(OpKind::Store, {offset, v}, {}, buf.index);
 }
 
-void KernelBuilder::storeTile(Buffer buf, Value offset, Value v) {
+void KernelBuilder::storeTile(Buffer buf, Value offset, Value v, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({offset, v}))
     return;
   check(offset.type() == scalar(Elem::I64),
@@ -321,7 +367,8 @@ void KernelBuilder::storeTile(Buffer buf, Value offset, Value v) {
   emit(OpKind::StoreTile, {offset, v}, {}, buf.index);
 }
 
-void KernelBuilder::storeScatter(Buffer buf, Value offsets, Value v, Value mask) {
+void KernelBuilder::storeScatter(Buffer buf, Value offsets, Value v, Value mask, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({offsets, v, mask}))
     return;
   check(v.type().isTile() && v.type().elem == buf.elem,
@@ -333,7 +380,8 @@ void KernelBuilder::storeScatter(Buffer buf, Value offsets, Value v, Value mask)
   emit(OpKind::StoreScatter, {offsets, v, mask}, {}, buf.index);
 }
 
-Value KernelBuilder::decodeNvfp4(Value packed, Value scales) {
+Value KernelBuilder::decodeNvfp4(Value packed, Value scales, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({packed, scales}))
     return poison(tile(Elem::F8E4M3FN, 2));
   Type p = packed.type(), s = scales.type();
@@ -345,7 +393,8 @@ Value KernelBuilder::decodeNvfp4(Value packed, Value scales) {
   return emit1(OpKind::DecodeNvfp4, {packed, scales}, tile(Elem::F8E4M3FN, 2 * p.lanes));
 }
 
-Value KernelBuilder::dot(Value a, Value b) {
+Value KernelBuilder::dot(Value a, Value b, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({a, b}))
     return poison(scalar(Elem::F32));
   check(a.type().isTile() && a.type().elem == Elem::F32 && a.type() == b.type(),
@@ -354,7 +403,8 @@ Value KernelBuilder::dot(Value a, Value b) {
   return emit1(OpKind::Dot, {a, b}, scalar(Elem::F32));
 }
 
-Value KernelBuilder::dotTiles(Value a, Value b, int k) {
+Value KernelBuilder::dotTiles(Value a, Value b, int k, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({a, b}))
     return poison(tile(Elem::F32, 1));
   Type ta = a.type(), tb = b.type();
@@ -369,7 +419,8 @@ Value KernelBuilder::dotTiles(Value a, Value b, int k) {
   return emit1(OpKind::DotTiles, {a, b}, tile(Elem::F32, (ta.lanes / k) * (tb.lanes / k)), k);
 }
 
-Value KernelBuilder::packScoreKey(Value score, Value block) {
+Value KernelBuilder::packScoreKey(Value score, Value block, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({score, block}))
     return poison(scalar(Elem::I64));
   const int lanes = score.type().lanes;
@@ -381,7 +432,13 @@ Value KernelBuilder::packScoreKey(Value score, Value block) {
 
 Values KernelBuilder::runRegion(int32_t op, int region, const std::function<Values()> &fn) {
   cursor_.push_back({op, region});
+  // The body's calls are the kernel's own: each sets its ops' location again.
+  const int depth = locDepth_;
+  const Loc loc = loc_;
+  locDepth_ = 0;
   Values yielded = fn();
+  locDepth_ = depth;
+  loc_ = loc;
   Values checked;
   for (const Value &v : yielded)
     if (live({v}))
@@ -392,7 +449,8 @@ Values KernelBuilder::runRegion(int32_t op, int region, const std::function<Valu
 }
 
 Values KernelBuilder::forLoop(Value lo, Value hi, Value step, const Values &inits,
-                              const std::function<Values(Value, const Values &)> &body, int unroll) {
+                              const std::function<Values(Value, const Values &)> &body, int unroll, SourceAt at) {
+  LocScope scope(*this, at);
   std::vector<Type> types;
   for (const Value &v : inits)
     types.push_back(live({v}) ? v.type() : scalar(Elem::I64));
@@ -426,7 +484,8 @@ Values KernelBuilder::forLoop(Value lo, Value hi, Value step, const Values &init
 }
 
 Values KernelBuilder::ifElse(Value cond, const std::function<Values()> &thenFn,
-                             const std::function<Values()> &elseFn) {
+                             const std::function<Values()> &elseFn, SourceAt at) {
+  LocScope scope(*this, at);
   if (!live({cond}))
     return {};
   check(cond.type() == scalar(Elem::I1),
@@ -451,7 +510,8 @@ Values KernelBuilder::ifElse(Value cond, const std::function<Values()> &thenFn,
   return out;
 }
 
-void KernelBuilder::ifThen(Value cond, const std::function<void()> &thenFn) {
+void KernelBuilder::ifThen(Value cond, const std::function<void()> &thenFn, SourceAt at) {
+  LocScope scope(*this, at);
   ifElse(
       cond, [&] { thenFn(); return Values{}; }, [] { return Values{}; });
 }
@@ -464,28 +524,68 @@ StatusOr<Kernel> KernelBuilder::finish() {
   return k_;
 }
 
+Value Value::to(Elem e, SourceAt at) const {
+  const Type t = type();
+  if (t.elem == e)
+    return *this;
+  OpKind k = OpKind::ExtS;
+  if (isInt(t.elem) && isInt(e))
+    k = elemBits(e) > elemBits(t.elem) ? OpKind::ExtS : OpKind::Trunc;
+  else if (isInt(t.elem))
+    k = OpKind::SIToFP;
+  else if (isInt(e))
+    k = OpKind::SIToFP; // refused by convert, naming both types: the DSL converts no float to an integer
+  else
+    k = e == Elem::F32 ? OpKind::ExtF : OpKind::TruncF;
+  return b_->convert(k, *this, e, at);
+}
+Value Value::zext(Elem e, SourceAt at) const { return b_->convert(OpKind::ExtU, *this, e, at); }
+Value Value::bitcast(Elem e, SourceAt at) const { return b_->convert(OpKind::Bitcast, *this, e, at); }
+
 namespace {
-Value lit(Value like, int64_t v) { return like.builder()->constLike(like, static_cast<double>(v)); }
+Value lit(Value like, int64_t v, SourceAt at) { return like.builder()->constLike(like, static_cast<double>(v), at); }
+Value bin(OpKind k, const Operand &a, Value b) { return a.v.builder()->binary(k, a.v, b, a.at); }
+Value cmp(OpKind k, const Operand &a, Value b) { return a.v.builder()->cmp(k, a.v, b, a.at); }
 } // namespace
 
-Value operator+(Value a, Value b) { return a.builder()->binary(OpKind::Add, a, b); }
-Value operator-(Value a, Value b) { return a.builder()->binary(OpKind::Sub, a, b); }
-Value operator*(Value a, Value b) { return a.builder()->binary(OpKind::Mul, a, b); }
-Value operator/(Value a, Value b) { return a.builder()->binary(OpKind::DivS, a, b); }
-Value operator%(Value a, Value b) { return a.builder()->binary(OpKind::RemS, a, b); }
-Value operator&(Value a, Value b) { return a.builder()->binary(OpKind::And, a, b); }
-Value operator|(Value a, Value b) { return a.builder()->binary(OpKind::Or, a, b); }
-Value operator<(Value a, Value b) { return a.builder()->cmp(OpKind::CmpLtS, a, b); }
-Value operator<=(Value a, Value b) { return a.builder()->cmp(OpKind::CmpLeS, a, b); }
-Value operator>(Value a, Value b) { return a.builder()->cmp(OpKind::CmpGtS, a, b); }
-Value operator>=(Value a, Value b) { return a.builder()->cmp(OpKind::CmpGeS, a, b); }
-Value operator==(Value a, Value b) { return a.builder()->cmp(OpKind::CmpEq, a, b); }
-Value operator+(Value a, int64_t b) { return a + lit(a, b); }
-Value operator-(Value a, int64_t b) { return a - lit(a, b); }
-Value operator*(Value a, int64_t b) { return a * lit(a, b); }
-Value operator/(Value a, int64_t b) { return a / lit(a, b); }
-Value operator%(Value a, int64_t b) { return a % lit(a, b); }
-Value operator<(Value a, int64_t b) { return a < lit(a, b); }
-Value operator>=(Value a, int64_t b) { return a >= lit(a, b); }
+Value operator+(Operand a, Value b) { return bin(OpKind::Add, a, b); }
+Value operator-(Operand a, Value b) { return bin(OpKind::Sub, a, b); }
+Value operator*(Operand a, Value b) { return bin(OpKind::Mul, a, b); }
+Value operator/(Operand a, Value b) { return bin(OpKind::DivS, a, b); }
+Value operator%(Operand a, Value b) { return bin(OpKind::RemS, a, b); }
+Value operator&(Operand a, Value b) { return bin(OpKind::And, a, b); }
+Value operator|(Operand a, Value b) { return bin(OpKind::Or, a, b); }
+Value operator^(Operand a, Value b) { return bin(OpKind::Xor, a, b); }
+Value operator<<(Operand a, Value b) { return bin(OpKind::Shl, a, b); }
+Value operator<(Operand a, Value b) { return cmp(OpKind::CmpLtS, a, b); }
+Value operator<=(Operand a, Value b) { return cmp(OpKind::CmpLeS, a, b); }
+Value operator>(Operand a, Value b) { return cmp(OpKind::CmpGtS, a, b); }
+Value operator>=(Operand a, Value b) { return cmp(OpKind::CmpGeS, a, b); }
+Value operator==(Operand a, Value b) { return cmp(OpKind::CmpEq, a, b); }
+Value operator!=(Operand a, Value b) { return cmp(OpKind::CmpNe, a, b); }
+// The literal is made at the operator's location, before the op, as a kernel writing
+// b.splat(b.constInt(v), lanes) by hand would.
+#define M3IDX_LITERAL_OPERATOR(op)                                                                        \
+  Value operator op(Operand a, int64_t b) { return Operand(a.v, a.at) op lit(a.v, b, a.at); }
+M3IDX_LITERAL_OPERATOR(+)
+M3IDX_LITERAL_OPERATOR(-)
+M3IDX_LITERAL_OPERATOR(*)
+M3IDX_LITERAL_OPERATOR(/)
+M3IDX_LITERAL_OPERATOR(%)
+M3IDX_LITERAL_OPERATOR(&)
+M3IDX_LITERAL_OPERATOR(|)
+M3IDX_LITERAL_OPERATOR(^)
+M3IDX_LITERAL_OPERATOR(<<)
+M3IDX_LITERAL_OPERATOR(<)
+M3IDX_LITERAL_OPERATOR(<=)
+M3IDX_LITERAL_OPERATOR(>)
+M3IDX_LITERAL_OPERATOR(>=)
+M3IDX_LITERAL_OPERATOR(==)
+M3IDX_LITERAL_OPERATOR(!=)
+#undef M3IDX_LITERAL_OPERATOR
+Value shrU(Value a, Value b, SourceAt at) { return a.builder()->binary(OpKind::ShrU, a, b, at); }
+Value shrU(Value a, int64_t b, SourceAt at) { return shrU(a, lit(a, b, at), at); }
+Value gtU(Value a, Value b, SourceAt at) { return a.builder()->cmp(OpKind::CmpGtU, a, b, at); }
+Value ltU(Value a, Value b, SourceAt at) { return a.builder()->cmp(OpKind::CmpGtU, b, a, at); }
 
 } // namespace m3idx::dsl

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@ namespace m3idx::dsl {
 
 class KernelBuilder;
 
+// Every builder call takes where it is called from (a defaulted last argument), so each op knows
+// its kernel line (Op::loc); ops a call builds on the way (a splat for a broadcast) share it.
+using SourceAt = std::source_location;
+
 // A handle to an SSA value under construction; operators build ops on its builder.
 class Value {
 public:
@@ -23,6 +28,12 @@ public:
   Type type() const;
   ValueId id() const { return id_; }
   KernelBuilder *builder() const { return b_; }
+  // The conversion to `e` that keeps the value: a wider integer sign-extends, a narrower one
+  // truncates, an integer to f32 converts signed, a small float widens to f32 exactly, f32 rounds
+  // to f8E4M3FN (satfinite); the same type is the value itself.
+  Value to(Elem e, SourceAt at = SourceAt::current()) const;
+  Value zext(Elem e, SourceAt at = SourceAt::current()) const;    // zero-extends an integer
+  Value bitcast(Elem e, SourceAt at = SourceAt::current()) const; // same bits, another type
 
 private:
   KernelBuilder *b_ = nullptr;
@@ -42,80 +53,95 @@ public:
   explicit KernelBuilder(std::string name, int warps = 1); // warps: see Kernel::warps
 
   // Arguments, in signature order: buffers first, then scalars.
-  Buffer buffer(const std::string &name, Elem elem, Access access);
-  Value scalarArg(const std::string &name, Elem elem);
+  Buffer buffer(const std::string &name, Elem elem, Access access, SourceAt at = SourceAt::current());
+  Value scalarArg(const std::string &name, Elem elem, SourceAt at = SourceAt::current());
 
-  Value programId(); // i64: which program of the grid this is
-  Value constInt(int64_t v, Elem e = Elem::I64);
-  Value constF32(double v);
-  Value constLike(Value like, double v); // scalar or splat tile of like's type
-  Value iota(int lanes);                 // tile<lanes x i64> 0, 1, ...
+  Value programId(SourceAt at = SourceAt::current()); // i64: which program of the grid this is
+  Value constInt(int64_t v, Elem e = Elem::I64, SourceAt at = SourceAt::current());
+  Value constF32(double v, SourceAt at = SourceAt::current());
+  Value constLike(Value like, double v, SourceAt at = SourceAt::current()); // scalar or splat tile of like's type
+  Value iota(int lanes, SourceAt at = SourceAt::current());                 // tile<lanes x i64> 0, 1, ...
 
-  Value binary(OpKind k, Value a, Value b);
-  Value cmp(OpKind k, Value a, Value b);
-  Value select(Value cond, Value a, Value b);
-  Value maxNumF(Value a, Value b) { return binary(OpKind::MaxNumF, a, b); } // fmaxf: drops NaN
-  Value minS(Value a, Value b) { return binary(OpKind::MinS, a, b); }
-  Value maxS(Value a, Value b) { return binary(OpKind::MaxS, a, b); }
+  // Elementwise ops broadcast: a scalar operand next to a tile (of its element type) is splat to
+  // the tile's lanes, as is a scalar branch of a select with a tile condition.
+  Value binary(OpKind k, Value a, Value b, SourceAt at = SourceAt::current());
+  Value cmp(OpKind k, Value a, Value b, SourceAt at = SourceAt::current());
+  Value select(Value cond, Value a, Value b, SourceAt at = SourceAt::current());
+  Value maxNumF(Value a, Value b, SourceAt at = SourceAt::current()) { return binary(OpKind::MaxNumF, a, b, at); } // fmaxf: drops NaN
+  Value minS(Value a, Value b, SourceAt at = SourceAt::current()) { return binary(OpKind::MinS, a, b, at); }
+  Value maxS(Value a, Value b, SourceAt at = SourceAt::current()) { return binary(OpKind::MaxS, a, b, at); }
 
-  Value convert(OpKind k, Value v, Elem to); // ExtS ExtU Trunc SIToFP ExtF TruncF Bitcast
-  Value clampF(Value v, double bound);       // to [-bound, bound], NaN kept
+  Value convert(OpKind k, Value v, Elem to, SourceAt at = SourceAt::current()); // ExtS ExtU Trunc SIToFP ExtF TruncF Bitcast
+  Value clampF(Value v, double bound, SourceAt at = SourceAt::current());       // to [-bound, bound], NaN kept
 
-  Value splat(Value s, int lanes);
-  Value extract(Value t, int lane);
+  Value splat(Value s, int lanes, SourceAt at = SourceAt::current());
+  Value extract(Value t, int lane, SourceAt at = SourceAt::current());
   // Lane `lane` (an i64 scalar, in [0, lanes): out of range is undefined) of tile t.
-  Value extractAt(Value t, Value lane);
-  Value shuffle(Value a, Value b, std::vector<int32_t> mask); // lanes of a then b
-  Value reduceAdd(Value t);
-  Value reduceMax(Value t);
+  Value extractAt(Value t, Value lane, SourceAt at = SourceAt::current());
+  Value shuffle(Value a, Value b, std::vector<int32_t> mask, SourceAt at = SourceAt::current()); // lanes of a then b
+  Value reduceAdd(Value t, SourceAt at = SourceAt::current());
+  Value reduceMax(Value t, SourceAt at = SourceAt::current());
   // tile<G*S x f32> -> tile<G x f32>: lane g is the fmaxf (NaN dropped) of lanes [g*S, g*S + S).
-  Value reduceMaxGroups(Value t, int groups);
+  Value reduceMaxGroups(Value t, int groups, SourceAt at = SourceAt::current());
   // tile<L x f32> -> tile<L/2 x f32>: the fmaxf of each pair of lanes i, i + d with bit d of i
   // clear (d a power of two, 2d dividing L), at lane (i / 2d) * d + i % d. A max over all lanes
   // may fold pairs first; which pairs is the kernel's choice (a layout's registers may hold them).
-  Value foldMax(Value t, int d);
+  Value foldMax(Value t, int d, SourceAt at = SourceAt::current());
 
-  Value load(Buffer buf, Value offset);
-  Value loadTile(Buffer buf, Value offset, int lanes);
+  Value load(Buffer buf, Value offset, SourceAt at = SourceAt::current());
+  Value loadTile(Buffer buf, Value offset, int lanes, SourceAt at = SourceAt::current());
   // The same, promising that the element at `offset` sits at an address aligned to alignBytes (a
   // power of two, at most 16) when the buffer's base is 16-byte aligned, as GPU backends require:
   // GPU targets then issue wide loads.
-  Value loadTile(Buffer buf, Value offset, int lanes, int alignBytes);
+  Value loadTile(Buffer buf, Value offset, int lanes, int alignBytes, SourceAt at = SourceAt::current());
   // Lanes at or past `limit` (an i64 scalar) read 0 and touch no memory (Triton's masked load).
-  Value loadTile(Buffer buf, Value offset, int lanes, Value limit);
-  void store(Buffer buf, Value offset, Value v);
-  void storeTile(Buffer buf, Value offset, Value v);
+  Value loadTile(Buffer buf, Value offset, int lanes, Value limit, SourceAt at = SourceAt::current());
+  void store(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
+  void storeTile(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
   // buf[offsets[i]] = v[i] for the lanes where mask[i] (offsets tile<N x i64>, mask tile<N x i1>);
   // masked-off lanes touch no memory, so their offsets may be anything.
-  void storeScatter(Buffer buf, Value offsets, Value v, Value mask);
+  void storeScatter(Buffer buf, Value offsets, Value v, Value mask, SourceAt at = SourceAt::current());
 
   // e4m3_rn_satfinite(E2M1(nibble) * E4M3(scale)) for every element: packed is tile<N/2 x i8>
   // (element 2i in the low nibble of byte i), scales tile<N/16 x i8>; result tile<N x f8E4M3FN>.
-  Value decodeNvfp4(Value packed, Value scales);
+  Value decodeNvfp4(Value packed, Value scales, SourceAt at = SourceAt::current());
   // sum of a[i] * b[i] over f32 tiles in fp32; the order of the sum is the target's.
-  Value dot(Value a, Value b);
+  Value dot(Value a, Value b, SourceAt at = SourceAt::current());
   // Every row of a against every row of b, rows being k consecutive lanes (Triton's tl.dot with b
   // transposed): a is tile<M*k>, b tile<N*k>, both f32 or both f8E4M3FN; the result is
   // tile<N*M x f32> with lane n*M + m = sum_i a[m*k + i] * b[n*k + i], in fp32 (exact products,
   // the target's order of the sum). Targets with matrix units run it on them.
-  Value dotTiles(Value a, Value b, int k);
+  Value dotTiles(Value a, Value b, int k, SourceAt at = SourceAt::current());
   // SPEC §5 top-k key: (ordered bits of score, NaN -> -inf, -0 -> +0) << 32 | block; scalars, or
   // lane by lane for a tile of scores and a tile of blocks.
-  Value packScoreKey(Value score, Value block);
+  Value packScoreKey(Value score, Value block, SourceAt at = SourceAt::current());
 
   // `unroll` > 1 is a hint: targets that gain from it may run that many trips per iteration (the
   // lowering decides per target; results are the same either way).
   Values forLoop(Value lo, Value hi, Value step, const Values &inits,
-                 const std::function<Values(Value iv, const Values &iters)> &body, int unroll = 1);
+                 const std::function<Values(Value iv, const Values &iters)> &body, int unroll = 1, SourceAt at = SourceAt::current());
   Values ifElse(Value cond, const std::function<Values()> &thenFn,
-                const std::function<Values()> &elseFn);
-  void ifThen(Value cond, const std::function<void()> &thenFn);
+                const std::function<Values()> &elseFn, SourceAt at = SourceAt::current());
+  void ifThen(Value cond, const std::function<void()> &thenFn, SourceAt at = SourceAt::current());
 
   StatusOr<Kernel> finish();
 
   Type typeOf(ValueId v) const { return k_.valueTypes[v.id]; }
 
 private:
+  // Sets the location of the ops the outermost builder call on the stack makes.
+  class LocScope {
+  public:
+    LocScope(KernelBuilder &b, const SourceAt &at) : b_(b) {
+      if (b_.locDepth_++ == 0)
+        b_.loc_ = Loc{at.file_name(), static_cast<uint32_t>(at.line()), static_cast<uint32_t>(at.column())};
+    }
+    ~LocScope() { --b_.locDepth_; }
+
+  private:
+    KernelBuilder &b_;
+  };
+  void broadcast(Value &a, Value &b); // splats a scalar beside a tile
   struct Cursor {
     int32_t op; // -1: the kernel body
     int region;
@@ -135,27 +161,55 @@ private:
   std::vector<Cursor> cursor_;
   std::optional<std::string> error_;
   bool argsClosed_ = false;
+  Loc loc_;
+  int locDepth_ = 0;
 };
 
-// Operators for kernel readability; integer literals take the other operand's type.
-Value operator+(Value a, Value b);
-Value operator-(Value a, Value b);
-Value operator*(Value a, Value b);
-Value operator/(Value a, Value b);
-Value operator%(Value a, Value b);
-Value operator&(Value a, Value b);
-Value operator|(Value a, Value b);
-Value operator<(Value a, Value b);
-Value operator<=(Value a, Value b);
-Value operator>(Value a, Value b);
-Value operator>=(Value a, Value b);
-Value operator==(Value a, Value b);
-Value operator+(Value a, int64_t b);
-Value operator-(Value a, int64_t b);
-Value operator*(Value a, int64_t b);
-Value operator/(Value a, int64_t b);
-Value operator%(Value a, int64_t b);
-Value operator<(Value a, int64_t b);
-Value operator>=(Value a, int64_t b);
+// An operator's left operand, with where the operator is used: taken as the implicit conversion's
+// default argument, which is evaluated at the kernel's expression, so operators' ops carry the
+// kernel line too.
+struct Operand {
+  Operand(Value v, SourceAt at = SourceAt::current()) : v(v), at(at) {}
+  Value v;
+  SourceAt at;
+};
+
+// Operators for kernel readability, on i64 / i32 / f32 values, tiles or scalars (broadcast as
+// above); integer literals take the other operand's type. `/`, `%` and `<`... are signed; gtU and
+// ltU compare unsigned, shrU shifts in zeros.
+Value operator+(Operand a, Value b);
+Value operator-(Operand a, Value b);
+Value operator*(Operand a, Value b);
+Value operator/(Operand a, Value b);
+Value operator%(Operand a, Value b);
+Value operator&(Operand a, Value b);
+Value operator|(Operand a, Value b);
+Value operator^(Operand a, Value b);
+Value operator<<(Operand a, Value b);
+Value operator<(Operand a, Value b);
+Value operator<=(Operand a, Value b);
+Value operator>(Operand a, Value b);
+Value operator>=(Operand a, Value b);
+Value operator==(Operand a, Value b);
+Value operator!=(Operand a, Value b);
+Value operator+(Operand a, int64_t b);
+Value operator-(Operand a, int64_t b);
+Value operator*(Operand a, int64_t b);
+Value operator/(Operand a, int64_t b);
+Value operator%(Operand a, int64_t b);
+Value operator&(Operand a, int64_t b);
+Value operator|(Operand a, int64_t b);
+Value operator^(Operand a, int64_t b);
+Value operator<<(Operand a, int64_t b);
+Value operator<(Operand a, int64_t b);
+Value operator<=(Operand a, int64_t b);
+Value operator>(Operand a, int64_t b);
+Value operator>=(Operand a, int64_t b);
+Value operator==(Operand a, int64_t b);
+Value operator!=(Operand a, int64_t b);
+Value shrU(Value a, Value b, SourceAt at = SourceAt::current());
+Value shrU(Value a, int64_t b, SourceAt at = SourceAt::current());
+Value gtU(Value a, Value b, SourceAt at = SourceAt::current());
+Value ltU(Value a, Value b, SourceAt at = SourceAt::current());
 
 } // namespace m3idx::dsl

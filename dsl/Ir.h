@@ -42,8 +42,18 @@ struct Region {
   std::vector<int32_t> ops;   // indexes into Kernel::ops
 };
 
+// Where kernel source built an op: the builder call's file, line and column. Lowering errors name
+// it and MLIR carries it as a FileLineColLoc; it is not part of the printed program (the cache
+// key), since moving a kernel line changes no code.
+struct Loc {
+  const char *file = nullptr; // a string literal of the build (std::source_location's)
+  uint32_t line = 0, column = 0;
+  bool known() const { return file != nullptr; }
+};
+
 struct Op {
   OpKind kind;
+  Loc loc;
   std::vector<ValueId> operands;
   std::vector<ValueId> results;
   int64_t intAttr = 0;            // constants, lane index, buffer index, arg index, for: unroll hint

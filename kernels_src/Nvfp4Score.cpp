@@ -49,7 +49,7 @@ ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
 }
 
 Value loadI64(KernelBuilder &b, Buffer buf, Value offset) {
-  return b.convert(OpKind::ExtS, b.load(buf, offset), Elem::I64);
+  return b.load(buf, offset).to(Elem::I64);
 }
 
 
@@ -90,8 +90,7 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   const int N = rt.count * numHeads; // (row, head) pairs, row-major
 
   // [rows, heads, 128] of q is one contiguous tile, loaded once per program.
-  Value q = b.convert(OpKind::Bitcast, b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit),
-                      Elem::F8E4M3FN);
+  Value q = b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit).bitcast(Elem::F8E4M3FN);
   // The running max per (token slot, row, head): T slots, or T / 2 when tiles fold token pairs.
   const int slots = c.foldTokenPairs ? T / 2 : T;
   Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * T);
@@ -114,13 +113,12 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   // the block: one scatter, no per-row scalars kept across the loop.
   Value slot = b.iota(N);
   Value slotRow = slot / numHeads, slotHead = slot % numHeads;
-  auto tileOf = [&](Value scalar) { return b.splat(scalar, N); };
   auto storeBlock = [&](Value blk, Value best) {
-    Value nblk = spec::blocksFor(rt.causalOf(slotRow)), blkT = tileOf(blk);
-    Value s = b.select(blkT >= nblk - tileOf(a.localBlocks), tileOf(b.constF32(spec::kLocalSentinel)),
-                       b.select(blkT < tileOf(a.initBlocks), tileOf(b.constF32(spec::kInitSentinel)), best));
-    Value at = (slotHead * tileOf(a.numRows) + tileOf(rt.firstRow) + slotRow) * tileOf(a.width) + blkT;
-    b.storeScatter(a.scores, at, s, blkT < nblk);
+    Value nblk = spec::blocksFor(rt.causalOf(slotRow));
+    Value s = b.select(blk < a.initBlocks, b.constF32(spec::kInitSentinel), best);
+    s = b.select(blk >= nblk - a.localBlocks, b.constF32(spec::kLocalSentinel), s);
+    Value at = (slotHead * a.numRows + rt.firstRow + slotRow) * a.width + blk;
+    b.storeScatter(a.scores, at, s, blk < nblk);
   };
   // Slots [lo, hi); carried: the page of slot lo and its first tile's (data, scales). The last
   // block reloads its own first tile as the "next" one (in the page, unused). Only masked loops
@@ -141,18 +139,17 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
             // made here, not before the loops: live across the unmasked loop, they cost it registers)
             if (masked && !c.narrowMask) {
               Value lane = b.iota(N * T);
-              Value tok = b.splat(blk * spec::kSparseBlockSize + t * T, N * T) + lane % T;
+              Value tok = blk * spec::kSparseBlockSize + t * T + lane % T;
               dots = b.select(tok < rt.causalOf(lane / (T * numHeads)), dots, negInf);
             } else if (masked) {
               // Token m of this tile is seen by its row iff m - row < causalBase - (the tile's
               // first token), rows past validRows seeing none: one i32 per lane that does not
               // change in the loop.
-              Value lane = b.convert(OpKind::Trunc, b.iota(N * T), Elem::I32);
+              Value lane = b.iota(N * T).to(Elem::I32);
               Value row = lane / (T * numHeads), past = lane % T - row;
-              Value never = b.splat(b.constInt(std::numeric_limits<int32_t>::max(), Elem::I32), N * T);
-              past = b.select(row < b.splat(b.convert(OpKind::Trunc, rt.validRows, Elem::I32), N * T), past, never);
+              past = b.select(row < rt.validRows.to(Elem::I32), past, b.constInt(INT32_MAX, Elem::I32));
               Value seen = rt.causalBase - (blk * spec::kSparseBlockSize + t * T);
-              dots = b.select(past < b.splat(b.convert(OpKind::Trunc, seen, Elem::I32), N * T), dots, negInf);
+              dots = b.select(past < seen.to(Elem::I32), dots, negInf);
             }
             if (c.foldTokenPairs) // tokens m and m + 8 of each 16
               dots = b.foldMax(dots, 8);
@@ -203,7 +200,7 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
     rt.qLimit = b.constInt(static_cast<int64_t>(Q) * c.numHeads * spec::kIndexHeadDim);
     rt.count = Q;
     rt.causalOf = [&](Value r) { // row r sees L - Q + r + 1 tokens (at least 0)
-      return b.maxS(r + b.splat(seqLen - (Q - 1), r.type().lanes), b.splat(b.constInt(0), r.type().lanes));
+      return b.maxS(r + (seqLen - (Q - 1)), b.constInt(0));
     };
     rt.leastCausal = b.maxS(seqLen - (Q - 1), b.constInt(0)); // row 0's
     if (c.narrowMask) {
@@ -243,9 +240,7 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
     rt.causalBase = seqLen - qLen + rowBegin - qStart + 1;
     rt.validRows = numValid;
     rt.causalOf = [&](Value r) { // slots past numValid are padding: they see nothing
-      const int n = r.type().lanes;
-      Value seen = b.maxS(r + b.splat(rt.causalBase, n), b.splat(zero, n));
-      return b.select(r < b.splat(numValid, n), seen, b.splat(zero, n));
+      return b.select(r < numValid, b.maxS(r + rt.causalBase, zero), zero);
     };
     scoreBlocks(b, a, c, req, range, rt);
   });

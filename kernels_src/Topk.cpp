@@ -26,8 +26,7 @@ constexpr int kScanTile = 32;
 // Lanes i of a kScanTile tile for which (i & bit) != 0 (none for bit kScanTile).
 Value laneBitSet(KernelBuilder &b, int bit) {
   const int S = kScanTile;
-  Value zero = b.splat(b.constInt(0), S);
-  return b.cmp(OpKind::CmpNe, b.iota(S) & b.splat(b.constInt(bit), S), zero);
+  return (b.iota(S) & bit) != 0;
 }
 
 // One compare-exchange stage of a bitonic network: lane i meets lane i ^ j and keeps the smaller
@@ -39,8 +38,7 @@ Value compareExchange(KernelBuilder &b, Value keys, int j, Value keepMin) {
   for (int i = 0; i < kScanTile; ++i)
     partnerOf.push_back(i ^ j);
   Value partner = b.shuffle(keys, keys, partnerOf);
-  Value partnerAbove = b.cmp(OpKind::CmpGtU, partner, keys);
-  return b.select(b.binary(OpKind::Xor, partnerAbove, keepMin), partner, keys);
+  return b.select(gtU(partner, keys) ^ keepMin, partner, keys);
 }
 
 // `keys` sorted by a bitonic network, descending or ascending.
@@ -50,8 +48,8 @@ Value bitonicSort(KernelBuilder &b, Value keys, bool descending) {
     for (int j = k / 2; j >= 1; j /= 2) {
       // Ascending, lane i is the lower of its pair when bit j is clear and keeps the smaller key
       // when its block of k lanes ascends (bit k clear; all lanes at k == S): bit j == bit k.
-      OpKind keepMin = descending ? OpKind::CmpNe : OpKind::CmpEq;
-      keys = compareExchange(b, keys, j, b.cmp(keepMin, laneBitSet(b, j), laneBitSet(b, k)));
+      Value bitJ = laneBitSet(b, j), bitK = laneBitSet(b, k);
+      keys = compareExchange(b, keys, j, descending ? bitJ != bitK : bitJ == bitK);
     }
   return keys;
 }
@@ -62,7 +60,7 @@ Value bitonicSort(KernelBuilder &b, Value keys, bool descending) {
 Value mergeStep(KernelBuilder &b, Value top, Value step) {
   const int S = kScanTile;
   step = bitonicSort(b, step, /*descending=*/false);
-  Value merged = b.select(b.cmp(OpKind::CmpGtU, top, step), top, step);
+  Value merged = b.select(gtU(top, step), top, step);
   for (int j = S / 2; j >= 1; j /= 2) // descending: the lower lane of a pair keeps the larger key
     merged = compareExchange(b, merged, j, laneBitSet(b, j));
   return merged;
@@ -87,7 +85,7 @@ Value firstK(KernelBuilder &b, Value top) {
 // `top` with `step` merged in, unless `bound` (no key of the step exceeds it) cannot pass the 16th.
 Value mergeIfAbove(KernelBuilder &b, Value top, Value bound, const std::function<Value()> &step) {
   Value sixteenth = b.extract(top, K - 1);
-  return b.ifElse(b.cmp(OpKind::CmpGtU, bound, sixteenth),
+  return b.ifElse(gtU(bound, sixteenth),
                   [&] { return Values{mergeStep(b, top, step())}; }, [&] { return Values{top}; })[0];
 }
 
@@ -116,12 +114,9 @@ Value topkOf(KernelBuilder &b, const KeyStream &ks, Value count) {
 // signed after flipping the top bit) with every low bit set. Key 0 lanes never raise it.
 Value keyTileBound(KernelBuilder &b, Value keys) {
   const int S = kScanTile;
-  Value flip = b.splat(b.constInt(INT32_MIN, Elem::I32), S);
-  Value high = b.convert(OpKind::Trunc, b.binary(OpKind::ShrU, keys, b.splat(b.constInt(32), S)), Elem::I32);
-  Value best = b.binary(OpKind::Xor, b.reduceMax(b.binary(OpKind::Xor, high, flip)),
-                        b.constInt(INT32_MIN, Elem::I32));
-  Value top = b.binary(OpKind::Shl, b.convert(OpKind::ExtU, best, Elem::I64), b.constInt(32));
-  return b.binary(OpKind::Or, top, b.constInt(0xFFFFFFFF));
+  Value high = shrU(keys, 32).to(Elem::I32);
+  Value best = b.reduceMax(high ^ INT32_MIN) ^ INT32_MIN;
+  return best.zext(Elem::I64) << 32 | 0xFFFFFFFF;
 }
 
 // Keys each lane keeps in the one pass over a stream (lane i sees keys i, i + 32, ...). The top 16
@@ -148,7 +143,7 @@ Value onePassTopk(KernelBuilder &b, const KeyStream &ks, Value count) {
     Value key = ks.keys(s[kLaneDepth + 1], from, count - from);
     Values levels;
     for (int d = 0; d <= kLaneDepth; ++d) { // an insertion; the last level keeps the maximum
-      Value above = b.cmp(OpKind::CmpGtU, key, s[d]);
+      Value above = gtU(key, s[d]);
       levels.push_back(b.select(above, key, s[d]));
       if (d < kLaneDepth)
         key = b.select(above, s[d], key);
@@ -159,10 +154,9 @@ Value onePassTopk(KernelBuilder &b, const KeyStream &ks, Value count) {
   Value top = bitonicSort(b, kept[0], /*descending=*/true);
   for (int d = 1; d < kLaneDepth; ++d)
     top = mergeIfAbove(b, top, keyTileBound(b, kept[d]), [&] { return kept[d]; });
-  Value sixteenth = b.splat(b.extract(top, K - 1), S);
-  Value lost = b.select(b.cmp(OpKind::CmpGtU, kept[kLaneDepth], sixteenth),
-                        b.splat(b.constInt(1, Elem::I32), S), b.splat(b.constInt(0, Elem::I32), S));
-  return b.ifElse(b.cmp(OpKind::CmpNe, b.reduceMax(lost), b.constInt(0, Elem::I32)),
+  Value lost = gtU(kept[kLaneDepth], b.extract(top, K - 1));
+  Value one = b.constInt(1, Elem::I32), zero = b.constInt(0, Elem::I32);
+  return b.ifElse(b.reduceMax(b.select(lost, one, zero)) != 0,
                   [&] { return Values{topkOf(b, ks, count)}; },
                   [&] { return Values{firstK(b, top)}; })[0];
 }
@@ -175,22 +169,21 @@ Value topkKeys(KernelBuilder &b, Buffer scores, Value base, Value first, Value l
   KeyStream ks;
   ks.loadStep = [&](Value from, Value left) { return b.loadTile(scores, base + first + from, S, left); };
   ks.bound = [&](Value tile, Value from, Value left) {
-    Value best = b.reduceMax(b.select(lanes < b.splat(left, S), tile, negInf)); // NaN dropped
+    Value best = b.reduceMax(b.select(lanes < left, tile, negInf)); // NaN dropped
     // No key of this step exceeds (best's ordered bits, the step's last block id).
     return b.packScoreKey(best, first + from + (S - 1));
   };
   ks.keys = [&](Value tile, Value from, Value left) {
-    Value keys = b.packScoreKey(tile, lanes + b.splat(first + from, S));
-    return b.select(lanes < b.splat(left, S), keys, b.splat(b.constInt(0), S));
+    Value keys = b.packScoreKey(tile, lanes + (first + from));
+    return b.select(lanes < left, keys, b.constInt(0));
   };
   return onePassTopk(b, ks, last - first);
 }
 
 // Block ids of a key tile, -1 for empty slots.
 Value blockIds(KernelBuilder &b, Value keys) {
-  Value ids = b.convert(OpKind::Trunc, keys & b.splat(b.constInt(0xFFFFFFFF), K), Elem::I32);
-  Value filled = b.cmp(OpKind::CmpNe, keys, b.splat(b.constInt(0), K));
-  return b.select(filled, ids, b.splat(b.constInt(-1, Elem::I32), K));
+  Value ids = (keys & 0xFFFFFFFF).to(Elem::I32);
+  return b.select(keys != 0, ids, b.constInt(-1, Elem::I32));
 }
 
 // Scalar arguments shared by the two top-k kernels: a long row is cut into `segments` pieces of
@@ -212,7 +205,7 @@ void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer
   Value keys = topkKeys(b, scores, base, b.minS(first, nblk), b.minS(first + sg.segmentBlocks, nblk));
   b.ifThen(sg.segments == b.constInt(1), [&] { b.storeTile(out, headRow * K, blockIds(b, keys)); });
   b.ifThen(sg.segments > b.constInt(1), [&] {
-    Value at = (b.splat(headRow * K, K) + b.iota(K)) * b.splat(sg.segments, K) + b.splat(segment, K);
+    Value at = (b.iota(K) + headRow * K) * sg.segments + segment;
     b.storeScatter(sg.partial, at, keys, b.splat(b.constInt(1, Elem::I1), K));
   });
 }
@@ -235,7 +228,7 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   Value pid = b.programId();
   Value segment = pid % sg.segments, rowId = pid / sg.segments;
   Value head = rowId / decodeRows, row = rowId % decodeRows;
-  Value seqLen = b.convert(OpKind::ExtS, b.load(seqLens, row / c.queryRows), Elem::I64);
+  Value seqLen = b.load(seqLens, row / c.queryRows).to(Elem::I64);
   Value causal = b.maxS(seqLen - c.queryRows + row % c.queryRows + 1, b.constInt(0));
   Value headRow = head * numRows + row;
   topkSegment(b, scores, headRow * width, spec::blocksFor(causal), out, sg, headRow, segment);
@@ -258,7 +251,7 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   Value pid = b.programId();
   Value segment = pid % sg.segments, rowId = pid / sg.segments;
   Value head = rowId / prefillRows, row = rowBegin + rowId % prefillRows;
-  Value nblk = b.convert(OpKind::ExtS, b.load(rowBlocks, row), Elem::I64);
+  Value nblk = b.load(rowBlocks, row).to(Elem::I64);
   Value headRow = head * numRows + row;
   topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment);
   return b.finish();

@@ -209,6 +209,7 @@ private:
   void openRegionBlock(mlir::Block *block);
   void emitRegion(const dsl::Region &r);
   void emitOp(const dsl::Op &op);
+  void emitOpAt(const dsl::Op &op); // emitOp with the op's location on every MLIR op it makes
   mlir::Value emitDecodeNvfp4(mlir::Value packed, mlir::Value scales);
   mlir::Value emitPackScoreKey(mlir::Value score, mlir::Value block);
 
@@ -233,6 +234,12 @@ private:
   mlir::Value lane_;                          // gpu: thread id (index)
   std::map<int, mlir::Value> smem_;           // gpu: workgroup buffer per element type
   std::string error_;                         // first lowering error
+  const dsl::Op *currentOp_ = nullptr;        // the op being emitted
+  // Keeps the first lowering error, naming the kernel line of the op being emitted.
+  void fail(const std::string &what);
+  // " (at kernels_src/File.cpp:LINE)" for an op the DSL knows the source of, else "".
+  static std::string sourceOf(const dsl::Op &op);
+  mlir::Location locOf(const dsl::Op &op);
 };
 
 } // namespace m3idx::lowering

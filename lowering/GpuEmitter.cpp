@@ -36,8 +36,8 @@ mlir::Value Emitter::laneBelow(int64_t n) {
 // stay inside a warp: in programs of several warps an indexed one (whose source may be in another
 // warp) is refused.
 mlir::Value Emitter::shuffleIdx(mlir::Value v, mlir::Value srcLane) {
-  if (threads_ > 32 && !gfx950_ && error_.empty())
-    error_ = fmt::format("a lane shuffle across the warps of a {}-thread program", threads_);
+  if (threads_ > 32 && !gfx950_)
+    fail(fmt::format("a lane shuffle across the warps of a {}-thread program", threads_));
   mlir::Value width = constant(b_.getI32Type(), std::min(threads_, 32));
   mlir::Value src = arith::TruncIOp::create(b_, b_.getI32Type(), srcLane);
   auto move32 = [&](mlir::Value x) {
@@ -71,8 +71,8 @@ void Emitter::barrier() {
 
 mlir::Value Emitter::shuffleXor(mlir::Value v, int32_t mask) {
   const int width = gfx950_ ? threads_ : std::min(threads_, 32);
-  if (mask >= width && error_.empty())
-    error_ = fmt::format("a lane shuffle across the warps of a {}-thread program", threads_);
+  if (mask >= width)
+    fail(fmt::format("a lane shuffle across the warps of a {}-thread program", threads_));
   auto op = gpu::ShuffleOp::create(b_, v, mask, width, gpu::ShuffleMode::XOR);
   return op.getShuffleResult();
 }
@@ -88,8 +88,7 @@ mlir::Value Emitter::warpReduce(mlir::Value perThread, int64_t lanes, bool add, 
                                               isFloat ? arith::FastMathFlags::reassoc
                                                       : arith::FastMathFlags::none);
   if (!e.isF32() && !e.isInteger(32)) {
-    if (error_.empty())
-      error_ = "a GPU reduction over a tile of a type other than i32 or f32";
+    fail("a GPU reduction over a tile of a type other than i32 or f32");
     return s;
   }
   mlir::Value identity =
@@ -415,10 +414,9 @@ mlir::Value Emitter::gpuDotTiles(const dsl::Op &op) {
   mlir::Type f32 = b_.getF32Type(), i64 = b_.getI64Type();
   const auto resultType = VectorType::get({chunk(N * M)}, f32);
   if (partial(aLanes) || k % ca != 0 || (k / ca) > threads_) {
-    if (error_.empty())
-      error_ = fmt::format("dot.tiles: rows of {} lanes do not split evenly over the threads of a "
+    fail(fmt::format("dot.tiles: rows of {} lanes do not split evenly over the threads of a "
                            "tile of {} lanes",
-                           k, aLanes);
+                           k, aLanes));
     return constant(resultType, 0);
   }
   const int64_t g = k / ca; // threads per row of a
@@ -481,10 +479,9 @@ mlir::Value Emitter::gpuReduceMaxGroups(mlir::Value t, int64_t lanes, int64_t gr
     return out;
   }
   if (!partial(lanes) && S % c != 0) {
-    if (error_.empty())
-      error_ = fmt::format("reduce.max.groups: groups of {} lanes do not align with {} lanes per "
+    fail(fmt::format("reduce.max.groups: groups of {} lanes do not align with {} lanes per "
                            "thread",
-                           S, c);
+                           S, c));
     return constant(VectorType::get({chunk(groups)}, f32), 0);
   }
   const int64_t span = partial(lanes) ? S : S / c; // threads per group
@@ -567,7 +564,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
           "kernel @{}: dot.tiles of {} x {} lanes (k = {}) in a {}-warp sm_90 program does not lower to wgmma "
           "(it takes {} MmaRows key tokens against 64 or 128 columns of {} e4m3 lanes{})",
           k_.name, k_.typeOf(op.operands[0]).lanes, bLanes, k, k_.warps, kWgmmaTokens, spec::kIndexHeadDim,
-          wgmmaFits(op) ? "; these keys are not in MmaRows order" : ""));
+          wgmmaFits(op) ? "; these keys are not in MmaRows order" : "") + sourceOf(op));
     keysAsF32 |= !mfma && !mma && !wgmma && fromDecode(op.operands[0]);
     if (mma)
       mmaColumnTiles = std::max(mmaColumnTiles, (N + 7) / 8);
@@ -585,10 +582,10 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
       return Status::error(fmt::format("kernel @{}: the wgmma dot.tiles result is read in blocked order "
                                        "(on sm_90 warpgroup programs only elementwise ops, loop-carried "
                                        "values and a reduce.max.groups of 64 may read it)",
-                                       k_.name));
+                                       k_.name) + sourceOf(op));
     if (wgmma && wgmmaColumns_ && wgmmaColumns_ != N)
       return Status::error(fmt::format("kernel @{}: wgmma dot.tiles of {} and {} columns in one program",
-                                       k_.name, wgmmaColumns_, N));
+                                       k_.name, wgmmaColumns_, N) + sourceOf(op));
     if (wgmma) {
       wgmmaB_.insert(op.operands[1].id);
       wgmmaColumns_ = N;

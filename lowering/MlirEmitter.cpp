@@ -145,9 +145,41 @@ void Emitter::openRegionBlock(mlir::Block *block) {
   b_.setInsertionPointToEnd(block);
 }
 
+void Emitter::fail(const std::string &what) {
+  if (error_.empty())
+    error_ = what + (currentOp_ ? sourceOf(*currentOp_) : "");
+}
+
+std::string Emitter::sourceOf(const dsl::Op &op) {
+  if (!op.loc.known())
+    return "";
+  // The file as the build named it, from its folder on: "kernels_src/Nvfp4Score.cpp".
+  std::string_view file = op.loc.file;
+  size_t cut = file.rfind('/');
+  if (cut != std::string_view::npos && cut > 0)
+    cut = file.rfind('/', cut - 1);
+  return fmt::format(" (at {}:{})", cut == std::string_view::npos ? file : file.substr(cut + 1), op.loc.line);
+}
+
+mlir::Location Emitter::locOf(const dsl::Op &op) {
+  if (!op.loc.known())
+    return b_.getUnknownLoc();
+  return mlir::FileLineColLoc::get(b_.getContext(), op.loc.file, op.loc.line, op.loc.column);
+}
+
+void Emitter::emitOpAt(const dsl::Op &op) {
+  const mlir::Location outer = b_.getLoc();
+  const dsl::Op *outerOp = currentOp_;
+  b_.setLoc(locOf(op));
+  currentOp_ = &op;
+  emitOp(op);
+  currentOp_ = outerOp;
+  b_.setLoc(outer);
+}
+
 void Emitter::emitRegion(const dsl::Region &r) {
   for (int32_t i : r.ops) {
-    emitOp(k_.ops[i]);
+    emitOpAt(k_.ops[i]);
     if (!gpu_) {
       for (dsl::ValueId v : k_.ops[i].results) // a dot.tiles b operand: widened once, where defined
         if (auto it = hostDotB_.find(v.id); it != hostDotB_.end())
@@ -309,9 +341,8 @@ void Emitter::emitOp(const dsl::Op &op) {
       return;
     }
     if (gpu_ && (partial(lanes / 2) || chunk(lanes) % (2 * d) != 0)) { // pairs must be in one thread
-      if (error_.empty())
-        error_ = fmt::format("fold.max: pairs {} apart across threads ({} lanes, {} per thread)", d, lanes,
-                             partial(lanes) ? 1 : chunk(lanes));
+      fail(fmt::format("fold.max: pairs {} apart across threads ({} lanes, {} per thread)", d, lanes,
+                             partial(lanes) ? 1 : chunk(lanes)));
       set(constant(resultType(), 0));
       return;
     }
@@ -415,10 +446,9 @@ void Emitter::emitOp(const dsl::Op &op) {
       const int64_t S = k_.typeOf(op.operands[1]).lanes;
       const bool ownScales = outChunk % 16 == 0 && !partial(S) && chunk(S) * 16 == outChunk;
       if (partial(P) || outChunk != 2 * chunk(P) || (16 % outChunk != 0 && !ownScales)) {
-        if (error_.empty())
-          error_ = fmt::format("nvfp4.decode of {} packed bytes does not distribute over {} "
+        fail(fmt::format("nvfp4.decode of {} packed bytes does not distribute over {} "
                                "threads",
-                               P, threads_);
+                               P, threads_));
         set(constant(resultType(), 0));
         return;
       }

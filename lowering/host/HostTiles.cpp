@@ -95,8 +95,7 @@ mlir::Value Emitter::hostBuffer(dsl::ValueId v) {
     auto it = hostWideBuf_.find(v.id);
     if (it != hostWideBuf_.end())
       return it->second;
-    if (error_.empty())
-      error_ = fmt::format("host: wide tile %{} used before it is defined", v.id);
+    fail(fmt::format("host: wide tile %{} used before it is defined", v.id));
     return entryAlloca(k_.typeOf(v).lanes, hostStorage(k_.typeOf(v).elem));
   }
   const dsl::Type t = k_.typeOf(v);
@@ -110,8 +109,8 @@ mlir::Value Emitter::hostLoadPiece(mlir::Value buf, Elem e, mlir::Value at, int6
   switch (e) {
   case Elem::I1: return arith::TruncIOp::create(b_, VectorType::get({lanes}, b_.getI1Type()), v);
   case Elem::F8E4M3FN: case Elem::F4E2M1FN:
-    if (e == Elem::F4E2M1FN && error_.empty())
-      error_ = "host: wide f4E2M1FN tiles are not stored";
+    if (e == Elem::F4E2M1FN)
+      fail("host: wide f4E2M1FN tiles are not stored");
     return arith::BitcastOp::create(b_, VectorType::get({lanes}, elemType(Elem::F8E4M3FN)), v);
   default: return v;
   }
@@ -258,8 +257,7 @@ void Emitter::hostReduceMaxGroups(const dsl::Op &op) {
   const int64_t lanes = k_.typeOf(op.operands[0]).lanes, groups = op.intAttr, S = lanes / groups;
   mlir::Type f32 = b_.getF32Type();
   if (S > kHostPiece) {
-    if (error_.empty())
-      error_ = fmt::format("host: reduce.max.groups of {} lanes per group (at most {})", S, kHostPiece);
+    fail(fmt::format("host: reduce.max.groups of {} lanes per group (at most {})", S, kHostPiece));
     values_[op.results[0].id] = constant(valueType(op.results[0]), 0);
     return;
   }
@@ -598,8 +596,7 @@ void Emitter::emitHostOp(const dsl::Op &op) {
     hostElementwise(op);
     return;
   }
-  if (error_.empty())
-    error_ = fmt::format("host: {} has no lowering for tiles of more than {} lanes", dsl::opName(op.kind), kHostPiece);
+  fail(fmt::format("host: {} has no lowering for tiles of more than {} lanes", dsl::opName(op.kind), kHostPiece));
 }
 
 } // namespace m3idx::lowering

@@ -100,9 +100,8 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   const int64_t P = cast<VectorType>(packed.getType()).getNumElements(), N = 2 * P;
   mlir::Type i32 = b_.getI32Type();
   if (P % 4 != 0 || !keyWords_) {
-    if (error_.empty())
-      error_ = !keyWords_ ? std::string("nvfp4.decode: no sm_90 key table in this program")
-                          : fmt::format("nvfp4.decode: {} packed bytes per thread is not whole words", P);
+    fail(!keyWords_ ? std::string("nvfp4.decode: no sm_90 key table in this program")
+                          : fmt::format("nvfp4.decode: {} packed bytes per thread is not whole words", P));
     return constant(VectorType::get({N}, b_.getType<Float8E4M3FNType>()), 0);
   }
   auto c32 = [&](uint32_t v) { return constant(i32, static_cast<double>(static_cast<int32_t>(v))); };
@@ -307,8 +306,8 @@ mlir::Value Emitter::mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
         out[j] = arith::SelectOp::create(b_, mine, v, out[j]);
       }
     }
-  if (groups > 2 * threads_ && error_.empty())
-    error_ = "reduce.max.groups of mma accumulators: more than two groups per thread";
+  if (groups > 2 * threads_)
+    fail("reduce.max.groups of mma accumulators: more than two groups per thread");
   return vector::FromElementsOp::create(b_, VectorType::get({L}, f32), out);
 }
 

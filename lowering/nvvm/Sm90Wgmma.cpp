@@ -220,9 +220,9 @@ mlir::Value Emitter::wgmmaAccFoldThreadTokens(mlir::Value acc) {
 
 // fold.max of accumulators: only pairs 8 apart (a thread's two tokens), kept in WgmmaAccFolded.
 mlir::Value Emitter::wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result) {
-  if ((pairs != 8 || result != Spread::WgmmaAccFolded) && error_.empty())
-    error_ = pairs != 8 ? fmt::format("fold.max of wgmma accumulators: pairs {} apart (only 8: a thread's tokens)", pairs)
-                        : std::string("fold.max of wgmma accumulators read in blocked order");
+  if ((pairs != 8 || result != Spread::WgmmaAccFolded))
+    fail(pairs != 8 ? fmt::format("fold.max of wgmma accumulators: pairs {} apart (only 8: a thread's tokens)", pairs)
+                        : std::string("fold.max of wgmma accumulators read in blocked order"));
   return wgmmaAccFoldThreadTokens(acc);
 }
 
@@ -238,9 +238,9 @@ mlir::Value Emitter::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bo
   if (!folded)
     acc = wgmmaAccFoldThreadTokens(acc);
   const int64_t regs = cast<VectorType>(acc.getType()).getNumElements(); // 2 per 8-column chunk
-  if (groups != wgmmaColumns_ && error_.empty())
-    error_ = fmt::format("reduce.max.groups of wgmma accumulators: {} groups (expected {})", groups,
-                         wgmmaColumns_);
+  if (groups != wgmmaColumns_)
+    fail(fmt::format("reduce.max.groups of wgmma accumulators: {} groups (expected {})", groups,
+                         wgmmaColumns_));
   mlir::Value lane = laneI64();
   mlir::Value zero = toIndex(constant(i64, 0));
   mlir::Value exchange = memref::LoadOp::create(b_, wgmmaExchangeAt_, ValueRange{zero});

@@ -40,8 +40,8 @@ TEST(DslBuilder, IntegerOpOnFloats) {
 
 TEST(DslBuilder, SelectBranchTypes) {
   expectError([](KernelBuilder &b) {
-    b.select(b.constInt(1) < b.constInt(2), b.constInt(1), b.splat(b.constInt(1), 4));
-  }, "select: branch types differ (i64 vs tile<4 x i64>)");
+    b.select(b.constInt(1) < b.constInt(2), b.constInt(1), b.constF32(1));
+  }, "select: branch types differ (i64 vs f32)");
 }
 
 TEST(DslBuilder, SelectConditionType) {
@@ -207,4 +207,110 @@ TEST(DslBuilder, FoldMaxPairs) {
   StatusOr<Kernel> k = b.finish();
   ASSERT_TRUE(k.ok()) << k.status().message();
   EXPECT_NE(k->print().find("fold.max pairs=8"), std::string::npos) << k->print();
+}
+
+namespace {
+
+// The ops of a kernel built by `body`, in order.
+std::vector<Op> opsOf(const std::function<void(KernelBuilder &)> &body) {
+  KernelBuilder b("k");
+  body(b);
+  StatusOr<Kernel> k = b.finish();
+  EXPECT_TRUE(k.ok()) << k.status().message();
+  return k.ok() ? k->ops : std::vector<Op>{};
+}
+
+std::vector<OpKind> kindsOf(const std::vector<Op> &ops) {
+  std::vector<OpKind> kinds;
+  for (const Op &op : ops)
+    kinds.push_back(op.kind);
+  return kinds;
+}
+
+} // namespace
+
+// A scalar beside a tile is splat to its lanes (binary, compare, select's branches), in the op
+// order a kernel writing the splat by hand gets; the result is a tile.
+TEST(DslBuilder, ScalarsBroadcastToTiles) {
+  Type sum, less, chosen;
+  auto ops = opsOf([&](KernelBuilder &b) {
+    Value lanes = b.iota(8);
+    sum = (lanes + b.constInt(3)).type();
+    less = (lanes < 2).type();
+    Value cond = lanes < 2, one = b.constF32(1), zero = b.constF32(0); // (argument order is the compiler's)
+    chosen = b.select(cond, one, zero).type();
+  });
+  EXPECT_EQ(sum, tile(Elem::I64, 8));
+  EXPECT_EQ(less, tile(Elem::I1, 8));
+  EXPECT_EQ(chosen, tile(Elem::F32, 8));
+  const std::vector<OpKind> want = {OpKind::Iota,     OpKind::ConstInt, OpKind::Splat,      OpKind::Add,
+                                    OpKind::ConstInt, OpKind::Splat,    OpKind::CmpLtS,     OpKind::ConstInt,
+                                    OpKind::Splat,    OpKind::CmpLtS,   OpKind::ConstFloat, OpKind::ConstFloat,
+                                    OpKind::Splat,    OpKind::Splat,    OpKind::Select};
+  EXPECT_EQ(kindsOf(ops), want);
+}
+
+TEST(DslBuilder, BitOperatorsAndUnsignedCompares) {
+  auto ops = opsOf([](KernelBuilder &b) {
+    Value x = b.constInt(6, Elem::I32);
+    (void)(x ^ 3);
+    (void)(x << 2);
+    (void)(x != 1);
+    (void)shrU(x, 1);
+    (void)gtU(x, b.constInt(-1, Elem::I32));
+    (void)ltU(x, b.constInt(-1, Elem::I32));
+  });
+  std::vector<OpKind> ops2;
+  for (OpKind k : kindsOf(ops))
+    if (k != OpKind::ConstInt)
+      ops2.push_back(k);
+  const std::vector<OpKind> want = {OpKind::Xor, OpKind::Shl, OpKind::CmpNe, OpKind::ShrU, OpKind::CmpGtU,
+                                    OpKind::CmpGtU};
+  EXPECT_EQ(ops2, want);
+  // ltU(a, b) is gtU(b, a): the operands swap
+  ASSERT_EQ(ops.back().kind, OpKind::CmpGtU);
+  EXPECT_EQ(ops.back().operands[1].id, ops[0].results[0].id);
+}
+
+// .to(e) picks the conversion that keeps the value; a float is never made an integer.
+TEST(DslBuilder, ToPicksTheConversion) {
+  std::vector<Type> types;
+  auto ops = opsOf([&](KernelBuilder &b) {
+    Value i32 = b.constInt(5, Elem::I32);
+    types = {i32.to(Elem::I64).type(), i32.to(Elem::I64).to(Elem::I32).type(), i32.to(Elem::F32).type(),
+             b.constF32(1).to(Elem::F8E4M3FN).to(Elem::F32).type(), i32.to(Elem::I32).type()};
+  });
+  const std::vector<OpKind> want = {OpKind::ConstInt, OpKind::ExtS,       OpKind::ExtS,  OpKind::Trunc,
+                                    OpKind::SIToFP,   OpKind::ConstFloat, OpKind::TruncF, OpKind::ExtF};
+  EXPECT_EQ(kindsOf(ops), want);
+  EXPECT_EQ(types.back(), scalar(Elem::I32));
+  expectError([](KernelBuilder &b) { b.constF32(1).to(Elem::I32); }, "cannot convert f32 to i32");
+}
+
+// Every op knows the kernel line that built it: builder calls and operators alike, a for body's
+// ops their own lines (not the for's), the splat a broadcast adds its expression's line.
+TEST(DslBuilder, OpsCarryTheirKernelLine) {
+  int lines[4] = {};
+  auto ops = opsOf([&](KernelBuilder &b) {
+    Value lanes = b.iota(4); lines[0] = __LINE__;
+    Value sum = lanes + b.constInt(1); lines[1] = __LINE__;
+    b.forLoop(b.constInt(0), b.constInt(4), b.constInt(1), {sum}, [&](Value, const Values &it) {
+      Value next = it[0] * 2; lines[2] = __LINE__;
+      return Values{next};
+    }); lines[3] = __LINE__;
+  });
+  ASSERT_FALSE(ops.empty());
+  for (const Op &op : ops) {
+    ASSERT_TRUE(op.loc.known()) << opName(op.kind);
+    EXPECT_NE(std::string(op.loc.file).find("BuilderTest.cpp"), std::string::npos) << op.loc.file;
+  }
+  EXPECT_EQ(ops[0].loc.line, static_cast<uint32_t>(lines[0])); // iota
+  EXPECT_EQ(ops[3].loc.line, static_cast<uint32_t>(lines[1])); // add (after const, splat)
+  EXPECT_EQ(ops[2].loc.line, static_cast<uint32_t>(lines[1])); // the broadcast's splat
+  for (const Op &op : ops) {
+    if (op.kind == OpKind::Mul)
+      EXPECT_EQ(op.loc.line, static_cast<uint32_t>(lines[2]));
+    if (op.kind == OpKind::For)
+      EXPECT_EQ(op.loc.line, static_cast<uint32_t>(lines[3] - 3)); // where the call begins
+  }
 }

@@ -3,6 +3,7 @@
 // blocked-only op also reads keeps its whole group blocked.
 #include <tuple>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dsl/Builder.h"
@@ -277,12 +278,17 @@ TEST(MmaSpread, WarpgroupDotWgmmaCannotTakeIsRefused) {
   dsl::Value zero = b.constInt(0);
   dsl::Value keys = b.decodeNvfp4(b.loadTile(kv, zero, 16 * 64, 16), b.loadTile(kv, b.constInt(8192), 16 * 8, 16));
   dsl::Value q = b.convert(OpKind::Bitcast, b.loadTile(kv, b.constInt(16384), 64 * 128), dsl::Elem::F8E4M3FN);
-  b.storeTile(out, zero, b.reduceMaxGroups(b.dotTiles(keys, q, 128), 64));
+  dsl::Value dots = b.dotTiles(keys, q, 128);
+  const int dotLine = __LINE__ - 1;
+  b.storeTile(out, zero, b.reduceMaxGroups(dots, 64));
   auto k = b.finish();
   ASSERT_TRUE(k.ok()) << k.status().message();
   auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
   ASSERT_FALSE(ptx.ok());
   EXPECT_NE(ptx.status().message().find("in a 4-warp sm_90 program does not lower to wgmma"), std::string::npos)
+      << ptx.status().message();
+  // ... naming the kernel line of the dot
+  EXPECT_NE(ptx.status().message().find(fmt::format("(at nvvm/MmaSpreadTest.cpp:{})", dotLine)), std::string::npos)
       << ptx.status().message();
 }
 
@@ -293,6 +299,7 @@ TEST(MmaSpread, MultiWarpProgramsAreRefusedWhereUnsupported) {
   dsl::Buffer in = b.buffer("in", dsl::Elem::F32, dsl::Access::Read);
   dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
   b.store(out, b.constInt(0), b.reduceMax(b.loadTile(in, b.constInt(0), 256)));
+  const int reduceLine = __LINE__ - 1;
   auto k = b.finish();
   ASSERT_TRUE(k.ok()) << k.status().message();
   auto gfx = lowering::gpuStage(*k, *lowering::makeGfx950Target(), lowering::GpuStage::Mlir);
@@ -301,6 +308,8 @@ TEST(MmaSpread, MultiWarpProgramsAreRefusedWhereUnsupported) {
   auto sm90 = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Mlir);
   ASSERT_FALSE(sm90.ok());
   EXPECT_NE(sm90.status().message().find("across the warps"), std::string::npos) << sm90.status().message();
+  EXPECT_NE(sm90.status().message().find(fmt::format("MmaSpreadTest.cpp:{})", reduceLine)), std::string::npos)
+      << sm90.status().message();
 }
 
 // fold.max outside wgmma accumulators folds in blocked order: within a thread's lanes it lowers

@@ -1,6 +1,8 @@
-// The DSL -> MLIR emitter's class, shared by its two files: MlirEmitter.cpp (ops common to every
-// target, and the host module) and GpuEmitter.cpp (how tiles are spread over a GPU program's
-// threads, and the GPU module). Internal to lowering/.
+// The DSL -> MLIR emitter's class: MlirEmitter.cpp (ops common to every target, and the host
+// module), GpuEmitter.cpp (how tiles are spread over a GPU program's threads, and the GPU module),
+// and the emitting code each target's lowering (TargetLowering.h) picks, in its folder
+// (host/HostTiles.cpp, nvvm/Sm90*.cpp, rocdl/Gfx950Emitter.cpp). The common files never test which
+// target they emit for: they ask target_. Internal to lowering/.
 #pragma once
 
 #include <array>
@@ -13,6 +15,7 @@
 #include "core/Status.h"
 #include "dsl/Ir.h"
 #include "lowering/MlirEmitter.h"
+#include "lowering/TargetLowering.h"
 #include "lowering/nvvm/MmaSpread.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -36,14 +39,21 @@ inline constexpr int64_t kMaxDotWorkgroupBytes = 40 * 1024;
 
 class Emitter {
 public:
-  Emitter(mlir::MLIRContext &ctx, const dsl::Kernel &k, bool gpu, GpuForm form = {})
-      : k_(k), b_(mlir::UnknownLoc::get(&ctx), &ctx), values_(k.valueTypes.size()), gpu_(gpu),
-        threads_(form.threads * k.warps), gfx950_(form.gfx950) {}
+  // `threads`: a GPU program's threads per warp (a kernel's warps multiply it).
+  Emitter(mlir::MLIRContext &ctx, const dsl::Kernel &k, const TargetLowering &target, int threads = 1)
+      : k_(k), b_(mlir::UnknownLoc::get(&ctx), &ctx), values_(k.valueTypes.size()), target_(target),
+        gpu_(target.distributed()), threads_(threads * k.warps) {}
+
+  const dsl::Kernel &kernel() const { return k_; }
 
   StatusOr<OwningOpRef<ModuleOp>> run();
   StatusOr<OwningOpRef<ModuleOp>> runGpu();
 
 private:
+  // The targets' lowerings drive the emitting code in their folders (nvvm/, rocdl/).
+  friend class TargetLowering;
+  friend class Sm90Lowering;
+  friend class Gfx950Lowering;
   mlir::Type elemType(Elem e);
   mlir::Type type(dsl::Type t);
   // A value's per-thread type: on GPUs it depends on the value's spread (sm_90 fragment orders).
@@ -154,8 +164,9 @@ private:
   // The .maxnreg of an sm_90 program whose mma.sync dots span `columnTiles` tiles of 8 columns
   // (0: no mma, no cap).
   static int32_t sm90RegisterCap(int64_t columnTiles);
-  // Trips per iteration a dsl for runs with: its unroll hint where this target gains from it, else 1.
-  int64_t loopUnroll(const dsl::Op &forOp) const;
+  // Trips per iteration of a dsl for: its unroll hint in programs whose mma B fragments stay in
+  // registers (one column tile) or two where they are in shared memory, else 1.
+  int64_t sm90LoopUnroll(const dsl::Op &forOp) const;
   void sm90FillKeyWords(); // keyWords_[2s], [2s + 1]: key bytes of codes 0-3, 4-7 times scale s
   std::pair<mlir::Value, mlir::Value> sm90KeyWordsOf(mlir::Value scaleByte);
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes
@@ -218,9 +229,9 @@ private:
   std::vector<mlir::Value> values_;
   std::vector<mlir::Value> buffers_, scalars_;
   mlir::Value programId_;
-  bool gpu_ = false;
+  const TargetLowering &target_;
+  bool gpu_ = false;                          // the distributed (GPU) form
   int threads_ = 32;                          // gpu: threads of a program
-  bool gfx950_ = false;
   mlir::Block *entry_ = nullptr;              // host: where scratch allocas go
   std::map<int32_t, mlir::Value> dotStage_;   // gpu: b operand id -> staged copy (f32 or bytes)
   std::map<int32_t, mlir::Value> dotResult_;  // gpu: dot.tiles op index -> result buffer

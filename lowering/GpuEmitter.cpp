@@ -36,9 +36,9 @@ mlir::Value Emitter::laneBelow(int64_t n) {
 // stay inside a warp: in programs of several warps an indexed one (whose source may be in another
 // warp) is refused.
 mlir::Value Emitter::shuffleIdx(mlir::Value v, mlir::Value srcLane) {
-  if (threads_ > 32 && !gfx950_)
+  if (threads_ > target_.shuffleWidth(threads_))
     fail(fmt::format("a lane shuffle across the warps of a {}-thread program", threads_));
-  mlir::Value width = constant(b_.getI32Type(), std::min(threads_, 32));
+  mlir::Value width = constant(b_.getI32Type(), target_.shuffleWidth(threads_));
   mlir::Value src = arith::TruncIOp::create(b_, b_.getI32Type(), srcLane);
   auto move32 = [&](mlir::Value x) {
     return gpu::ShuffleOp::create(b_, x.getType(), b_.getI1Type(), x, src, width,
@@ -59,18 +59,10 @@ mlir::Value Emitter::shuffleIdx(mlir::Value v, mlir::Value srcLane) {
   return arith::TruncIOp::create(b_, t, move32(arith::ExtUIOp::create(b_, b_.getI32Type(), v)));
 }
 
-// A one-warp program's barrier only has to order that warp's shared memory accesses: on NVVM
-// bar.warp.sync (all lanes) does, and is cheaper than a CTA barrier; programs of several warps
-// (and gfx950's wavefronts) take the CTA barrier.
-void Emitter::barrier() {
-  if (!gfx950_ && threads_ == 32)
-    NVVM::SyncWarpOp::create(b_, constant(b_.getI32Type(), -1));
-  else
-    gpu::BarrierOp::create(b_);
-}
+void Emitter::barrier() { target_.barrier(b_, threads_); }
 
 mlir::Value Emitter::shuffleXor(mlir::Value v, int32_t mask) {
-  const int width = gfx950_ ? threads_ : std::min(threads_, 32);
+  const int width = target_.shuffleWidth(threads_);
   if (mask >= width)
     fail(fmt::format("a lane shuffle across the warps of a {}-thread program", threads_));
   auto op = gpu::ShuffleOp::create(b_, v, mask, width, gpu::ShuffleMode::XOR);
@@ -144,7 +136,7 @@ mlir::Value Emitter::smemFor(dsl::Elem e) {
 mlir::Value Emitter::lanePermutation(mlir::Value a, mlir::Value b, int64_t lanes,
                                      ArrayRef<int32_t> mask, std::array<bool, 2> splat) {
   const int64_t outLanes = static_cast<int64_t>(mask.size());
-  if (lanes > threads_ || outLanes > threads_ || (threads_ > 32 && !gfx950_))
+  if (lanes > threads_ || outLanes > threads_ || threads_ > target_.shuffleWidth(threads_))
     return {};
   // Per operand: the lanes it feeds, and whether they all come from i + shift / from i ^ flip.
   struct Source {
@@ -391,24 +383,16 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
   gpuStoreTile(buf, constant(b_.getI64Type(), 0), val, t.lanes);
   barrier();
   const int64_t rows = t.lanes / spec::kIndexHeadDim;
-  if (bytes && !gfx950_ && mmaBInShared(rows)) {
-    mmaFragmentsToShared(buf, rows);
-    mmaBShared_[v.id] = buf;
-  } else if (bytes) {
-    mfmaB_[v.id] = gfx950_ ? mfmaFragmentB(buf, rows, spec::kIndexHeadDim) : mmaFragmentsB(buf, rows);
-  }
+  if (bytes)
+    target_.stageMatrixB(*this, v, buf, rows);
 }
 
 // FFMA form: thread t holds ca consecutive lanes of a, i.e. a slice of one row m; it dots the
 // slice with every row of the staged b, the g threads of a row sum their parts with xor
 // shuffles, and the N x M results reach their owners through a workgroup buffer.
 mlir::Value Emitter::gpuDotTiles(const dsl::Op &op) {
-  if (gfx950_ && mfmaFits(op))
-    return mfmaDotTiles(op);
-  if (wgmmaRuns(op))
-    return wgmmaDotTiles(op);
-  if (!gfx950_ && mmaRuns(op))
-    return mmaDotTiles(op);
+  if (TargetLowering::DotUnit unit = target_.dotUnit(*this, op); unit != TargetLowering::DotUnit::Ffma)
+    return target_.matrixDot(*this, op, unit);
   const int64_t k = op.intAttr, aLanes = k_.typeOf(op.operands[0]).lanes;
   const int64_t M = aLanes / k, N = k_.typeOf(op.operands[1]).lanes / k, ca = chunk(aLanes);
   mlir::Type f32 = b_.getF32Type(), i64 = b_.getI64Type();
@@ -539,12 +523,8 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   for (size_t i = 0; i < k_.ops.size(); ++i)
     for (dsl::ValueId r : k_.ops[i].results)
       definingOp_[r.id] = static_cast<int32_t>(i);
-  if (gfx950_ && k_.warps != 1)
-    return Status::error(fmt::format("kernel @{}: {} warps per program: gfx950 programs are one wave",
-                                     k_.name, k_.warps));
-  if (!gfx950_)
-    spread_ = assignMmaSpreads(
-        k_, [&](const dsl::Op &op) { return mmaFits(op); }, [&](const dsl::Op &op) { return wgmmaFits(op); });
+  M3IDX_RETURN_IF_ERROR(target_.checkProgram(k_));
+  spread_ = target_.assignSpreads(*this);
   auto fromDecode = [&](dsl::ValueId v) {
     return definingOp_[v.id] >= 0 && k_.ops[definingOp_[v.id]].kind == OpKind::DecodeNvfp4;
   };
@@ -556,15 +536,10 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
       continue;
     const int64_t k = op.intAttr, M = k_.typeOf(op.operands[0]).lanes / k;
     const int64_t bLanes = k_.typeOf(op.operands[1]).lanes, N = bLanes / k;
-    const bool mfma = gfx950_ && mfmaFits(op), mma = !gfx950_ && mmaRuns(op), wgmma = wgmmaRuns(op);
-    // sm_90 programs of several warps exist for wgmma (the warpgroup prefill form): a dot that
-    // cannot take it is refused rather than run, much slower, on FFMA.
-    if (!gfx950_ && k_.warps > 1 && !wgmma)
-      return Status::error(fmt::format(
-          "kernel @{}: dot.tiles of {} x {} lanes (k = {}) in a {}-warp sm_90 program does not lower to wgmma "
-          "(it takes {} MmaRows key tokens against 64 or 128 columns of {} e4m3 lanes{})",
-          k_.name, k_.typeOf(op.operands[0]).lanes, bLanes, k, k_.warps, kWgmmaTokens, spec::kIndexHeadDim,
-          wgmmaFits(op) ? "; these keys are not in MmaRows order" : "") + sourceOf(op));
+    const TargetLowering::DotUnit unit = target_.dotUnit(*this, op);
+    M3IDX_RETURN_IF_ERROR(target_.checkDot(*this, op, unit));
+    const bool mfma = unit == TargetLowering::DotUnit::Mfma, mma = unit == TargetLowering::DotUnit::MmaSync,
+               wgmma = unit == TargetLowering::DotUnit::Wgmma;
     keysAsF32 |= !mfma && !mma && !wgmma && fromDecode(op.operands[0]);
     if (mma)
       mmaColumnTiles = std::max(mmaColumnTiles, (N + 7) / 8);
@@ -603,11 +578,11 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
                                      k_.name, dotBytes, kMaxDotWorkgroupBytes));
   for (const PlannedBuffer &pb : extraBuffers)
     smemTypes.push_back(pb.type);
-  if (keysAsF32 && !gfx950_) // a table of exact key values, for decodes widened to f32
+  if (keysAsF32 && target_.keyTables()) // a table of exact key values, for decodes widened to f32
     declareKeyTable(gpuModule.getBody());
   // sm_90 decodes look their keys up in a table of key bytes per scale, built in shared memory
   // when the program starts (where only f32 keys are read, LLVM drops the unread table).
-  const bool keyWords = !gfx950_ && std::any_of(k_.ops.begin(), k_.ops.end(), [](const dsl::Op &op) {
+  const bool keyWords = target_.keyTables() && std::any_of(k_.ops.begin(), k_.ops.end(), [](const dsl::Op &op) {
     return op.kind == OpKind::DecodeNvfp4;
   });
   if (keyWords)
@@ -616,8 +591,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
   mmaColumnTiles_ = mmaColumnTiles;
-  if (int32_t cap = wgmmaB_.empty() ? sm90RegisterCap(mmaColumnTiles) : wgmmaRegisterCap(wgmmaColumns_))
-    fn->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b_.getI32IntegerAttr(cap));
+  target_.annotate(*this, fn);
   Block *entry = &fn.getBody().front();
   b_.setInsertionPointToStart(entry);
   size_t a = 0;
@@ -646,7 +620,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     mlir::Value zero = constant(b_.getI64Type(), 0);
     memref::StoreOp::create(b_, zero, wgmmaExchangeAt_, ValueRange{toIndex(zero)});
   }
-  if (keysAsF32 && !gfx950_)
+  if (keysAsF32 && target_.keyTables())
     keyTable_ = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()),
                                             "m3idx_nvfp4_keys");
   if (keyWords) {

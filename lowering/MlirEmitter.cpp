@@ -437,7 +437,7 @@ void Emitter::emitOp(const dsl::Op &op) {
     return;
   case OpKind::DecodeNvfp4: {
     if (spreadOf(op.results[0]) == Spread::MmaRows) { // whole scale groups per thread by construction
-      set(sm90DecodeNvfp4(in(0), in(1)));
+      set(target_.decodeNvfp4(*this, in(0), in(1)));
       return;
     }
     if (gpu_) {
@@ -454,7 +454,7 @@ void Emitter::emitOp(const dsl::Op &op) {
       }
       scaleLanes_ = k_.typeOf(op.operands[1]).lanes;
     }
-    set(gfx950_ ? gfx950DecodeNvfp4(in(0), in(1)) : sm90DecodeNvfp4(in(0), in(1)));
+    set(target_.decodeNvfp4(*this, in(0), in(1)));
     return;
   }
   case OpKind::Dot: {
@@ -481,7 +481,7 @@ void Emitter::emitOp(const dsl::Op &op) {
     for (size_t i = 1; i < r.args.size(); ++i)
       values_[r.args[i].id] = forOp.getRegionIterArgs()[i - 1];
     emitRegion(r);
-    if (int64_t factor = loopUnroll(op); factor > 1) {
+    if (int64_t factor = target_.loopUnroll(*this, op); factor > 1) {
       // A hint only: a loop the utility cannot unroll stays rolled, with the same results.
       (void)mlir::loopUnrollByFactor(forOp, static_cast<uint64_t>(factor));
     }
@@ -611,14 +611,14 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
 
 StatusOr<OwningOpRef<ModuleOp>> emitHostModule(MLIRContext &ctx, const dsl::Kernel &kernel) {
   loadDialects(ctx);
-  Emitter e(ctx, kernel, /*gpu=*/false);
+  Emitter e(ctx, kernel, hostLowering());
   return e.run();
 }
 
 StatusOr<OwningOpRef<ModuleOp>> emitGpuModule(MLIRContext &ctx, const dsl::Kernel &kernel,
                                               const GpuForm &form) {
   loadDialects(ctx);
-  Emitter e(ctx, kernel, /*gpu=*/true, form);
+  Emitter e(ctx, kernel, *form.lowering, form.threads);
   return e.runGpu();
 }
 

@@ -13,14 +13,14 @@ namespace m3idx::lowering {
 
 enum class BinaryKind { HostJit, Hsaco, Ptx, Cubin };
 
-// How a GPU target runs a program: one warp / wavefront of `threads` threads, and which matrix
-// and conversion instructions the emitter may use directly.
+class TargetLowering; // lowering/TargetLowering.h (internal: it speaks MLIR)
+
+// How a GPU target runs a program: one warp / wavefront of `threads` threads, and the target's
+// side of the DSL -> MLIR step (its instructions for dots and decodes, shuffles, register budget).
 struct GpuForm {
   int threads = 32;
-  bool gfx950 = false; // MFMA f8f6f4 for dot.tiles, v_cvt_scalef32_pk_f32_fp4 / v_cvt_pk_fp8_f32
+  const TargetLowering *lowering = nullptr;
 };
-inline constexpr GpuForm kSm90Form{32, false};
-inline constexpr GpuForm kGfx950Form{64, true};
 
 struct TargetDesc {
   std::string kind;     // "host", "gfx950", "sm_90"

@@ -166,15 +166,15 @@ int32_t Emitter::sm90RegisterCap(int64_t columnTiles) {
 // once for both key tiles, halving the shared-memory loads that bound them (Nsight Compute: MIO
 // throttle and short-scoreboard stalls first); prefill 4 x 32K H=1 score 3.30 -> 3.05 ms. gfx950
 // is not measured (no AMD GPU here), so it keeps its loops rolled.
-int64_t Emitter::loopUnroll(const dsl::Op &forOp) const {
-  if (gpu_ && !gfx950_ && mmaColumnTiles_ > kMmaBRegisterTiles)
+int64_t Emitter::sm90LoopUnroll(const dsl::Op &forOp) const {
+  if (mmaColumnTiles_ > kMmaBRegisterTiles)
     return std::min<int64_t>(forOp.intAttr, 2);
-  return gpu_ && !gfx950_ && mmaColumnTiles_ == 1 ? forOp.intAttr : 1;
+  return mmaColumnTiles_ == 1 ? forOp.intAttr : 1;
 }
 
 bool Emitter::mmaFits(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
-  return !gfx950_ && threads_ == 32 && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
+  return threads_ == 32 && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
          a.lanes == kMmaM * kRowK && b.lanes % kRowK == 0 && b.lanes / kRowK <= kMmaMaxTiles * kMmaN;
 }
 

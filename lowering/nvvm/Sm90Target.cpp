@@ -4,6 +4,7 @@
 // cubin when it is installed. The chip is sm_90a, Hopper's arch-specific set: warpgroup programs
 // use wgmma (nvvm/Sm90Wgmma.cpp), which sm_90 PTX cannot name; it runs on H100/H200 only.
 #include "lowering/Target.h"
+#include "lowering/TargetLowering.h"
 
 namespace m3idx::lowering {
 
@@ -19,7 +20,7 @@ public:
   }
   const TargetDesc &desc() const override { return desc_; }
   BinaryKind binaryKind() const override { return BinaryKind::Ptx; }
-  GpuForm gpuForm() const override { return kSm90Form; }
+  GpuForm gpuForm() const override { return {32, &sm90Lowering()}; }
   std::vector<std::string> pipeline() const override {
     return {"m3idx-expand-small-floats",
             "canonicalize",

@@ -47,7 +47,7 @@ mlir::Value pairBits(ImplicitLocOpBuilder &b, mlir::Value pair) {
 // program.
 bool Emitter::wgmmaFits(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
-  return gpu_ && !gfx950_ && threads_ == 32 * kWarps && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
+  return threads_ == 32 * kWarps && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
          b.elem == Elem::F8E4M3FN && a.lanes == kWgmmaTokens * kRowK &&
          (b.lanes == 64 * kRowK || b.lanes == 128 * kRowK);
 }

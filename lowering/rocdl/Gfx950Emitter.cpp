@@ -78,7 +78,7 @@ mlir::Value Emitter::gfx950DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
 
 bool Emitter::mfmaFits(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
-  return gfx950_ && threads_ == kMfmaLanes && a.elem == Elem::F8E4M3FN && op.intAttr == kMfmaK &&
+  return threads_ == kMfmaLanes && a.elem == Elem::F8E4M3FN && op.intAttr == kMfmaK &&
          a.lanes == kMfmaM * kMfmaK && b.lanes % kMfmaK == 0 && b.lanes / kMfmaK <= 16;
 }
 

@@ -2,6 +2,7 @@
 // lowering/rocdl/HsacoLinker assembles and links into a code object (HSACO) in process. A program
 // is one wave64.
 #include "lowering/Target.h"
+#include "lowering/TargetLowering.h"
 #include "lowering/rocdl/HsacoLinker.h"
 
 namespace m3idx::lowering {
@@ -18,7 +19,7 @@ public:
   }
   const TargetDesc &desc() const override { return desc_; }
   BinaryKind binaryKind() const override { return BinaryKind::Hsaco; }
-  GpuForm gpuForm() const override { return kGfx950Form; }
+  GpuForm gpuForm() const override { return {64, &gfx950Lowering()}; }
   StatusOr<std::string> finishObject(std::string isa) const override { return linkGfx950Hsaco(isa); }
   std::vector<std::string> pipeline() const override {
     return {"m3idx-expand-small-floats{keep-small-float-data=true}",

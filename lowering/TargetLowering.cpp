@@ -1,0 +1,15 @@
+#include "lowering/TargetLowering.h"
+
+#include "lowering/EmitterImpl.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace m3idx::lowering {
+
+void TargetLowering::barrier(mlir::ImplicitLocOpBuilder &b, int) const { mlir::gpu::BarrierOp::create(b); }
+
+// SPEC §2 in target-neutral arith (MlirEmitter.cpp), legalized by each target's pipeline.
+mlir::Value TargetLowering::decodeNvfp4(Emitter &e, mlir::Value packed, mlir::Value scales) const {
+  return e.emitDecodeNvfp4(packed, scales);
+}
+
+} // namespace m3idx::lowering

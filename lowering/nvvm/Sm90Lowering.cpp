@@ -1,0 +1,88 @@
+// sm_90's side of the DSL -> MLIR step (lowering/TargetLowering.h): 32-lane warps (a warp's own
+// barrier where a program is one), keys and dot results in mma fragment orders (MmaSpread.h),
+// dot.tiles on mma.sync or, in warpgroup programs, on wgmma (and nothing else there), the NVFP4
+// decode through shared-memory key tables, and a register budget per program.
+#include "lowering/EmitterImpl.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/Spec.h"
+
+namespace m3idx::lowering {
+
+class Sm90Lowering final : public TargetLowering {
+public:
+  const char *name() const override { return "sm_90"; }
+  bool distributed() const override { return true; }
+  int shuffleWidth(int threads) const override { return std::min(threads, 32); }
+
+  // A one-warp program's barrier only has to order that warp's shared-memory accesses:
+  // bar.warp.sync (all lanes) does, and is cheaper than a CTA barrier.
+  void barrier(mlir::ImplicitLocOpBuilder &b, int threads) const override {
+    if (threads == 32)
+      mlir::NVVM::SyncWarpOp::create(b, mlir::arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
+    else
+      mlir::gpu::BarrierOp::create(b);
+  }
+
+  std::vector<Spread> assignSpreads(const Emitter &e) const override {
+    return assignMmaSpreads(
+        e.k_, [&](const dsl::Op &op) { return e.mmaFits(op); }, [&](const dsl::Op &op) { return e.wgmmaFits(op); });
+  }
+
+  DotUnit dotUnit(const Emitter &e, const dsl::Op &op) const override {
+    return e.wgmmaRuns(op) ? DotUnit::Wgmma : e.mmaRuns(op) ? DotUnit::MmaSync : DotUnit::Ffma;
+  }
+
+  // Programs of several warps exist for wgmma (the warpgroup prefill form): a dot that cannot take
+  // it is refused rather than run, much slower, on FFMA.
+  Status checkDot(const Emitter &e, const dsl::Op &op, DotUnit unit) const override {
+    if (e.k_.warps == 1 || unit == DotUnit::Wgmma)
+      return Status();
+    return Status::error(fmt::format(
+        "kernel @{}: dot.tiles of {} x {} lanes (k = {}) in a {}-warp sm_90 program does not lower to wgmma "
+        "(it takes {} MmaRows key tokens against 64 or 128 columns of {} e4m3 lanes{}){}",
+        e.k_.name, e.k_.typeOf(op.operands[0]).lanes, e.k_.typeOf(op.operands[1]).lanes, op.intAttr, e.k_.warps,
+        Emitter::kWgmmaTokens, spec::kIndexHeadDim, e.wgmmaFits(op) ? "; these keys are not in MmaRows order" : "",
+        Emitter::sourceOf(op)));
+  }
+
+  mlir::Value matrixDot(Emitter &e, const dsl::Op &op, DotUnit unit) const override {
+    return unit == DotUnit::Wgmma ? e.wgmmaDotTiles(op) : e.mmaDotTiles(op);
+  }
+
+  void stageMatrixB(Emitter &e, dsl::ValueId v, mlir::Value staged, int64_t rows) const override {
+    if (Emitter::mmaBInShared(rows)) {
+      e.mmaFragmentsToShared(staged, rows);
+      e.mmaBShared_[v.id] = staged;
+    } else {
+      e.mfmaB_[v.id] = e.mmaFragmentsB(staged, rows);
+    }
+  }
+
+  mlir::Value decodeNvfp4(Emitter &e, mlir::Value packed, mlir::Value scales) const override {
+    return e.sm90DecodeNvfp4(packed, scales);
+  }
+  bool keyTables() const override { return true; }
+
+  void annotate(const Emitter &e, mlir::gpu::GPUFuncOp fn) const override {
+    const int32_t cap = e.wgmmaB_.empty() ? Emitter::sm90RegisterCap(e.mmaColumnTiles_)
+                                          : Emitter::wgmmaRegisterCap(e.wgmmaColumns_);
+    if (cap)
+      fn->setAttr(mlir::NVVM::NVVMDialect::getMaxnregAttrName(),
+                  mlir::IntegerAttr::get(mlir::IntegerType::get(fn.getContext(), 32), cap));
+  }
+
+  int64_t loopUnroll(const Emitter &e, const dsl::Op &forOp) const override { return e.sm90LoopUnroll(forOp); }
+};
+
+const TargetLowering &sm90Lowering() {
+  static const Sm90Lowering lowering;
+  return lowering;
+}
+
+} // namespace m3idx::lowering

@@ -1,0 +1,39 @@
+// The targets' lowerings (lowering/TargetLowering.h) as the common emitter sees them: shuffles
+// reach a whole gfx950 wave but stop at an sm_90 warp, and each target's program and dot limits.
+#include <gtest/gtest.h>
+
+#include "dsl/Builder.h"
+#include "lowering/GpuCompiler.h"
+#include "lowering/Target.h"
+
+using namespace m3idx;
+using namespace m3idx::dsl;
+
+namespace {
+
+// out[0] = t[lane] for a tile t of `lanes` lanes and a run-time lane: an indexed shuffle.
+Kernel extractAtKernel(int lanes) {
+  KernelBuilder b("pick");
+  Buffer in = b.buffer("in", Elem::I32, Access::Read);
+  Buffer out = b.buffer("out", Elem::I32, Access::Write);
+  Value lane = b.scalarArg("lane", Elem::I64);
+  b.store(out, b.constInt(0), b.extractAt(b.loadTile(in, b.constInt(0), lanes), lane));
+  return *b.finish();
+}
+
+} // namespace
+
+// An indexed shuffle in a 64-lane gfx950 program spans the wave (width 64): with width 32, lanes
+// 0-31 could not read lanes 32-63 (ROCDL's lowering keeps a lane's source inside its width). On
+// sm_90 it spans the 32-lane warp.
+TEST(TargetLowering, IndexedShufflesSpanTheTargetsWave) {
+  auto gfx = lowering::gpuStage(extractAtKernel(64), *lowering::makeGfx950Target(), lowering::GpuStage::Mlir);
+  ASSERT_TRUE(gfx.ok()) << gfx.status().message();
+  EXPECT_NE(gfx->find("gpu.shuffle  idx"), std::string::npos) << *gfx;
+  EXPECT_NE(gfx->find("arith.constant 64 : i32"), std::string::npos) << *gfx;
+  EXPECT_EQ(gfx->find("arith.constant 32 : i32"), std::string::npos) << *gfx;
+  auto sm90 = lowering::gpuStage(extractAtKernel(32), *lowering::makeSm90Target(), lowering::GpuStage::Mlir);
+  ASSERT_TRUE(sm90.ok()) << sm90.status().message();
+  EXPECT_NE(sm90->find("gpu.shuffle  idx"), std::string::npos) << *sm90;
+  EXPECT_NE(sm90->find("arith.constant 32 : i32"), std::string::npos) << *sm90;
+}

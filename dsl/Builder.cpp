@@ -483,6 +483,42 @@ Values KernelBuilder::forLoop(Value lo, Value hi, Value step, const Values &init
   return results;
 }
 
+Values KernelBuilder::pipelinedFor(Value lo, Value hi, Value step, const Values &inits,
+                                  const std::function<Values(Value)> &load,
+                                  const std::function<Values(Value, const Values &, const Values &)> &body,
+                                  SourceAt at) {
+  LocScope scope(*this, at);
+  const size_t n = inits.size();
+  Values carried = inits;
+  size_t loads = 0;
+  {
+    // The first trip's loads are the kernel's own calls: their lines are load's.
+    const int depth = locDepth_;
+    locDepth_ = 0;
+    Values first = load(lo);
+    locDepth_ = depth;
+    loads = first.size();
+    carried.insert(carried.end(), first.begin(), first.end());
+  }
+  Values out = forLoop(
+      lo, hi, step, carried,
+      [&](Value iv, const Values &it) {
+        Value following;
+        {
+          LocScope scope(*this, at);
+          following = iv + step;
+        }
+        Values next = load(following);
+        check(next.size() == loads, fmt::format("pipelined for: load makes {} values, then {}", loads, next.size()));
+        Values result = body(iv, Values(it.begin() + n, it.end()), Values(it.begin(), it.begin() + n));
+        result.insert(result.end(), next.begin(), next.end());
+        return result;
+      },
+      1, at);
+  out.resize(std::min(out.size(), n));
+  return out;
+}
+
 Values KernelBuilder::ifElse(Value cond, const std::function<Values()> &thenFn,
                              const std::function<Values()> &elseFn, SourceAt at) {
   LocScope scope(*this, at);

@@ -120,6 +120,16 @@ public:
   // lowering decides per target; results are the same either way).
   Values forLoop(Value lo, Value hi, Value step, const Values &inits,
                  const std::function<Values(Value iv, const Values &iters)> &body, int unroll = 1, SourceAt at = SourceAt::current());
+  // A loop with its loads one trip ahead (Triton's num_stages = 2): `load(iv)` makes a trip's
+  // loads, `body(iv, loaded, iters)` its work on them. The builder expands it into the software
+  // pipeline kernels otherwise write by hand: the first trip's loads before the loop, and in each
+  // trip the next trip's loads issued before the work, carried to it. load runs for iv == hi once
+  // (a result nobody reads), so its loads must be safe there: masked, or clamped by `load`.
+  // Returns the iteration values (not the loads).
+  Values pipelinedFor(Value lo, Value hi, Value step, const Values &inits,
+                      const std::function<Values(Value iv)> &load,
+                      const std::function<Values(Value iv, const Values &loaded, const Values &iters)> &body,
+                      SourceAt at = SourceAt::current());
   Values ifElse(Value cond, const std::function<Values()> &thenFn,
                 const std::function<Values()> &elseFn, SourceAt at = SourceAt::current());
   void ifThen(Value cond, const std::function<void()> &thenFn, SourceAt at = SourceAt::current());

@@ -81,9 +81,10 @@ struct BlockRange {
 // Loops nest as blocks, then tiles: a tile's address is its block's page plus a constant step,
 // and the max starts afresh per block, so the per-tile work is the decode, the dot and the max
 // (one loop over all tiles spends about 1.6x the instructions per tile, on index arithmetic and
-// block-end selects: bench/RESULTS.md). Software-pipelined: the next tile's loads (the next
-// block's first tile at a block's end, its page read one block ahead) are in flight while a tile
-// is scored, as loop-carried values.
+// block-end selects: bench/RESULTS.md). Software-pipelined by hand: the next tile's loads (the
+// next block's first tile at a block's end, its page read one block ahead) are in flight while a
+// tile is scored, as loop-carried values -- a prefetch across the two loops, which pipelinedFor
+// (one loop's next trip) does not express.
 void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Value req, const BlockRange &range,
                  const RowTile &rt) {
   const int numHeads = c.numHeads, D = spec::kIndexHeadDim, T = c.tokenTile, steps = spec::kSparseBlockSize / T;

@@ -98,14 +98,12 @@ Value topkOf(KernelBuilder &b, const KeyStream &ks, Value count) {
   // Key 0 is below every real key (the ordered bits of -inf are 0x007FFFFF), so it marks empty.
   Value empty = b.splat(b.constInt(0), S);
   Value steps = (count + (S - 1)) / S;
-  auto load = [&](Value i) { return ks.loadStep(i * S, count - i * S); };
-  Values top = b.forLoop(b.constInt(0), steps, b.constInt(1), {empty, load(b.constInt(0))},
-                         [&](Value i, const Values &s) {
+  auto load = [&](Value i) { return Values{ks.loadStep(i * S, count - i * S)}; };
+  Values top = b.pipelinedFor(b.constInt(0), steps, b.constInt(1), {empty}, load,
+                              [&](Value i, const Values &tile, const Values &s) {
     Value from = i * S, left = count - from;
-    Value next = load(i + 1);
-    Value kept = mergeIfAbove(b, s[0], ks.bound(s[1], from, left),
-                              [&] { return ks.keys(s[1], from, left); });
-    return Values{kept, next};
+    return Values{mergeIfAbove(b, s[0], ks.bound(tile[0], from, left),
+                               [&] { return ks.keys(tile[0], from, left); })};
   });
   return firstK(b, top[0]);
 }
@@ -133,14 +131,13 @@ Value onePassTopk(KernelBuilder &b, const KeyStream &ks, Value count) {
   const int S = kScanTile;
   Value empty = b.splat(b.constInt(0), S);
   Value steps = (count + (S - 1)) / S;
-  auto load = [&](Value i) { return ks.loadStep(i * S, count - i * S); };
-  // Loop state: kLaneDepth levels, the dropped maximum, the next step's scores.
+  auto load = [&](Value i) { return Values{ks.loadStep(i * S, count - i * S)}; };
+  // Loop state: kLaneDepth levels and the dropped maximum; each step's scores loaded a step ahead.
   Values init(kLaneDepth + 1, empty);
-  init.push_back(load(b.constInt(0)));
-  Values kept = b.forLoop(b.constInt(0), steps, b.constInt(1), init, [&](Value i, const Values &s) {
+  Values kept = b.pipelinedFor(b.constInt(0), steps, b.constInt(1), init, load,
+                               [&](Value i, const Values &tile, const Values &s) {
     Value from = i * S;
-    Value next = load(i + 1);
-    Value key = ks.keys(s[kLaneDepth + 1], from, count - from);
+    Value key = ks.keys(tile[0], from, count - from);
     Values levels;
     for (int d = 0; d <= kLaneDepth; ++d) { // an insertion; the last level keeps the maximum
       Value above = gtU(key, s[d]);
@@ -148,7 +145,6 @@ Value onePassTopk(KernelBuilder &b, const KeyStream &ks, Value count) {
       if (d < kLaneDepth)
         key = b.select(above, s[d], key);
     }
-    levels.push_back(next);
     return levels;
   });
   Value top = bitonicSort(b, kept[0], /*descending=*/true);

@@ -314,3 +314,48 @@ TEST(DslBuilder, OpsCarryTheirKernelLine) {
       EXPECT_EQ(op.loc.line, static_cast<uint32_t>(lines[3] - 3)); // where the call begins
   }
 }
+
+// pipelinedFor expands into the hand-written software pipeline: the first trip's load before the
+// loop, the next trip's load first in each trip (carried after the iteration values), the work
+// on the carried load; only the iteration values come back.
+TEST(DslBuilder, PipelinedForLoadsOneTripAhead) {
+  size_t results = 0;
+  int loadLine = 0;
+  auto ops = opsOf([&](KernelBuilder &b) {
+    Buffer in = b.buffer("in", Elem::F32, Access::Read);
+    Buffer out = b.buffer("out", Elem::F32, Access::Write);
+    Value n = b.constInt(8);
+    Values r = b.pipelinedFor(
+        b.constInt(0), n, b.constInt(1), {b.constF32(0)},
+        [&](Value i) { loadLine = __LINE__; return Values{b.loadTile(in, i * 4, 4, (n - i) * 4)}; },
+        [&](Value, const Values &tile, const Values &acc) { return Values{acc[0] + b.reduceAdd(tile[0])}; });
+    results = r.size();
+    b.store(out, b.constInt(0), r[0]);
+  });
+  EXPECT_EQ(results, 1u);
+  std::vector<const Op *> loads, fors;
+  for (const Op &op : ops) {
+    if (op.kind == OpKind::LoadTileMasked)
+      loads.push_back(&op);
+    if (op.kind == OpKind::For)
+      fors.push_back(&op);
+  }
+  ASSERT_EQ(loads.size(), 2u); // before the loop, and the next trip's inside it
+  ASSERT_EQ(fors.size(), 1u);
+  EXPECT_EQ(fors[0]->results.size(), 2u); // the sum and the carried tile
+  EXPECT_EQ(fors[0]->operands.size(), 5u); // lo, hi, step, the sum's init, the first tile
+  EXPECT_EQ(loads[0]->loc.line, static_cast<uint32_t>(loadLine));
+  EXPECT_EQ(loads[1]->loc.line, static_cast<uint32_t>(loadLine));
+  // In the body, the next trip's load comes before the work (the reduce of the carried tile).
+  const Region &body = fors[0]->regions[0];
+  int loadAt = -1, reduceAt = -1;
+  for (size_t i = 0; i < body.ops.size(); ++i) {
+    if (ops[body.ops[i]].kind == OpKind::LoadTileMasked)
+      loadAt = static_cast<int>(i);
+    if (ops[body.ops[i]].kind == OpKind::ReduceAdd)
+      reduceAt = static_cast<int>(i);
+  }
+  EXPECT_GE(loadAt, 0);
+  EXPECT_LT(loadAt, reduceAt);
+  EXPECT_EQ(ops[body.ops[reduceAt]].operands[0].id, body.args[2].id); // the carried tile
+}

@@ -78,9 +78,11 @@ std::string list(const std::vector<ValueId> &vs) {
   return s;
 }
 
-void printRegion(const Kernel &k, const Region &r, int indent, std::string &out);
+using Note = std::function<std::string(const Op &)>;
 
-void printOp(const Kernel &k, const Op &op, int indent, std::string &out) {
+void printRegion(const Kernel &k, const Region &r, int indent, std::string &out, const Note &note);
+
+void printOp(const Kernel &k, const Op &op, int indent, std::string &out, const Note &note) {
   std::string pad(indent, ' ');
   std::string lhs = op.results.empty() ? "" : list(op.results) + " = ";
   std::string attrs;
@@ -116,27 +118,30 @@ void printOp(const Kernel &k, const Op &op, int indent, std::string &out) {
                        list(std::vector<ValueId>(op.regions[0].args.begin() + 1,
                                                  op.regions[0].args.end())));
   }
+  const std::string noted = note ? note(op) : "";
   if (op.regions.empty()) {
-    out += "\n";
+    out += noted.empty() ? "\n" : "  // " + noted + "\n";
     return;
   }
-  out += " {\n";
+  out += noted.empty() ? " {\n" : " {  // " + noted + "\n";
   for (size_t r = 0; r < op.regions.size(); ++r) {
     if (r)
       out += pad + "} else {\n";
-    printRegion(k, op.regions[r], indent + 2, out);
+    printRegion(k, op.regions[r], indent + 2, out, note);
   }
   out += pad + "}\n";
 }
 
-void printRegion(const Kernel &k, const Region &r, int indent, std::string &out) {
+void printRegion(const Kernel &k, const Region &r, int indent, std::string &out, const Note &note) {
   for (int32_t i : r.ops)
-    printOp(k, k.ops[i], indent, out);
+    printOp(k, k.ops[i], indent, out, note);
 }
 
 } // namespace
 
-std::string Kernel::print() const {
+std::string Kernel::print() const { return print(nullptr); }
+
+std::string Kernel::print(const std::function<std::string(const Op &)> &note) const {
   std::string out = fmt::format("kernel @{}(", name);
   std::vector<std::string> args;
   for (const BufferArg &b : buffers)
@@ -145,7 +150,7 @@ std::string Kernel::print() const {
   for (const ScalarArgDecl &s : scalars)
     args.push_back(fmt::format("{}: {}", s.name, elemName(s.elem)));
   out += fmt::format("{}){} {{\n", fmt::join(args, ", "), warps > 1 ? fmt::format(" warps={}", warps) : "");
-  printRegion(*this, body, 2, out);
+  printRegion(*this, body, 2, out, note);
   out += "}\n";
   return out;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,9 @@ struct Kernel {
   Type typeOf(ValueId v) const { return valueTypes[v.id]; }
   // Canonical text: stable across runs and builds, so it can key a cache.
   std::string print() const;
+  // The same with `note(op)`, where not empty, after each op's line as "  // note" (a lowering's
+  // layouts; never part of a key).
+  std::string print(const std::function<std::string(const Op &)> &note) const;
 };
 
 } // namespace m3idx::dsl

@@ -48,6 +48,9 @@ public:
 
   StatusOr<OwningOpRef<ModuleOp>> run();
   StatusOr<OwningOpRef<ModuleOp>> runGpu();
+  // The kernel's text with each value's spread over the program's threads and each dot.tiles'
+  // unit, as the GPU form assigns them (GpuStage::Layouts).
+  std::string layouts();
 
 private:
   // The targets' lowerings drive the emitting code in their folders (nvvm/, rocdl/).

@@ -39,6 +39,8 @@ private:
 StatusOr<std::string> gpuStage(const dsl::Kernel &k, const Target &target, GpuStage stage,
                                std::string *irAfterEachPass) {
   std::unique_ptr<mlir::MLIRContext> ctx = makeContext();
+  if (stage == GpuStage::Layouts)
+    return gpuLayouts(*ctx, k, target.gpuForm());
   auto module = emitGpuModule(*ctx, k, target.gpuForm());
   if (!module.ok())
     return module.status();

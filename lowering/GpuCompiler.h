@@ -11,7 +11,8 @@
 
 namespace m3idx::lowering {
 
-enum class GpuStage { Mlir, Lowered, Llvm, Binary };
+// Layouts: the DSL text with each value's spread over the threads and each dot.tiles' unit.
+enum class GpuStage { Layouts, Mlir, Lowered, Llvm, Binary };
 
 // The kernel at `stage` for `target` (a GPU target). Binary is the serialized object (PTX text for
 // sm_90). With `irAfterEachPass`, also the IR after every pipeline pass.

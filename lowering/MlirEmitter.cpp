@@ -623,3 +623,25 @@ StatusOr<OwningOpRef<ModuleOp>> emitGpuModule(MLIRContext &ctx, const dsl::Kerne
 }
 
 } // namespace m3idx::lowering
+
+namespace m3idx::lowering {
+
+std::string Emitter::layouts() {
+  spread_ = target_.assignSpreads(*this);
+  return k_.print([&](const dsl::Op &op) {
+    std::string note;
+    for (dsl::ValueId r : op.results)
+      note += std::string(note.empty() ? "" : ", ") + spreadName(spreadOf(r));
+    if (op.kind == OpKind::DotTiles)
+      note += std::string(" on ") + TargetLowering::dotUnitName(target_.dotUnit(*this, op));
+    return note;
+  });
+}
+
+std::string gpuLayouts(MLIRContext &ctx, const dsl::Kernel &kernel, const GpuForm &form) {
+  loadDialects(ctx);
+  Emitter e(ctx, kernel, *form.lowering, form.threads);
+  return e.layouts();
+}
+
+} // namespace m3idx::lowering

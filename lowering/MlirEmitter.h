@@ -35,4 +35,8 @@ StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> emitGpuModule(mlir::MLIRContext &ctx
                                                             const dsl::Kernel &kernel,
                                                             const GpuForm &form);
 
+// The kernel's DSL text with, after each op, where its results' lanes live in `form` (blocked,
+// mma.rows, mma.acc, wgmma.acc, ...) and which unit runs each dot.tiles.
+std::string gpuLayouts(mlir::MLIRContext &ctx, const dsl::Kernel &kernel, const GpuForm &form);
+
 } // namespace m3idx::lowering

@@ -5,6 +5,16 @@
 
 namespace m3idx::lowering {
 
+const char *TargetLowering::dotUnitName(DotUnit u) {
+  switch (u) {
+  case DotUnit::Ffma: return "ffma";
+  case DotUnit::MmaSync: return "mma.sync";
+  case DotUnit::Wgmma: return "wgmma";
+  case DotUnit::Mfma: return "mfma";
+  }
+  return "?";
+}
+
 void TargetLowering::barrier(mlir::ImplicitLocOpBuilder &b, int) const { mlir::gpu::BarrierOp::create(b); }
 
 // SPEC §2 in target-neutral arith (MlirEmitter.cpp), legalized by each target's pipeline.

@@ -21,6 +21,7 @@ class TargetLowering {
 public:
   // Which unit runs a dot.tiles: FFMA (every target), mma.sync or wgmma (sm_90), MFMA (gfx950).
   enum class DotUnit { Ffma, MmaSync, Wgmma, Mfma };
+  static const char *dotUnitName(DotUnit u); // "ffma", "mma.sync", "wgmma", "mfma"
 
   virtual ~TargetLowering() = default;
   virtual const char *name() const = 0;

@@ -163,8 +163,8 @@ int runInspect(const InspectArgs &a) {
   StatusOr<std::string> text = Status::error("");
   if (a.target == "gfx950") {
     static const std::map<std::string, lowering::GpuStage> gpuStages = {
-        {"mlir", lowering::GpuStage::Mlir}, {"lowered", lowering::GpuStage::Lowered},
-        {"llvm", lowering::GpuStage::Llvm}};
+        {"layouts", lowering::GpuStage::Layouts}, {"mlir", lowering::GpuStage::Mlir},
+        {"lowered", lowering::GpuStage::Lowered}, {"llvm", lowering::GpuStage::Llvm}};
     if (a.emit == "dsl")
       text = k->print();
     else if (auto g = gpuStages.find(a.emit); g != gpuStages.end())
@@ -172,19 +172,20 @@ int runInspect(const InspectArgs &a) {
     else if (a.emit == "bin" || a.emit == "meta" || a.emit == "asm")
       return inspectHsaco(a, *k, *target);
     else
-      return fail(fmt::format("--emit: expected dsl, mlir, lowered, llvm, bin, meta or asm for gfx950, "
+      return fail(fmt::format("--emit: expected dsl, layouts, mlir, lowered, llvm, bin, meta or asm for gfx950, "
                               "got '{}'",
                               a.emit));
   } else if (a.target == "sm_90") {
     static const std::map<std::string, lowering::GpuStage> gpuStages = {
-        {"mlir", lowering::GpuStage::Mlir}, {"lowered", lowering::GpuStage::Lowered},
-        {"llvm", lowering::GpuStage::Llvm}, {"ptx", lowering::GpuStage::Binary}};
+        {"layouts", lowering::GpuStage::Layouts}, {"mlir", lowering::GpuStage::Mlir},
+        {"lowered", lowering::GpuStage::Lowered}, {"llvm", lowering::GpuStage::Llvm},
+        {"ptx", lowering::GpuStage::Binary}};
     if (a.emit == "dsl") {
       text = k->print();
     } else if (auto g = gpuStages.find(a.emit); g != gpuStages.end()) {
       text = lowering::gpuStage(*k, *target, g->second, a.printAfterAll ? &perPass : nullptr);
     } else {
-      return fail(fmt::format("--emit: expected dsl, mlir, lowered, llvm or ptx for sm_90, got '{}'",
+      return fail(fmt::format("--emit: expected dsl, layouts, mlir, lowered, llvm or ptx for sm_90, got '{}'",
                               a.emit));
     }
   } else {
@@ -222,7 +223,8 @@ void addInspectCommand(CLI::App &app, Runner &run) {
   cmd->add_option("--tuning", args->tuning,
                   "build the config this target's tuning table gives (host, sm_90, gfx950; default: --target's)");
   cmd->add_option("--emit", args->emit,
-                  "dsl, mlir, lowered (LLVM/NVVM/ROCDL dialect), llvm or asm (host), ptx (sm_90), "
+                  "dsl, layouts (GPU: each value's spread, each dot's unit), mlir, lowered (LLVM/NVVM/ROCDL dialect), "
+                  "llvm or asm (host), ptx (sm_90), "
                   "bin, meta or asm (gfx950)")
       ->capture_default_str();
   cmd->add_flag("--print-ir-after-all", args->printAfterAll,

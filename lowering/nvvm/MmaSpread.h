@@ -13,6 +13,9 @@ namespace m3idx::lowering {
 
 // How a tile's lanes are spread over the threads of a program (g = thread / 4, t = thread % 4 in
 // its warp).
+enum class Spread : uint8_t;
+const char *spreadName(Spread s); // "blocked", "mma.rows", ...
+
 enum class Spread : uint8_t {
   // Thread i holds lanes [i * c, i * c + c) (or lane i of a tile narrower than the warp).
   Blocked,

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "dsl/Builder.h"
+#include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetTuning.h"
 #include "lowering/GpuCompiler.h"
 #include "lowering/Target.h"
 
@@ -36,4 +38,28 @@ TEST(TargetLowering, IndexedShufflesSpanTheTargetsWave) {
   ASSERT_TRUE(sm90.ok()) << sm90.status().message();
   EXPECT_NE(sm90->find("gpu.shuffle  idx"), std::string::npos) << *sm90;
   EXPECT_NE(sm90->find("arith.constant 32 : i32"), std::string::npos) << *sm90;
+}
+
+// Layouts print: each value's spread and each dot.tiles' unit, as each target assigns them (sm_90
+// decode keys in mma fragment rows dotted on mma.sync, its warpgroup prefill on wgmma, gfx950 on
+// MFMA with blocked values); the text is the DSL's with notes, so it reads next to --emit dsl.
+TEST(TargetLowering, LayoutsArePrinted) {
+  using kernels::KernelKind;
+  auto layouts = [](KernelKind kind, const char *target, std::unique_ptr<lowering::Target> t) {
+    auto k = kernels::buildKernel(kind, (*tuning::tuningFor(target))->configFor(kind, 1, 4));
+    EXPECT_TRUE(k.ok());
+    auto text = lowering::gpuStage(*k, *t, lowering::GpuStage::Layouts);
+    EXPECT_TRUE(text.ok()) << text.status().message();
+    return text.ok() ? *text : std::string();
+  };
+  const std::string decode = layouts(KernelKind::ScoreDecode, "sm_90", lowering::makeSm90Target());
+  EXPECT_NE(decode.find(": tile<2048 x f8E4M3FN>  // mma.rows"), std::string::npos) << decode;
+  EXPECT_NE(decode.find(": tile<64 x f32>  // mma.acc on mma.sync"), std::string::npos) << decode;
+  const std::string prefill = layouts(KernelKind::ScorePrefill, "sm_90", lowering::makeSm90Target());
+  EXPECT_NE(prefill.find("// wgmma.acc on wgmma"), std::string::npos) << prefill;
+  EXPECT_NE(prefill.find("fold.max pairs=8"), std::string::npos);
+  EXPECT_NE(prefill.find("// wgmma.acc.folded"), std::string::npos);
+  const std::string gfx = layouts(KernelKind::ScoreDecode, "gfx950", lowering::makeGfx950Target());
+  EXPECT_NE(gfx.find("// blocked on mfma"), std::string::npos) << gfx;
+  EXPECT_EQ(gfx.find("mma.rows"), std::string::npos);
 }

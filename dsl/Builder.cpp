@@ -560,6 +560,35 @@ StatusOr<Kernel> KernelBuilder::finish() {
   return k_;
 }
 
+int TileShape::lanes() const {
+  int n = 1;
+  for (int d : dims_)
+    n *= d;
+  return n;
+}
+
+// (iota / stride) % dim, leaving out the division for the last dim and the remainder for the
+// first: the expressions a kernel writes by hand.
+Value TileShape::index(int d, SourceAt at) {
+  if (!b_.check(d >= 0 && d < static_cast<int>(dims_.size()),
+                fmt::format("tile shape: no dim {} in a shape of {} dims", d, dims_.size())))
+    return b_.poison(tile(elem_, lanes()));
+  if (!iota_.id().valid()) {
+    iota_ = b_.iota(lanes(), at);
+    if (elem_ != Elem::I64)
+      iota_ = iota_.to(elem_, at);
+  }
+  int stride = 1;
+  for (size_t i = d + 1; i < dims_.size(); ++i)
+    stride *= dims_[i];
+  Value v = iota_;
+  if (d > 0 && stride > 1)
+    v = Operand(v, at) / stride;
+  else if (d == 0 && stride > 1)
+    return Operand(v, at) / stride;
+  return d > 0 ? Operand(v, at) % dims_[d] : v;
+}
+
 Value Value::to(Elem e, SourceAt at) const {
   const Type t = type();
   if (t.elem == e)

@@ -139,6 +139,7 @@ public:
   Type typeOf(ValueId v) const { return k_.valueTypes[v.id]; }
 
 private:
+  friend class TileShape;
   // Sets the location of the ops the outermost builder call on the stack makes.
   class LocScope {
   public:
@@ -173,6 +174,22 @@ private:
   bool argsClosed_ = false;
   Loc loc_;
   int locDepth_ = 0;
+};
+
+// A tile's lanes as a row-major grid (rows x heads x tokens, ...): index(d) is every lane's
+// coordinate along dim d, from one iota made at the first index() (where the kernel needs it:
+// lanes made early stay live), in `elem` (i64, or i32 where narrow lanes pay).
+class TileShape {
+public:
+  TileShape(KernelBuilder &b, std::vector<int> dims, Elem elem = Elem::I64) : b_(b), dims_(std::move(dims)), elem_(elem) {}
+  int lanes() const;
+  Value index(int d, SourceAt at = SourceAt::current());
+
+private:
+  KernelBuilder &b_;
+  std::vector<int> dims_;
+  Elem elem_;
+  Value iota_;
 };
 
 // An operator's left operand, with where the operator is used: taken as the implicit conversion's

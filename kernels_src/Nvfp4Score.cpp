@@ -112,8 +112,8 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   };
   // A block's scores, lane n = (row slot n / heads, head n % heads), each stored where its row sees
   // the block: one scatter, no per-row scalars kept across the loop.
-  Value slot = b.iota(N);
-  Value slotRow = slot / numHeads, slotHead = slot % numHeads;
+  TileShape rowHeads(b, {rt.count, numHeads});
+  Value slotRow = rowHeads.index(0), slotHead = rowHeads.index(1);
   auto storeBlock = [&](Value blk, Value best) {
     Value nblk = spec::blocksFor(rt.causalOf(slotRow));
     Value s = b.select(blk < a.initBlocks, b.constF32(spec::kInitSentinel), best);
@@ -136,18 +136,18 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
             Value blockEnds = t == b.constInt(steps - 1);
             Values next = loadTile(b.select(blockEnds, nextPage, page), b.select(blockEnds, b.constInt(0), t + 1));
             Value dots = b.dotTiles(b.decodeNvfp4(jt[1], jt[2]), q, D);
-            // lane n*T + m of a dot.tiles result is token m against (row, head) n (the lanes are
-            // made here, not before the loops: live across the unmasked loop, they cost it registers)
+            // a dot.tiles result is rows x heads x tokens (the lanes are made here, not before the
+            // loops: live across the unmasked loop, they cost it registers)
             if (masked && !c.narrowMask) {
-              Value lane = b.iota(N * T);
-              Value tok = blk * spec::kSparseBlockSize + t * T + lane % T;
-              dots = b.select(tok < rt.causalOf(lane / (T * numHeads)), dots, negInf);
+              TileShape lanes(b, {rt.count, numHeads, T});
+              Value tok = blk * spec::kSparseBlockSize + t * T + lanes.index(2);
+              dots = b.select(tok < rt.causalOf(lanes.index(0)), dots, negInf);
             } else if (masked) {
               // Token m of this tile is seen by its row iff m - row < causalBase - (the tile's
               // first token), rows past validRows seeing none: one i32 per lane that does not
               // change in the loop.
-              Value lane = b.iota(N * T).to(Elem::I32);
-              Value row = lane / (T * numHeads), past = lane % T - row;
+              TileShape lanes(b, {rt.count, numHeads, T}, Elem::I32);
+              Value row = lanes.index(0), past = lanes.index(2) - row;
               past = b.select(row < rt.validRows.to(Elem::I32), past, b.constInt(INT32_MAX, Elem::I32));
               Value seen = rt.causalBase - (blk * spec::kSparseBlockSize + t * T);
               dots = b.select(past < seen.to(Elem::I32), dots, negInf);

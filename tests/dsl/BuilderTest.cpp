@@ -359,3 +359,36 @@ TEST(DslBuilder, PipelinedForLoadsOneTripAhead) {
   EXPECT_LT(loadAt, reduceAt);
   EXPECT_EQ(ops[body.ops[reduceAt]].operands[0].id, body.args[2].id); // the carried tile
 }
+
+// A rows x heads x tokens view of a tile's lanes: each lane's coordinates, from one iota, as the
+// divisions and remainders a kernel would write (none where a stride or the first dim needs none).
+TEST(DslBuilder, TileShapeIndexesRowsHeadsAndTokens) {
+  std::vector<OpKind> kinds;
+  std::string error = errorOf([&](KernelBuilder &b) {
+    TileShape lanes(b, {4, 2, 16});
+    EXPECT_EQ(lanes.lanes(), 128);
+    Value row = lanes.index(0), head = lanes.index(1), token = lanes.index(2);
+    EXPECT_EQ(row.type(), tile(Elem::I64, 128));
+    (void)head;
+    (void)token;
+    TileShape narrow(b, {4, 16}, Elem::I32);
+    EXPECT_EQ(narrow.index(1).type(), tile(Elem::I32, 64));
+  });
+  EXPECT_EQ(error, "");
+  auto ops = opsOf([](KernelBuilder &b) {
+    TileShape lanes(b, {4, 2, 16});
+    (void)lanes.index(0); // iota / 32
+    (void)lanes.index(1); // iota / 16 % 2
+    (void)lanes.index(2); // iota % 16
+  });
+  std::vector<OpKind> want = {OpKind::Iota,     OpKind::ConstInt, OpKind::Splat, OpKind::DivS,
+                              OpKind::ConstInt, OpKind::Splat,    OpKind::DivS,  OpKind::ConstInt,
+                              OpKind::Splat,    OpKind::RemS,     OpKind::ConstInt, OpKind::Splat,
+                              OpKind::RemS};
+  EXPECT_EQ(kindsOf(ops), want);
+  EXPECT_EQ(ops[1].intAttr, 32);
+  EXPECT_EQ(ops[4].intAttr, 16);
+  EXPECT_EQ(ops[7].intAttr, 2);
+  EXPECT_EQ(ops[10].intAttr, 16);
+  expectError([](KernelBuilder &b) { TileShape(b, {4, 4}).index(2); }, "tile shape: no dim 2 in a shape of 2 dims");
+}

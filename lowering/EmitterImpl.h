@@ -16,7 +16,7 @@
 #include "dsl/Ir.h"
 #include "lowering/MlirEmitter.h"
 #include "lowering/TargetLowering.h"
-#include "lowering/nvvm/MmaSpread.h"
+#include "lowering/Spread.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"

@@ -5,6 +5,17 @@
 
 namespace m3idx::lowering {
 
+const char *spreadName(Spread s) {
+  switch (s) {
+  case Spread::Blocked: return "blocked";
+  case Spread::MmaRows: return "mma.rows";
+  case Spread::MmaAcc: return "mma.acc";
+  case Spread::WgmmaAcc: return "wgmma.acc";
+  case Spread::WgmmaAccFolded: return "wgmma.acc.folded";
+  }
+  return "?";
+}
+
 const char *TargetLowering::dotUnitName(DotUnit u) {
   switch (u) {
   case DotUnit::Ffma: return "ffma";

@@ -8,7 +8,7 @@
 
 #include "core/Status.h"
 #include "dsl/Ir.h"
-#include "lowering/nvvm/MmaSpread.h"
+#include "lowering/Spread.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 

@@ -8,16 +8,6 @@
 
 namespace m3idx::lowering {
 
-const char *spreadName(Spread s) {
-  switch (s) {
-  case Spread::Blocked: return "blocked";
-  case Spread::MmaRows: return "mma.rows";
-  case Spread::MmaAcc: return "mma.acc";
-  case Spread::WgmmaAcc: return "wgmma.acc";
-  case Spread::WgmmaAccFolded: return "wgmma.acc.folded";
-  }
-  return "?";
-}
 
 using dsl::OpKind;
 

@@ -3,6 +3,7 @@
 // dot.tiles on mma.sync or, in warpgroup programs, on wgmma (and nothing else there), the NVFP4
 // decode through shared-memory key tables, and a register budget per program.
 #include "lowering/EmitterImpl.h"
+#include "lowering/nvvm/MmaSpread.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 

@@ -53,6 +53,26 @@ public:
   std::string layouts();
 
 private:
+  // The GPU program's workgroup memory, planned from the kernel before anything is emitted.
+  struct WorkgroupPlan {
+    enum class Role { StageB, Result, WgmmaExchange };
+    struct Buffer {
+      Role role;
+      int32_t key; // b operand id, or op index
+      mlir::Type type;
+      int64_t align = 0; // bytes, where more than the element's is needed
+    };
+    std::map<int, int64_t> shuffleLanes; // per element type: a general shuffle's buffer
+    std::vector<Buffer> dotBuffers;      // dot.tiles staging, results, wgmma exchanges
+    int64_t mmaColumnTiles = 0;          // the most mma column tiles (of 8) a dot spans
+    bool keysAsF32 = false;              // some extf or FFMA dot.tiles takes a decode's keys as f32
+    bool keyWords = false;               // decodes read the target's key table in shared memory
+  };
+  Status planProgram(); // each value's defining op and spread, the target's program checks
+  StatusOr<WorkgroupPlan> planWorkgroupMemory();
+  mlir::MemRefType workgroupBuffer(int64_t n, mlir::Type e);
+  mlir::gpu::GPUFuncOp declareKernel(const WorkgroupPlan &plan);
+  void bindProgram(mlir::gpu::GPUFuncOp fn, const WorkgroupPlan &plan); // arguments, buffers, tables
   // The targets' lowerings drive the emitting code in their folders (nvvm/, rocdl/).
   friend class TargetLowering;
   friend class Sm90Lowering;

@@ -480,58 +480,42 @@ mlir::Value Emitter::gpuReduceMaxGroups(mlir::Value t, int64_t lanes, int64_t gr
   return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), shuffleIdx(s, src));
 }
 
-StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
-  OwningOpRef<ModuleOp> module = ModuleOp::create(b_.getLoc());
-  (*module)->setAttr("gpu.container_module", b_.getUnitAttr());
-  b_.setInsertionPointToEnd(module->getBody());
-  auto gpuModule = gpu::GPUModuleOp::create(b_, "m3idx_kernels");
-  b_.setInsertionPointToStart(gpuModule.getBody());
-  SmallVector<mlir::Type> argTypes;
-  for (const dsl::BufferArg &buf : k_.buffers)
-    argTypes.push_back(MemRefType::get({ShapedType::kDynamic}, elemType(buf.elem)));
-  for (const dsl::ScalarArgDecl &sc : k_.scalars)
-    argTypes.push_back(elemType(sc.elem));
-  // One workgroup buffer per element type a general shuffle moves, sized for the largest.
-  std::map<int, int64_t> smemLanes;
-  for (const dsl::Op &op : k_.ops)
-    if (op.kind == OpKind::Shuffle) {
-      dsl::Type t = k_.typeOf(op.operands[0]);
-      int e = static_cast<int>(t.elem == Elem::I1 ? Elem::I8 : t.elem);
-      smemLanes[e] = std::max<int64_t>(smemLanes[e], 2 * t.lanes);
-    }
-  auto workgroup = gpu::AddressSpaceAttr::get(b_.getContext(), gpu::AddressSpace::Workgroup);
-  auto wgBuffer = [&](int64_t n, mlir::Type e) {
-    return MemRefType::get({n}, e, MemRefLayoutAttrInterface{}, workgroup);
-  };
-  SmallVector<mlir::Type> smemTypes;
-  for (auto [e, n] : smemLanes)
-    smemTypes.push_back(wgBuffer(n, elemType(static_cast<Elem>(e))));
-  // dot.tiles: a buffer per distinct b operand (bytes for matrix units, else f32), and one for each
-  // op's results unless they move by shuffles (MFMA) or stay in mma.sync or wgmma accumulators.
-  enum class Role { StageB, Result, WgmmaExchange };
-  struct PlannedBuffer {
-    Role role;
-    int32_t key; // b operand id, or op index
-    mlir::Type type;
-    int64_t align = 0; // bytes, where more than the element's is needed
-  };
-  dotStageOf_.assign(k_.valueTypes.size(), -1);
-  std::vector<PlannedBuffer> extraBuffers;
-  int64_t dotBytes = 0, mmaColumnTiles = 0;
-  bool keysAsF32 = false; // some extf or FFMA dot.tiles takes a decode's result as f32
+Status Emitter::planProgram() {
   definingOp_.assign(k_.valueTypes.size(), -1);
   for (size_t i = 0; i < k_.ops.size(); ++i)
     for (dsl::ValueId r : k_.ops[i].results)
       definingOp_[r.id] = static_cast<int32_t>(i);
   M3IDX_RETURN_IF_ERROR(target_.checkProgram(k_));
   spread_ = target_.assignSpreads(*this);
+  return Status();
+}
+
+mlir::MemRefType Emitter::workgroupBuffer(int64_t n, mlir::Type e) {
+  auto workgroup = gpu::AddressSpaceAttr::get(b_.getContext(), gpu::AddressSpace::Workgroup);
+  return MemRefType::get({n}, e, MemRefLayoutAttrInterface{}, workgroup);
+}
+
+StatusOr<Emitter::WorkgroupPlan> Emitter::planWorkgroupMemory() {
+  WorkgroupPlan plan;
+  // One workgroup buffer per element type a general shuffle moves, sized for the largest.
+  for (const dsl::Op &op : k_.ops)
+    if (op.kind == OpKind::Shuffle) {
+      dsl::Type t = k_.typeOf(op.operands[0]);
+      int e = static_cast<int>(t.elem == Elem::I1 ? Elem::I8 : t.elem);
+      plan.shuffleLanes[e] = std::max<int64_t>(plan.shuffleLanes[e], 2 * t.lanes);
+    }
+  // dot.tiles: a buffer per distinct b operand (bytes for matrix units, else f32), and one for each
+  // op's results unless they move by shuffles (MFMA) or stay in mma.sync or wgmma accumulators.
+  using Role = WorkgroupPlan::Role;
+  dotStageOf_.assign(k_.valueTypes.size(), -1);
+  int64_t dotBytes = 0;
   auto fromDecode = [&](dsl::ValueId v) {
     return definingOp_[v.id] >= 0 && k_.ops[definingOp_[v.id]].kind == OpKind::DecodeNvfp4;
   };
   for (size_t i = 0; i < k_.ops.size(); ++i) {
     const dsl::Op &op = k_.ops[i];
     if (op.kind == OpKind::ExtF && fromDecode(op.operands[0]))
-      keysAsF32 = true;
+      plan.keysAsF32 = true;
     if (op.kind != OpKind::DotTiles)
       continue;
     const int64_t k = op.intAttr, M = k_.typeOf(op.operands[0]).lanes / k;
@@ -540,11 +524,11 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     M3IDX_RETURN_IF_ERROR(target_.checkDot(*this, op, unit));
     const bool mfma = unit == TargetLowering::DotUnit::Mfma, mma = unit == TargetLowering::DotUnit::MmaSync,
                wgmma = unit == TargetLowering::DotUnit::Wgmma;
-    keysAsF32 |= !mfma && !mma && !wgmma && fromDecode(op.operands[0]);
+    plan.keysAsF32 |= !mfma && !mma && !wgmma && fromDecode(op.operands[0]);
     if (mma)
-      mmaColumnTiles = std::max(mmaColumnTiles, (N + 7) / 8);
+      plan.mmaColumnTiles = std::max(plan.mmaColumnTiles, (N + 7) / 8);
     auto add = [&](Role role, int32_t key, int64_t n, mlir::Type e, int64_t align = 0) {
-      extraBuffers.push_back({role, key, wgBuffer(n, e), align});
+      plan.dotBuffers.push_back({role, key, workgroupBuffer(n, e), align});
       dotBytes += n * e.getIntOrFloatBitWidth() / 8;
     };
     if (dotStageOf_[op.operands[1].id] < 0) {
@@ -569,29 +553,43 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
       add(Role::Result, static_cast<int32_t>(i), N * M, b_.getF32Type());
   }
   if (!wgmmaB_.empty()) { // the warps' column maxima, two exchanges in turn
-    extraBuffers.push_back({Role::WgmmaExchange, 0, wgBuffer(2 * 4 * wgmmaColumns_, b_.getF32Type())});
+    plan.dotBuffers.push_back({Role::WgmmaExchange, 0, workgroupBuffer(2 * 4 * wgmmaColumns_, b_.getF32Type())});
     dotBytes += 2 * 4 * wgmmaColumns_ * 4;
   }
   if (dotBytes > kMaxDotWorkgroupBytes)
     return Status::error(fmt::format("kernel @{}: dot.tiles needs {} bytes of workgroup memory "
                                      "(at most {}): too many rows x heads for one GPU program",
                                      k_.name, dotBytes, kMaxDotWorkgroupBytes));
-  for (const PlannedBuffer &pb : extraBuffers)
-    smemTypes.push_back(pb.type);
-  if (keysAsF32 && target_.keyTables()) // a table of exact key values, for decodes widened to f32
-    declareKeyTable(gpuModule.getBody());
   // sm_90 decodes look their keys up in a table of key bytes per scale, built in shared memory
   // when the program starts (where only f32 keys are read, LLVM drops the unread table).
-  const bool keyWords = target_.keyTables() && std::any_of(k_.ops.begin(), k_.ops.end(), [](const dsl::Op &op) {
+  plan.keyWords = target_.keyTables() && std::any_of(k_.ops.begin(), k_.ops.end(), [](const dsl::Op &op) {
     return op.kind == OpKind::DecodeNvfp4;
   });
-  if (keyWords)
-    smemTypes.push_back(wgBuffer(512, b_.getI32Type()));
+  return plan;
+}
+
+gpu::GPUFuncOp Emitter::declareKernel(const WorkgroupPlan &plan) {
+  SmallVector<mlir::Type> argTypes;
+  for (const dsl::BufferArg &buf : k_.buffers)
+    argTypes.push_back(MemRefType::get({ShapedType::kDynamic}, elemType(buf.elem)));
+  for (const dsl::ScalarArgDecl &sc : k_.scalars)
+    argTypes.push_back(elemType(sc.elem));
+  SmallVector<mlir::Type> smemTypes;
+  for (auto [e, n] : plan.shuffleLanes)
+    smemTypes.push_back(workgroupBuffer(n, elemType(static_cast<Elem>(e))));
+  for (const WorkgroupPlan::Buffer &pb : plan.dotBuffers)
+    smemTypes.push_back(pb.type);
+  if (plan.keyWords)
+    smemTypes.push_back(workgroupBuffer(512, b_.getI32Type()));
   auto fn = gpu::GPUFuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}), smemTypes);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
-  mmaColumnTiles_ = mmaColumnTiles;
+  mmaColumnTiles_ = plan.mmaColumnTiles;
   target_.annotate(*this, fn);
+  return fn;
+}
+
+void Emitter::bindProgram(gpu::GPUFuncOp fn, const WorkgroupPlan &plan) {
   Block *entry = &fn.getBody().front();
   b_.setInsertionPointToStart(entry);
   size_t a = 0;
@@ -600,18 +598,18 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   for (size_t i = 0; i < k_.scalars.size(); ++i)
     scalars_.push_back(entry->getArgument(a++));
   size_t w = 0;
-  for (auto [e, n] : smemLanes)
+  for (auto [e, n] : plan.shuffleLanes)
     smem_[e] = fn.getWorkgroupAttributions()[w++];
   stageBufs_.resize(stageCount_);
-  for (const PlannedBuffer &pb : extraBuffers) {
+  for (const WorkgroupPlan::Buffer &pb : plan.dotBuffers) {
     if (pb.align)
       fn.setWorkgroupAttributionAttr(static_cast<unsigned>(w), LLVM::LLVMDialect::getAlignAttrName(),
                                      b_.getI64IntegerAttr(pb.align));
     mlir::Value buf = fn.getWorkgroupAttributions()[w++];
     switch (pb.role) {
-    case Role::StageB: stageBufs_[dotStageOf_[pb.key]] = buf; break;
-    case Role::Result: dotResult_[pb.key] = buf; break;
-    case Role::WgmmaExchange: wgmmaExchange_ = buf; break;
+    case WorkgroupPlan::Role::StageB: stageBufs_[dotStageOf_[pb.key]] = buf; break;
+    case WorkgroupPlan::Role::Result: dotResult_[pb.key] = buf; break;
+    case WorkgroupPlan::Role::WgmmaExchange: wgmmaExchange_ = buf; break;
     }
   }
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
@@ -620,14 +618,31 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
     mlir::Value zero = constant(b_.getI64Type(), 0);
     memref::StoreOp::create(b_, zero, wgmmaExchangeAt_, ValueRange{toIndex(zero)});
   }
-  if (keysAsF32 && target_.keyTables())
+  if (plan.keysAsF32 && target_.keyTables())
     keyTable_ = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()),
                                             "m3idx_nvfp4_keys");
-  if (keyWords) {
+  if (plan.keyWords) {
     keyWords_ = fn.getWorkgroupAttributions()[w++];
     sm90FillKeyWords();
   }
   programId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));
+}
+
+// In steps: the layouts and the target's checks, the workgroup memory, the kernel function (with
+// the target's attributes), its arguments and tables, then the body.
+StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
+  OwningOpRef<ModuleOp> module = ModuleOp::create(b_.getLoc());
+  (*module)->setAttr("gpu.container_module", b_.getUnitAttr());
+  b_.setInsertionPointToEnd(module->getBody());
+  auto gpuModule = gpu::GPUModuleOp::create(b_, "m3idx_kernels");
+  b_.setInsertionPointToStart(gpuModule.getBody());
+  M3IDX_RETURN_IF_ERROR(planProgram());
+  StatusOr<WorkgroupPlan> plan = planWorkgroupMemory();
+  if (!plan.ok())
+    return plan.status();
+  if (plan->keysAsF32 && target_.keyTables()) // a table of exact key values, for decodes widened to f32
+    declareKeyTable(gpuModule.getBody());
+  bindProgram(declareKernel(*plan), *plan);
   emitRegion(k_.body);
   gpu::ReturnOp::create(b_);
   if (!error_.empty())

@@ -90,7 +90,7 @@ private:
   // score loop is bound by) per use. Measured on the H200 (bench/RESULTS.md): one column tile,
   // score 1.4% faster; two column tiles (104 registers), H=4 decode 3.7% and prefill 2% slower.
   bool mmaRowsWidened(int64_t lanes, unsigned elemBits) const {
-    return mmaColumnTiles_ == 1 && elemBits == 8 && lanes <= 16 * 8;
+    return sm90_.mmaColumnTiles == 1 && elemBits == 8 && lanes <= 16 * 8;
   }
   mlir::Value mmaAccIota(int64_t lanes);
   mlir::Value mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups);
@@ -190,7 +190,7 @@ private:
   // Trips per iteration of a dsl for: its unroll hint in programs whose mma B fragments stay in
   // registers (one column tile) or two where they are in shared memory, else 1.
   int64_t sm90LoopUnroll(const dsl::Op &forOp) const;
-  void sm90FillKeyWords(); // keyWords_[2s], [2s + 1]: key bytes of codes 0-3, 4-7 times scale s
+  void sm90FillKeyWords(); // sm90_.keyWords[2s], [2s + 1]: key bytes of codes 0-3, 4-7 times scale s
   std::pair<mlir::Value, mlir::Value> sm90KeyWordsOf(mlir::Value scaleByte);
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes
   bool mmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
@@ -228,14 +228,8 @@ private:
   mlir::Value wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bool folded);
   mlir::Value wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result);
   mlir::Value wgmmaAccFoldThreadTokens(mlir::Value acc);
-  mlir::Value wgmmaExchange_;  // the warps' column maxima (two of 4 x N floats, used in turn)
-  mlir::Value wgmmaExchangeAt_; // the offset of the one the next reduction uses (0 or 4 N)
-  int64_t wgmmaColumns_ = 0;   // N of the program's wgmma dots (one N per program)
-  std::set<int32_t> wgmmaB_;   // b operand ids staged as wgmma B
   void declareKeyTable(mlir::Block *moduleBody);
   std::vector<int32_t> definingOp_; // ValueId -> index of the op that makes it
-  mlir::Value keyTable_;
-  mlir::Value keyWords_; // sm_90: workgroup memref<512xi32>, see sm90FillKeyWords
   mlir::Value constant(mlir::Type t, double v);
   mlir::Value toIndex(mlir::Value v);
   mlir::Value get(dsl::ValueId v) { return values_[v.id]; }
@@ -259,15 +253,24 @@ private:
   std::map<int32_t, mlir::Value> dotStage_;   // gpu: b operand id -> staged copy (f32 or bytes)
   std::map<int32_t, mlir::Value> dotResult_;  // gpu: dot.tiles op index -> result buffer
   std::map<int32_t, mlir::Value> mfmaB_;      // b operand id -> this lane's B fragment(s)
-  std::map<int32_t, mlir::Value> mmaBShared_; // b operand id -> its B fragments in shared memory
   std::vector<Spread> spread_;                // sm_90: per ValueId (empty: all Blocked)
-  int64_t mmaColumnTiles_ = 0;                // sm_90: the most mma column tiles (of 8) a dot spans
   size_t stageCount_ = 0;
   std::vector<int32_t> dotStageOf_;           // ValueId -> index into stageBufs_, or -1
   std::vector<mlir::Value> stageBufs_;
   mlir::Value lane_;                          // gpu: thread id (index)
   std::map<int, mlir::Value> smem_;           // gpu: workgroup buffer per element type
   std::string error_;                         // first lowering error
+  // sm_90 programs' own state (nvvm/): where their tables, B fragments and wgmma exchanges live.
+  struct Sm90Program {
+    mlir::Value keyTable;                      // constant memory: the 16 x 256 exact f32 keys
+    mlir::Value keyWords;                      // workgroup memref<512xi32>, see sm90FillKeyWords
+    std::map<int32_t, mlir::Value> mmaBShared; // b operand id -> its B fragments in shared memory
+    int64_t mmaColumnTiles = 0;                // the most mma column tiles (of 8) a dot spans
+    std::set<int32_t> wgmmaB;                  // b operand ids staged as wgmma B
+    int64_t wgmmaColumns = 0;                  // N of the program's wgmma dots (one N per program)
+    mlir::Value wgmmaExchange;   // the warps' column maxima (two of 4 x N floats, used in turn)
+    mlir::Value wgmmaExchangeAt; // the offset of the one the next reduction uses (0 or 4 N)
+  } sm90_;
   const dsl::Op *currentOp_ = nullptr;        // the op being emitted
   // Keeps the first lowering error, naming the kernel line of the op being emitted.
   void fail(const std::string &what);

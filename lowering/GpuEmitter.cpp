@@ -356,7 +356,7 @@ mlir::Value Emitter::gpuKeysF32(const dsl::Op &decode) {
         constant(i32, 15));
     mlir::Value idx = arith::IndexCastOp::create(
         b_, b_.getIndexType(), arith::AddIOp::create(b_, rows[S == 1 ? 0 : j / 16], nibble));
-    mlir::Value v = memref::LoadOp::create(b_, keyTable_, ValueRange{idx});
+    mlir::Value v = memref::LoadOp::create(b_, sm90_.keyTable, ValueRange{idx});
     out = vector::InsertOp::create(b_, v, out, ArrayRef<int64_t>{j});
   }
   return out;
@@ -376,7 +376,7 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
   else
     val = toF32(val);
   dotStage_[v.id] = buf;
-  if (wgmmaB_.count(v.id)) { // widened into B's layout, through B's own buffer
+  if (sm90_.wgmmaB.count(v.id)) { // widened into B's layout, through B's own buffer
     wgmmaStageColumns(buf, val, t.lanes);
     return;
   }
@@ -408,7 +408,7 @@ mlir::Value Emitter::gpuDotTiles(const dsl::Op &op) {
     stageDotOperand(op.operands[1], /*barrierBefore=*/true);
   mlir::Value staged = dotStage_[op.operands[1].id];
   const int32_t def = definingOp_[op.operands[0].id];
-  mlir::Value a = keyTable_ && def >= 0 && k_.ops[def].kind == OpKind::DecodeNvfp4
+  mlir::Value a = sm90_.keyTable && def >= 0 && k_.ops[def].kind == OpKind::DecodeNvfp4
                       ? gpuKeysF32(k_.ops[def]) // the decode itself becomes dead and is removed
                       : toF32(get(op.operands[0]));
   mlir::Value lane = laneI64();
@@ -542,19 +542,19 @@ StatusOr<Emitter::WorkgroupPlan> Emitter::planWorkgroupMemory() {
                                        "(on sm_90 warpgroup programs only elementwise ops, loop-carried "
                                        "values and a reduce.max.groups of 64 may read it)",
                                        k_.name) + sourceOf(op));
-    if (wgmma && wgmmaColumns_ && wgmmaColumns_ != N)
+    if (wgmma && sm90_.wgmmaColumns && sm90_.wgmmaColumns != N)
       return Status::error(fmt::format("kernel @{}: wgmma dot.tiles of {} and {} columns in one program",
-                                       k_.name, wgmmaColumns_, N) + sourceOf(op));
+                                       k_.name, sm90_.wgmmaColumns, N) + sourceOf(op));
     if (wgmma) {
-      wgmmaB_.insert(op.operands[1].id);
-      wgmmaColumns_ = N;
+      sm90_.wgmmaB.insert(op.operands[1].id);
+      sm90_.wgmmaColumns = N;
     }
     if (!mfma && !(mma && spreadOf(op.results[0]) == Spread::MmaAcc) && !wgmma)
       add(Role::Result, static_cast<int32_t>(i), N * M, b_.getF32Type());
   }
-  if (!wgmmaB_.empty()) { // the warps' column maxima, two exchanges in turn
-    plan.dotBuffers.push_back({Role::WgmmaExchange, 0, workgroupBuffer(2 * 4 * wgmmaColumns_, b_.getF32Type())});
-    dotBytes += 2 * 4 * wgmmaColumns_ * 4;
+  if (!sm90_.wgmmaB.empty()) { // the warps' column maxima, two exchanges in turn
+    plan.dotBuffers.push_back({Role::WgmmaExchange, 0, workgroupBuffer(2 * 4 * sm90_.wgmmaColumns, b_.getF32Type())});
+    dotBytes += 2 * 4 * sm90_.wgmmaColumns * 4;
   }
   if (dotBytes > kMaxDotWorkgroupBytes)
     return Status::error(fmt::format("kernel @{}: dot.tiles needs {} bytes of workgroup memory "
@@ -584,7 +584,7 @@ gpu::GPUFuncOp Emitter::declareKernel(const WorkgroupPlan &plan) {
   auto fn = gpu::GPUFuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}), smemTypes);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
-  mmaColumnTiles_ = plan.mmaColumnTiles;
+  sm90_.mmaColumnTiles = plan.mmaColumnTiles;
   target_.annotate(*this, fn);
   return fn;
 }
@@ -609,20 +609,20 @@ void Emitter::bindProgram(gpu::GPUFuncOp fn, const WorkgroupPlan &plan) {
     switch (pb.role) {
     case WorkgroupPlan::Role::StageB: stageBufs_[dotStageOf_[pb.key]] = buf; break;
     case WorkgroupPlan::Role::Result: dotResult_[pb.key] = buf; break;
-    case WorkgroupPlan::Role::WgmmaExchange: wgmmaExchange_ = buf; break;
+    case WorkgroupPlan::Role::WgmmaExchange: sm90_.wgmmaExchange = buf; break;
     }
   }
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
-  if (!wgmmaB_.empty()) { // which exchange the next reduction uses: a scalar LLVM keeps in a register
-    wgmmaExchangeAt_ = memref::AllocaOp::create(b_, MemRefType::get({1}, b_.getI64Type()));
+  if (!sm90_.wgmmaB.empty()) { // which exchange the next reduction uses: a scalar LLVM keeps in a register
+    sm90_.wgmmaExchangeAt = memref::AllocaOp::create(b_, MemRefType::get({1}, b_.getI64Type()));
     mlir::Value zero = constant(b_.getI64Type(), 0);
-    memref::StoreOp::create(b_, zero, wgmmaExchangeAt_, ValueRange{toIndex(zero)});
+    memref::StoreOp::create(b_, zero, sm90_.wgmmaExchangeAt, ValueRange{toIndex(zero)});
   }
   if (plan.keysAsF32 && target_.keyTables())
-    keyTable_ = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()),
+    sm90_.keyTable = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()),
                                             "m3idx_nvfp4_keys");
   if (plan.keyWords) {
-    keyWords_ = fn.getWorkgroupAttributions()[w++];
+    sm90_.keyWords = fn.getWorkgroupAttributions()[w++];
     sm90FillKeyWords();
   }
   programId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));

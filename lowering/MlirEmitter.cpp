@@ -278,7 +278,7 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::Trunc: set(arith::TruncIOp::create(b_, resultType(), in(0))); return;
   case OpKind::SIToFP: set(arith::SIToFPOp::create(b_, resultType(), in(0))); return;
   case OpKind::ExtF:
-    if (gpu_ && keyTable_) {
+    if (gpu_ && sm90_.keyTable) {
       const int32_t def = definingOp_[op.operands[0].id];
       if (def >= 0 && k_.ops[def].kind == OpKind::DecodeNvfp4) {
         set(gpuKeysF32(k_.ops[def])); // the decode itself becomes dead and is removed

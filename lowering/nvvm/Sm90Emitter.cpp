@@ -83,7 +83,7 @@ void Emitter::sm90FillKeyWords() {
         arith::TruncIOp::create(b_, b_.getI8Type(), arith::IndexCastOp::create(b_, b_.getI32Type(), s)));
     mlir::Value words = vector::FromElementsOp::create(b_, VectorType::get({2}, b_.getI32Type()),
                                                        ValueRange{lo, hi});
-    vector::StoreOp::create(b_, words, keyWords_,
+    vector::StoreOp::create(b_, words, sm90_.keyWords,
                             ValueRange{arith::MulIOp::create(b_, s, arith::ConstantIndexOp::create(b_, 2))},
                             false, llvm::MaybeAlign(8));
   }
@@ -99,8 +99,8 @@ void Emitter::sm90FillKeyWords() {
 mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   const int64_t P = cast<VectorType>(packed.getType()).getNumElements(), N = 2 * P;
   mlir::Type i32 = b_.getI32Type();
-  if (P % 4 != 0 || !keyWords_) {
-    fail(!keyWords_ ? std::string("nvfp4.decode: no sm_90 key table in this program")
+  if (P % 4 != 0 || !sm90_.keyWords) {
+    fail(!sm90_.keyWords ? std::string("nvfp4.decode: no sm_90 key table in this program")
                           : fmt::format("nvfp4.decode: {} packed bytes per thread is not whole words", P));
     return constant(VectorType::get({N}, b_.getType<Float8E4M3FNType>()), 0);
   }
@@ -117,7 +117,7 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
         arith::IndexCastUIOp::create(b_, b_.getIndexType(),
                                      vector::ExtractOp::create(b_, scaleBytes, ArrayRef<int64_t>{g})),
         arith::ConstantIndexOp::create(b_, 1));
-    mlir::Value two = vector::LoadOp::create(b_, VectorType::get({2}, i32), keyWords_, ValueRange{at}, false,
+    mlir::Value two = vector::LoadOp::create(b_, VectorType::get({2}, i32), sm90_.keyWords, ValueRange{at}, false,
                                              llvm::MaybeAlign(8));
     tables.push_back({vector::ExtractOp::create(b_, two, ArrayRef<int64_t>{0}),
                       vector::ExtractOp::create(b_, two, ArrayRef<int64_t>{1})});
@@ -167,9 +167,9 @@ int32_t Emitter::sm90RegisterCap(int64_t columnTiles) {
 // throttle and short-scoreboard stalls first); prefill 4 x 32K H=1 score 3.30 -> 3.05 ms. gfx950
 // is not measured (no AMD GPU here), so it keeps its loops rolled.
 int64_t Emitter::sm90LoopUnroll(const dsl::Op &forOp) const {
-  if (mmaColumnTiles_ > kMmaBRegisterTiles)
+  if (sm90_.mmaColumnTiles > kMmaBRegisterTiles)
     return std::min<int64_t>(forOp.intAttr, 2);
-  return mmaColumnTiles_ == 1 ? forOp.intAttr : 1;
+  return sm90_.mmaColumnTiles == 1 ? forOp.intAttr : 1;
 }
 
 bool Emitter::mmaFits(const dsl::Op &op) const {
@@ -444,7 +444,7 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
     stageDotOperand(bId, /*barrierBefore=*/true);
   const int64_t N = k_.typeOf(bId).lanes / kRowK, tiles = (N + kMmaN - 1) / kMmaN;
   const int64_t steps = kRowK / kMmaK;
-  const bool bShared = mmaBShared_.count(bId.id) > 0;
+  const bool bShared = sm90_.mmaBShared.count(bId.id) > 0;
   mlir::Value bRegs = bShared ? mlir::Value() : mfmaB_.at(bId.id);
   auto h2 = VectorType::get({2}, b_.getF16Type());
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), {f32, f32, f32, f32});
@@ -452,7 +452,7 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
   std::vector<mlir::Value> acc; // [tile][c0..c3]
   for (int64_t nt = 0; nt < tiles; ++nt) {
     std::vector<mlir::Value> c(4, constant(f32, 0));
-    mlir::Value tileRegs = bShared ? mmaSharedFragments(mmaBShared_.at(bId.id), nt) : bRegs;
+    mlir::Value tileRegs = bShared ? mmaSharedFragments(sm90_.mmaBShared.at(bId.id), nt) : bRegs;
     const int64_t base = bShared ? 0 : nt * kMmaBWords;
     for (int64_t s = 0; s < steps; ++s)
       for (int64_t half = 0; half < 2; ++half) {

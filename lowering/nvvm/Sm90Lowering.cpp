@@ -59,7 +59,7 @@ public:
   void stageMatrixB(Emitter &e, dsl::ValueId v, mlir::Value staged, int64_t rows) const override {
     if (Emitter::mmaBInShared(rows)) {
       e.mmaFragmentsToShared(staged, rows);
-      e.mmaBShared_[v.id] = staged;
+      e.sm90_.mmaBShared[v.id] = staged;
     } else {
       e.mfmaB_[v.id] = e.mmaFragmentsB(staged, rows);
     }
@@ -71,8 +71,8 @@ public:
   bool keyTables() const override { return true; }
 
   void annotate(const Emitter &e, mlir::gpu::GPUFuncOp fn) const override {
-    const int32_t cap = e.wgmmaB_.empty() ? Emitter::sm90RegisterCap(e.mmaColumnTiles_)
-                                          : Emitter::wgmmaRegisterCap(e.wgmmaColumns_);
+    const int32_t cap = e.sm90_.wgmmaB.empty() ? Emitter::sm90RegisterCap(e.sm90_.mmaColumnTiles)
+                                          : Emitter::wgmmaRegisterCap(e.sm90_.wgmmaColumns);
     if (cap)
       fn->setAttr(mlir::NVVM::NVVMDialect::getMaxnregAttrName(),
                   mlir::IntegerAttr::get(mlir::IntegerType::get(fn.getContext(), 32), cap));

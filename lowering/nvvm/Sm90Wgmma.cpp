@@ -131,7 +131,7 @@ mlir::Value Emitter::wgmmaDescriptor(mlir::Value buf, int64_t step) {
   mlir::Type i64 = b_.getI64Type();
   mlir::Value base = arith::IndexCastOp::create(
       b_, i64, memref::ExtractAlignedPointerAsIndexOp::create(b_, buf).getResult());
-  const int64_t offset = (step / 4) * wgmmaColumns_ * kAtomBytes + (step % 4) * 32;
+  const int64_t offset = (step / 4) * sm90_.wgmmaColumns * kAtomBytes + (step % 4) * 32;
   mlir::Value start = arith::ShRUIOp::create(
       b_, arith::AndIOp::create(b_, arith::AddIOp::create(b_, base, constant(i64, offset)), constant(i64, 0x3FFFF)),
       constant(i64, 4));
@@ -149,7 +149,7 @@ mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
   if (!dotStage_.count(bId.id))
     stageDotOperand(bId, /*barrierBefore=*/true);
   const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(get(op.operands[0]));
-  const int64_t regs = wgmmaColumns_ * kWgmmaTokens / threads_;
+  const int64_t regs = sm90_.wgmmaColumns * kWgmmaTokens / threads_;
   SmallVector<mlir::Type> fields(regs, f32);
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), fields);
   mlir::Value acc = LLVM::PoisonOp::create(b_, accType);
@@ -168,7 +168,7 @@ mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
     const std::string text = fmt::format(
         "{{\n.reg .pred p;\nsetp.ne.b32 p, {}, 0;\nwgmma.mma_async.sync.aligned.m64n{}k16.f32.f16.f16 "
         "{{{}}}, {{${}, ${}, ${}, ${}}}, ${}, p, 1, 1, 0;\n}}",
-        s == 0 ? 0 : 1, wgmmaColumns_, d, 2 * regs, 2 * regs + 1, 2 * regs + 2, 2 * regs + 3, 2 * regs + 4);
+        s == 0 ? 0 : 1, sm90_.wgmmaColumns, d, 2 * regs, 2 * regs + 1, 2 * regs + 2, 2 * regs + 3, 2 * regs + 4);
     SmallVector<mlir::Value> operands;
     for (int64_t r = 0; r < regs; ++r)
       operands.push_back(LLVM::ExtractValueOp::create(b_, acc, ArrayRef<int64_t>{r}));
@@ -238,18 +238,18 @@ mlir::Value Emitter::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bo
   if (!folded)
     acc = wgmmaAccFoldThreadTokens(acc);
   const int64_t regs = cast<VectorType>(acc.getType()).getNumElements(); // 2 per 8-column chunk
-  if (groups != wgmmaColumns_)
+  if (groups != sm90_.wgmmaColumns)
     fail(fmt::format("reduce.max.groups of wgmma accumulators: {} groups (expected {})", groups,
-                         wgmmaColumns_));
+                         sm90_.wgmmaColumns));
   mlir::Value lane = laneI64();
   mlir::Value zero = toIndex(constant(i64, 0));
-  mlir::Value exchange = memref::LoadOp::create(b_, wgmmaExchangeAt_, ValueRange{zero});
-  memref::StoreOp::create(b_, arith::XOrIOp::create(b_, exchange, constant(i64, 4 * wgmmaColumns_)),
-                          wgmmaExchangeAt_, ValueRange{zero});
+  mlir::Value exchange = memref::LoadOp::create(b_, sm90_.wgmmaExchangeAt, ValueRange{zero});
+  memref::StoreOp::create(b_, arith::XOrIOp::create(b_, exchange, constant(i64, 4 * sm90_.wgmmaColumns)),
+                          sm90_.wgmmaExchangeAt, ValueRange{zero});
   mlir::Value warp = arith::DivUIOp::create(b_, lane, constant(i64, 32));
   mlir::Value rowAt = arith::AddIOp::create(
       b_, exchange,
-      arith::AddIOp::create(b_, arith::MulIOp::create(b_, warp, constant(i64, wgmmaColumns_)),
+      arith::AddIOp::create(b_, arith::MulIOp::create(b_, warp, constant(i64, sm90_.wgmmaColumns)),
                             arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(i64, 4)),
                                                   constant(i64, 2))));
   mlir::Value leader = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult,
@@ -267,7 +267,7 @@ mlir::Value Emitter::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bo
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(mine.thenBlock()->getTerminator());
     for (auto [col, m] : columns)
-      memref::StoreOp::create(b_, m, wgmmaExchange_,
+      memref::StoreOp::create(b_, m, sm90_.wgmmaExchange,
                               ValueRange{toIndex(arith::AddIOp::create(b_, rowAt, constant(i64, col)))});
   }
   barrier();
@@ -275,8 +275,8 @@ mlir::Value Emitter::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bo
   mlir::Value best = constant(f32, -std::numeric_limits<double>::infinity());
   for (int64_t w = 0; w < kWarps; ++w)
     best = maxNum(best, memref::LoadOp::create(
-                            b_, wgmmaExchange_,
-                            ValueRange{toIndex(arith::AddIOp::create(b_, n, constant(i64, w * wgmmaColumns_)))}));
+                            b_, sm90_.wgmmaExchange,
+                            ValueRange{toIndex(arith::AddIOp::create(b_, n, constant(i64, w * sm90_.wgmmaColumns)))}));
   return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), best);
 }
 

@@ -22,7 +22,7 @@ enum class StepBuffer : uint8_t {
   TileRequest, TileRowBegin, RowBlocks,       // metadata the plan's owner fills (below)
   Scores, Topk, Partial,                      // [H, T, W] f32, [H, T, 16] i32, i64 segment keys
 };
-inline constexpr int kStepBufferCount = 11;
+inline constexpr int kStepBufferCount = static_cast<int>(StepBuffer::Partial) + 1;
 const char *stepBufferName(StepBuffer b);
 
 // A target's choices for one step's heads and decode_query_len (tuning/TargetTuning.h fills it):

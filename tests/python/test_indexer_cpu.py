@@ -1,0 +1,135 @@
+"""m3idx.Indexer(device="cpu") from Python: every golden case through forward(), checked by the
+tie-aware `m3idx check` (and bit for bit where the case is exact); bad input raises naming the
+argument. Run by ctest (python.indexer) with PYTHONPATH=python and the build's library and CLI."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import m3idx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOLDEN = os.path.join(ROOT, "tests", "data", "golden")
+CASES = sorted(d for d in os.listdir(GOLDEN) if os.path.isdir(os.path.join(GOLDEN, d)))
+EXACT = {"decode_exact", "prefill_exact"}  # their scores are exact in any order: top-k is unique
+
+
+def load(case):
+    folder = os.path.join(GOLDEN, case)
+    meta = json.load(open(os.path.join(folder, "case.json")))
+    arrays = {n: np.load(os.path.join(folder, n + ".npy")) for n in
+              ("q", "kv", "block_table", "seq_lens", "query_start_loc")}
+    return folder, meta, arrays
+
+
+def indexer_for(meta):
+    return m3idx.Indexer(num_index_heads=meta["num_index_heads"], init_blocks=meta["init_blocks"],
+                         local_blocks=meta["local_blocks"], device="cpu",
+                         max_decode_query_len=max(4, meta["decode_query_len"]))
+
+
+def forward(idx, meta, a, **kw):
+    return idx.forward(a["q"], a["kv"], a["block_table"], a["seq_lens"], a["query_start_loc"],
+                       num_decodes=meta["num_decodes"], decode_query_len=meta["decode_query_len"], **kw)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_case(case, tmp_path):
+    folder, meta, a = load(case)
+    with indexer_for(meta) as idx:
+        topk = forward(idx, meta, a)
+        assert idx.compiles_after_warmup() == 0
+    assert topk.dtype == np.int32 and topk.shape == (meta["num_index_heads"], a["q"].shape[0], 16)
+    np.save(tmp_path / "topk.npy", topk)
+    check = subprocess.run([os.environ["M3IDX_CLI"], "check", folder, str(tmp_path)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    if case in EXACT:
+        np.testing.assert_array_equal(topk, np.load(os.path.join(folder, "expected", "topk.npy")))
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """A generated step of 5 decode requests (4 rows) and 2 prefills, 2 heads, checked first."""
+    folder = str(tmp_path_factory.mktemp("case") / "mixed")
+    subprocess.run([os.environ["M3IDX_CLI"], "gen", "--out", folder, "--seed", "3", "--heads", "2",
+                    "--decodes", "5", "--prefills", "2", "--context", "0:3000", "--init", "1", "--local", "1"],
+                   check=True, capture_output=True)
+    meta = json.load(open(os.path.join(folder, "case.json")))
+    a = {n: np.load(os.path.join(folder, n + ".npy")) for n in ("q", "kv", "block_table", "seq_lens", "query_start_loc")}
+    with indexer_for(meta) as idx:
+        out = str(tmp_path_factory.mktemp("out"))
+        np.save(os.path.join(out, "topk.npy"), forward(idx, meta, a))
+        check = subprocess.run([os.environ["M3IDX_CLI"], "check", folder, out], capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+        yield idx, meta, a
+
+
+def expect_error(mixed, needle, kind=m3idx.Error, **changes):
+    idx, meta, a = mixed
+    a = dict(a)
+    kw = {}
+    for k, v in changes.items():
+        if k in ("num_decodes", "decode_query_len"):
+            meta = dict(meta, **{k: v})
+        elif k == "out":
+            kw["out"] = v
+        else:
+            a[k] = v
+    with pytest.raises(kind) as e:
+        forward(idx, meta, a, **kw)
+    assert needle in str(e.value), str(e.value)
+
+
+def test_out_is_filled_in_place(mixed):
+    idx, meta, a = mixed
+    out = np.full((meta["num_index_heads"], a["q"].shape[0], 16), 0x7B7B7B7B, dtype=np.int32)
+    assert forward(idx, meta, a, out=out) is out
+    np.testing.assert_array_equal(out, forward(idx, meta, a))
+
+
+def test_wrong_dtype_names_the_argument(mixed):
+    expect_error(mixed, "q: expected dtype uint8, got float32", q=mixed[2]["q"].astype(np.float32))
+    expect_error(mixed, "seq_lens: expected dtype int32, got int64", seq_lens=mixed[2]["seq_lens"].astype(np.int64))
+
+
+def test_not_an_array_names_the_argument(mixed):
+    expect_error(mixed, "kv_cache: expected a numpy.ndarray", TypeError, kv=mixed[2]["kv"].tolist())
+
+
+def test_shapes_and_layout(mixed):
+    a = mixed[2]
+    expect_error(mixed, "query_start_loc: expected", query_start_loc=a["query_start_loc"][:-1])
+    expect_error(mixed, "block_table: expected", block_table=a["block_table"][:-1])
+    expect_error(mixed, "num_decodes: expected 0..", num_decodes=a["seq_lens"].shape[0] + 1)
+    expect_error(mixed, "decode_query_len: expected 1..", decode_query_len=9)
+    expect_error(mixed, "query_start_loc: expected [0] == 0", decode_query_len=3)
+    expect_error(mixed, "q:", q=a["q"][:, :, :64])
+    expect_error(mixed, "out", out=np.zeros((1, 1, 16), dtype=np.int32))
+
+
+def test_out_of_range_page_id_is_refused(mixed):
+    table = mixed[2]["block_table"].copy()
+    table[0, 0] = mixed[2]["kv"].shape[0]  # one past the last page: never read
+    expect_error(mixed, "block_table", block_table=table)
+
+
+def test_bad_config():
+    with pytest.raises(m3idx.Error) as e:
+        m3idx.Indexer(num_index_heads=3)
+    assert "heads" in str(e.value)
+    with pytest.raises(m3idx.Error) as e:
+        m3idx.Indexer(device="tpu")
+    assert "device" in str(e.value)
+    with pytest.raises(m3idx.Error) as e:
+        m3idx.Indexer(max_decode_query_len=9)
+    assert "max_decode_query_len" in str(e.value)
+
+
+def test_missing_library_is_named():
+    env = dict(os.environ, M3IDX_LIBRARY="/nonexistent/libm3idx.so")
+    r = subprocess.run([sys.executable, "-c", "import m3idx; m3idx.Indexer()"], env=env, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "libm3idx.so not found (tried /nonexistent/libm3idx.so)" in r.stderr, r.stderr

@@ -38,10 +38,17 @@ def _fill(t, data, dtype, shape, strides, device_kind, device_index):
     return t
 
 
+_NUMPY_DTYPES = {"uint8": _capi.DTYPE_U8, "int32": _capi.DTYPE_I32, "float32": _capi.DTYPE_F32}
+
+
+def _numpy_tensor(a, keep):
+    keep.append(a)  # alive until the call returns
+    return _fill(_capi.Tensor(), a.ctypes.data, _NUMPY_DTYPES[a.dtype.name], a.shape,
+                 [s // a.itemsize for s in a.strides], _capi.DEVICE_HOST, 0)
+
+
 class _NumpyArgs:
     """NumPy arrays as m3idx tensors on the host; keeps what it made alive for the call."""
-
-    _dtypes = {"uint8": _capi.DTYPE_U8, "int32": _capi.DTYPE_I32, "float32": _capi.DTYPE_F32}
 
     def __init__(self):
         import numpy
@@ -61,9 +68,7 @@ class _NumpyArgs:
         return a
 
     def tensor(self, a):
-        self.keep.append(a)
-        return _fill(_capi.Tensor(), a.ctypes.data, self._dtypes[a.dtype.name], a.shape,
-                     [s // a.itemsize for s in a.strides], _capi.DEVICE_HOST, 0)
+        return _numpy_tensor(a, self.keep)
 
     @staticmethod
     def contiguous(a):
@@ -105,8 +110,8 @@ class _TorchArgs:
         return a.is_contiguous()
 
     def tensor(self, a):
-        if isinstance(a, self.np.ndarray):
-            return _NumpyArgs.tensor(self, a)
+        if isinstance(a, self.np.ndarray):  # metadata, read on the host
+            return _numpy_tensor(a, self.keep)
         self.keep.append(a)
         return _fill(_capi.Tensor(), a.data_ptr(), self._dtypes[a.dtype], tuple(a.shape), a.stride(),
                      _capi.DEVICE_CUDA, self.device_index)

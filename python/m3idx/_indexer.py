@@ -140,8 +140,8 @@ class Indexer:
 
     def __init__(self, num_index_heads=1, init_blocks=0, local_blocks=1, device="cpu",
                  max_num_decodes=256, max_decode_query_len=4, max_model_len=1 << 20, warmup=True):
+        self._handle = None  # first: __del__ runs even when construction fails
         lib = _capi.library()
-        self._handle = None
         kind, _, index = str(device).partition(":")
         kinds = {"cpu": _capi.DEVICE_HOST, "cuda": _capi.DEVICE_CUDA}
         if kind not in kinds:

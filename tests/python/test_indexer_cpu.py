@@ -133,3 +133,4 @@ def test_missing_library_is_named():
     r = subprocess.run([sys.executable, "-c", "import m3idx; m3idx.Indexer()"], env=env, capture_output=True, text=True)
     assert r.returncode != 0
     assert "libm3idx.so not found (tried /nonexistent/libm3idx.so)" in r.stderr, r.stderr
+    assert "Exception ignored" not in r.stderr, r.stderr  # no second error from the failed object

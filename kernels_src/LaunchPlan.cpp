@@ -29,13 +29,8 @@ public:
     extent = std::max(extent, elements);
     return *this;
   }
-  LaunchBuilder &buffer(std::string name, StepBuffer b, int64_t elements) { // a role under another name
-    buffer(b, elements);
-    launch_.args.back().name = std::move(name);
-    return *this;
-  }
-  LaunchBuilder &scalar(std::string name, int64_t v) {
-    launch_.args.push_back({std::move(name), false, StepBuffer::Q, v});
+  LaunchBuilder &scalar(const char *name, int64_t v) {
+    launch_.args.push_back({name, false, StepBuffer::Q, v});
     return *this;
   }
   Status add() {
@@ -150,7 +145,7 @@ Status bindLaunch(const KernelSignature &signature, const Launch &launch,
                   const std::function<void(int64_t)> &scalar) {
   auto find = [&](const std::string &name, bool isBuffer) -> const LaunchArg * {
     for (const LaunchArg &a : launch.args)
-      if (a.name == name && a.isBuffer == isBuffer)
+      if (a.isBuffer == isBuffer && name == a.name)
         return &a;
     return nullptr;
   };

@@ -36,7 +36,7 @@ struct StepTuning {
 };
 
 struct LaunchArg {
-  std::string name;
+  const char *name = ""; // a string literal of the planner's: a step allocates no names
   bool isBuffer = false;
   StepBuffer buffer = StepBuffer::Q; // isBuffer
   int64_t value = 0;                 // a buffer's elements, or the scalar's value

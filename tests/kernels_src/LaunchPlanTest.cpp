@@ -209,7 +209,7 @@ TEST(StepPlan, BindingNamesAMissingOrUnknownArgument) {
   auto noScalar = [](int64_t) {};
   Launch renamed = l;
   for (LaunchArg &a : renamed.args)
-    if (a.name == "grid_chunks")
+    if (std::string(a.name) == "grid_chunks")
       a.name = "chunks";
   Status s = bindLaunch(sig, renamed, noBuffer, noScalar);
   ASSERT_FALSE(s.ok());
@@ -233,9 +233,9 @@ TEST(StepPlan, PartsAndDecodeBlockRanges) {
   const Launch &l = share->launches[0];
   EXPECT_EQ(l.kind, KernelKind::ScoreDecode);
   for (const LaunchArg &a : l.args) {
-    if (a.name == "block_begin")
+    if (std::string(a.name) == "block_begin")
       EXPECT_EQ(a.value, 1);
-    if (a.name == "block_step")
+    if (std::string(a.name) == "block_step")
       EXPECT_EQ(a.value, 4);
   }
   auto bad = planStep(c.view(), 64, hostTuning().forStep(1, 4), kScoreDecode, {4, 4});

@@ -581,11 +581,7 @@ Value TileShape::index(int d, SourceAt at) {
   int stride = 1;
   for (size_t i = d + 1; i < dims_.size(); ++i)
     stride *= dims_[i];
-  Value v = iota_;
-  if (d > 0 && stride > 1)
-    v = Operand(v, at) / stride;
-  else if (d == 0 && stride > 1)
-    return Operand(v, at) / stride;
+  Value v = stride > 1 ? Operand(iota_, at) / stride : iota_;
   return d > 0 ? Operand(v, at) % dims_[d] : v;
 }
 

@@ -131,11 +131,14 @@ StatusOr<StepPlan> planStep(const BatchView &b, int64_t W, const StepTuning &t, 
   return plan;
 }
 
-KernelSignature signatureOf(const dsl::Kernel &k) {
+StatusOr<KernelSignature> signatureOf(KernelKind kind, const KernelConfig &config) {
+  StatusOr<dsl::Kernel> k = buildKernel(kind, config);
+  if (!k.ok())
+    return k.status();
   KernelSignature s;
-  for (const dsl::BufferArg &b : k.buffers)
+  for (const dsl::BufferArg &b : k->buffers)
     s.buffers.push_back(b.name);
-  for (const dsl::ScalarArgDecl &a : k.scalars)
+  for (const dsl::ScalarArgDecl &a : k->scalars)
     s.scalars.push_back(a.name);
   return s;
 }

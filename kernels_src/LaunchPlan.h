@@ -79,7 +79,8 @@ StatusOr<StepPlan> planStep(const BatchView &b, int64_t width, const StepTuning 
 struct KernelSignature {
   std::vector<std::string> buffers, scalars;
 };
-KernelSignature signatureOf(const dsl::Kernel &k);
+// The kernel's, built for `config` (a backend asks once per config it loads).
+StatusOr<KernelSignature> signatureOf(KernelKind kind, const KernelConfig &config);
 
 // Calls buffer() for each of the signature's buffers, then scalar() for each scalar, with the
 // launch's argument of that name. An argument the launch lacks, or one it has that the kernel does

@@ -62,10 +62,10 @@ Status HostBackend::execute(const BatchView &b, int64_t width, float *scores, in
     auto key = std::make_pair(static_cast<int>(launch.kind), launch.config);
     auto sig = signatures_.find(key);
     if (sig == signatures_.end()) {
-      StatusOr<dsl::Kernel> built = kernels::buildKernel(launch.kind, launch.config);
+      StatusOr<kernels::KernelSignature> built = kernels::signatureOf(launch.kind, launch.config);
       if (!built.ok())
         return built.status();
-      sig = signatures_.emplace(key, kernels::signatureOf(*built)).first;
+      sig = signatures_.emplace(key, std::move(*built)).first;
     }
     KernelArgs args;
     M3IDX_RETURN_IF_ERROR(kernels::bindLaunch(

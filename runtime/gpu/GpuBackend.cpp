@@ -90,9 +90,9 @@ StatusOr<const GpuBackend::Function *> GpuBackend::function(KernelKind kind, con
   auto key = std::make_pair(static_cast<int>(kind), config);
   if (auto it = functions_.find(key); it != functions_.end())
     return &it->second;
-  StatusOr<dsl::Kernel> kernel = kernels::buildKernel(kind, config); // its argument names
-  if (!kernel.ok())
-    return kernel.status();
+  StatusOr<kernels::KernelSignature> signature = kernels::signatureOf(kind, config);
+  if (!signature.ok())
+    return signature.status();
   StatusOr<std::string> code = source_(kind, config);
   if (!code.ok())
     return code.status();
@@ -103,7 +103,7 @@ StatusOr<const GpuBackend::Function *> GpuBackend::function(KernelKind kind, con
   M3IDX_RETURN_IF_ERROR(api_->check(api_->getFunction(&fn, module, kernels::kernelName(kind)),
                                     "function lookup"));
   loaded_.push_back(fmt::format("{} ({})", kernels::kernelName(kind), config.str()));
-  return &(functions_[key] = Function{fn, kernels::signatureOf(*kernel)});
+  return &(functions_[key] = Function{fn, std::move(*signature)});
 }
 
 GpuBackend::~GpuBackend() {

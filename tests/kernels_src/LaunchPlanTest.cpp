@@ -176,7 +176,7 @@ TEST(StepPlan, EveryLaunchBindsToItsKernelByName) {
         EXPECT_EQ(l.config, t.config(l.kind));
         auto k = buildKernel(l.kind, l.config);
         ASSERT_TRUE(k.ok()) << k.status().message();
-        const KernelSignature sig = signatureOf(*k);
+        const KernelSignature sig = *signatureOf(l.kind, l.config);
         int buffers = 0, scalars = 0;
         Status s = bindLaunch(
             sig, l,
@@ -202,9 +202,9 @@ TEST(StepPlan, BindingNamesAMissingOrUnknownArgument) {
   auto plan = planStep(c.view(), 320, hostTuning().forStep(1, 4));
   ASSERT_TRUE(plan.ok());
   Launch l = plan->launches[0];
-  auto k = buildKernel(l.kind, l.config);
-  ASSERT_TRUE(k.ok());
-  const KernelSignature sig = signatureOf(*k);
+  auto signature = signatureOf(l.kind, l.config);
+  ASSERT_TRUE(signature.ok()) << signature.status().message();
+  const KernelSignature sig = *signature;
   auto noBuffer = [](StepBuffer, int64_t) {};
   auto noScalar = [](int64_t) {};
   Launch renamed = l;

@@ -12,7 +12,8 @@ namespace m3idx::kernels {
 const char *stepBufferName(StepBuffer b) {
   static const char *const names[kStepBufferCount] = {
       "q",           "kv",        "block_table", "seq_lens", "query_start_loc", "tile_request",
-      "tile_row_begin", "row_nblk", "scores",     "topk",     "partial"};
+      "tile_row_begin", "row_nblk", "scores",     "topk",     "partial",  "status",
+      "request_flags"};
   return names[static_cast<int>(b)];
 }
 
@@ -47,43 +48,37 @@ private:
   Launch launch_;
 };
 
-} // namespace
-
-StatusOr<StepPlan> planStep(const BatchView &b, int64_t W, const StepTuning &t, unsigned parts,
-                            DecodeBlocks blocks) {
+// The launches of a step: decode scoring on `decodeChunks` programs a request (0: none), prefill
+// scoring, and top-k, after planStep's or planDeviceDecode's checks. Decode kernels check seq_lens
+// against maxSeqLen.
+StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning &t, unsigned parts,
+                                DecodeBlocks blocks, int64_t decodeChunks, int64_t maxSeqLen) {
   const int H = b.params.numHeads;
   const int64_t T = b.numRows, R = b.numRequests, D = b.params.numDecodes;
-  const int64_t decodeRows = b.queryStartLoc[D], prefillRows = T - decodeRows;
-  if (blocks.begin < 0 || blocks.step < 1 || (blocks.step > 1 && blocks.begin >= blocks.step))
-    return invalidArgument("decode block range", "0 <= begin < step, step >= 1",
-                           fmt::format("begin {}, step {}", blocks.begin, blocks.step));
-  if (blocks.step > 1 && (parts & kScorePrefill) && prefillRows > 0)
-    return invalidArgument("decode block range", "a decode-only batch (a CP rank's share)",
-                           fmt::format("{} prefill rows", prefillRows));
-  if (blocks.step > 1 && (parts & (kTopkDecode | kTopkPrefill)))
-    return invalidArgument("decode block range", "score kernels only (a CP share's rows are completed by the exchange before top-k)",
-                           fmt::format("begin {}, step {} with top-k", blocks.begin, blocks.step));
+  const int64_t decodeRows = D * b.params.decodeQueryLen, prefillRows = T - decodeRows;
   StepPlan plan;
   const int64_t scores = H * T * W, topk = H * T * spec::kTopkBlocks;
   auto batch = [&](LaunchBuilder &l) -> LaunchBuilder & {
     return l.buffer(StepBuffer::Q, T * H * spec::kIndexHeadDim)
         .buffer(StepBuffer::Kv, b.numPages * spec::kPageBytes)
         .buffer(StepBuffer::BlockTable, R * b.maxBlocks)
-        .buffer(StepBuffer::SeqLens, R)
-        .buffer(StepBuffer::QueryStartLoc, R + 1);
+        .buffer(StepBuffer::SeqLens, R);
   };
-  auto scoreScalars = [&](LaunchBuilder &l, const ScoreGrid &g) -> LaunchBuilder & {
+  auto scoreScalars = [&](LaunchBuilder &l, int64_t chunks) -> LaunchBuilder & {
     return l.scalar("num_rows", T).scalar("max_blocks", b.maxBlocks).scalar("width", W)
-        .scalar("grid_chunks", g.chunks).scalar("blocks_per_program", g.blocksPerProgram)
-        .scalar("init_blocks", b.params.initBlocks).scalar("local_blocks", b.params.localBlocks);
+        .scalar("grid_chunks", chunks).scalar("init_blocks", b.params.initBlocks)
+        .scalar("local_blocks", b.params.localBlocks);
   };
 
-  if ((parts & kScoreDecode) && D > 0) {
-    const ScoreGrid g = scoreGrid(D, blockSlots(maxRequestBlocks(b, 0, D), blocks.begin, blocks.step),
-                                  t.decodeScorePrograms, t.decodeMaxBlocksPerProgram);
-    LaunchBuilder l(plan, KernelKind::ScoreDecode, t.config(KernelKind::ScoreDecode), g.programs(D));
-    scoreScalars(batch(l).buffer(StepBuffer::Scores, scores), g)
-        .scalar("block_begin", blocks.begin).scalar("block_step", blocks.step);
+  if ((parts & kScoreDecode) && D > 0 && decodeChunks > 0) {
+    LaunchBuilder l(plan, KernelKind::ScoreDecode, t.config(KernelKind::ScoreDecode), D * decodeChunks);
+    scoreScalars(batch(l)
+                     .buffer(StepBuffer::Scores, scores)
+                     .buffer(StepBuffer::Status, kStatusWords)
+                     .buffer(StepBuffer::RequestFlags, D),
+                 decodeChunks)
+        .scalar("block_begin", blocks.begin).scalar("block_step", blocks.step)
+        .scalar("num_pages", b.numPages).scalar("max_seq_len", maxSeqLen);
     M3IDX_RETURN_IF_ERROR(l.add());
   }
   const KernelConfig &prefill = t.config(KernelKind::ScorePrefill);
@@ -94,10 +89,12 @@ StatusOr<StepPlan> planStep(const BatchView &b, int64_t W, const StepTuning &t, 
                                   t.prefillMaxBlocksPerProgram, t.prefillMinBlocksPerProgram);
     LaunchBuilder l(plan, KernelKind::ScorePrefill, prefill, g.programs(plan.prefillTiles));
     scoreScalars(batch(l)
+                     .buffer(StepBuffer::QueryStartLoc, R + 1)
                      .buffer(StepBuffer::TileRequest, plan.prefillTiles)
                      .buffer(StepBuffer::TileRowBegin, plan.prefillTiles)
                      .buffer(StepBuffer::Scores, scores),
-                 g);
+                 g.chunks)
+        .scalar("blocks_per_program", g.blocksPerProgram);
     M3IDX_RETURN_IF_ERROR(l.add());
   }
   // Rows too few to fill the target are cut into segments, merged by topk_merge.
@@ -107,7 +104,7 @@ StatusOr<StepPlan> planStep(const BatchView &b, int64_t W, const StepTuning &t, 
     LaunchBuilder l(plan, kind, t.config(kind), H * rows * split.segments);
     l.buffer(StepBuffer::Scores, scores);
     if (kind == KernelKind::TopkDecode)
-      l.buffer(StepBuffer::SeqLens, R);
+      l.buffer(StepBuffer::SeqLens, R).buffer(StepBuffer::RequestFlags, D);
     else
       l.buffer(StepBuffer::RowBlocks, T);
     l.buffer(StepBuffer::Topk, topk).buffer(StepBuffer::Partial, partial).scalar("num_rows", T).scalar("width", W);
@@ -115,7 +112,7 @@ StatusOr<StepPlan> planStep(const BatchView &b, int64_t W, const StepTuning &t, 
       l.scalar("decode_rows", rows);
     else
       l.scalar("row_begin", rowBegin).scalar("prefill_rows", rows);
-    l.scalar("segment_blocks", split.segmentBlocks).scalar("segments", split.segments);
+    l.scalar("segments", split.segments);
     M3IDX_RETURN_IF_ERROR(l.add());
     if (split.segments == 1)
       return Status();
@@ -129,6 +126,46 @@ StatusOr<StepPlan> planStep(const BatchView &b, int64_t W, const StepTuning &t, 
   if ((parts & kTopkPrefill) && prefillRows > 0)
     M3IDX_RETURN_IF_ERROR(topkLaunches(KernelKind::TopkPrefill, decodeRows, prefillRows));
   return plan;
+}
+
+} // namespace
+
+StatusOr<StepPlan> planStep(const BatchView &b, int64_t W, const StepTuning &t, unsigned parts,
+                            DecodeBlocks blocks) {
+  const int64_t T = b.numRows, D = b.params.numDecodes;
+  const int64_t prefillRows = T - b.queryStartLoc[D];
+  if (blocks.begin < 0 || blocks.step < 1 || (blocks.step > 1 && blocks.begin >= blocks.step))
+    return invalidArgument("decode block range", "0 <= begin < step, step >= 1",
+                           fmt::format("begin {}, step {}", blocks.begin, blocks.step));
+  if (blocks.step > 1 && (parts & kScorePrefill) && prefillRows > 0)
+    return invalidArgument("decode block range", "a decode-only batch (a CP rank's share)",
+                           fmt::format("{} prefill rows", prefillRows));
+  if (blocks.step > 1 && (parts & (kTopkDecode | kTopkPrefill)))
+    return invalidArgument("decode block range", "score kernels only (a CP share's rows are completed by the exchange before top-k)",
+                           fmt::format("begin {}, step {} with top-k", blocks.begin, blocks.step));
+  // Validated lengths: the decode grid's chunks from the longest request, and a seq_len bound
+  // (the table's and the scores' width) that no request passes.
+  const ScoreGrid g = scoreGrid(D, blockSlots(maxRequestBlocks(b, 0, D), blocks.begin, blocks.step),
+                                t.decodeScorePrograms, t.decodeMaxBlocksPerProgram);
+  return planLaunches(b, W, t, parts, blocks, g.chunks, std::min(b.maxBlocks, W) * spec::kSparseBlockSize);
+}
+
+StatusOr<StepPlan> planDeviceDecode(const BatchView &shape, int64_t W, int64_t maxSeqLen, const StepTuning &t) {
+  const int64_t D = shape.params.numDecodes;
+  if (shape.numRequests != D || shape.numRows != D * shape.params.decodeQueryLen)
+    return invalidArgument("device decode shape", "decode requests only, decode_query_len rows each",
+                           fmt::format("{} requests of which {} decodes, {} rows", shape.numRequests, D,
+                                       shape.numRows));
+  if (spec::blocksFor(maxSeqLen) > W)
+    return invalidArgument("score width", fmt::format(">= {} blocks (max_seq_len {})",
+                                                      spec::blocksFor(maxSeqLen), maxSeqLen),
+                           W);
+  // Programs a request: the target spread over the requests, no more than its most blocks.
+  const int64_t mostBlocks = std::max<int64_t>(1, std::min(shape.maxBlocks, spec::blocksFor(maxSeqLen)));
+  const int64_t chunks = std::clamp<int64_t>((t.decodeScorePrograms + D - 1) / std::max<int64_t>(D, 1), 1,
+                                             mostBlocks);
+  return planLaunches(shape, W, t, kAllParts, {}, chunks,
+                      std::min(maxSeqLen, shape.maxBlocks * spec::kSparseBlockSize));
 }
 
 StatusOr<KernelSignature> signatureOf(KernelKind kind, const KernelConfig &config) {

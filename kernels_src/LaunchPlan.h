@@ -21,8 +21,12 @@ enum class StepBuffer : uint8_t {
   Q, Kv, BlockTable, SeqLens, QueryStartLoc, // the batch (SPEC §3)
   TileRequest, TileRowBegin, RowBlocks,       // metadata the plan's owner fills (below)
   Scores, Topk, Partial,                      // [H, T, W] f32, [H, T, 16] i32, i64 segment keys
+  // i64 [kStatusWords], sticky (include/m3idx/Indexer.h's DeviceStatus); i32 [R], zeroed by the
+  // plan's owner before a step's decode scoring (kernels_src/Nvfp4Score.cpp's checks)
+  Status, RequestFlags,
 };
-inline constexpr int kStepBufferCount = static_cast<int>(StepBuffer::Partial) + 1;
+inline constexpr int kStepBufferCount = static_cast<int>(StepBuffer::RequestFlags) + 1;
+inline constexpr int kStatusWords = 2; // seq_lens, block table
 const char *stepBufferName(StepBuffer b);
 
 // A target's choices for one step's heads and decode_query_len (tuning/TargetTuning.h fills it):
@@ -74,6 +78,15 @@ struct DecodeBlocks {
 // programs.
 StatusOr<StepPlan> planStep(const BatchView &b, int64_t width, const StepTuning &tuning,
                             unsigned parts = kAllParts, DecodeBlocks blocks = {});
+
+// A decode-only step planned from shapes alone, for metadata that stays on the device (and CUDA
+// graphs): `shape`'s params, numRows, numPages, numRequests and maxBlocks are read, never its
+// arrays. Grids come from the number of requests and the tuning's program target; kernels read
+// each request's length, split it over its programs, check every value they read (seq_len in
+// [0, maxSeqLen], page ids) and give padding (seq_len 0) and flagged requests no blocks.
+// `width` must hold blocksFor(maxSeqLen) columns.
+StatusOr<StepPlan> planDeviceDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
+                                    const StepTuning &tuning);
 
 // A kernel's arguments in signature order: buffers first, then scalars.
 struct KernelSignature {

@@ -16,36 +16,62 @@ using namespace dsl;
 
 namespace {
 
+// Decode programs check the metadata values they read (the device-metadata decode path gets no
+// host validation): a seq_len outside [0, max_seq_len] or a page id outside
+// [0, num_pages) is recorded in `status` (include/m3idx/Indexer.h's DeviceStatus words) and in
+// the request's `request_flags` entry, page 0 is read in place of the bad one, and the top-k
+// gives the request's rows no blocks. Prefill metadata is always validated on the host.
 struct ScoreArgs {
-  Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores;
+  Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores, status, requestFlags;
   Value numRows, maxBlocks, width, gridChunks, blocksPerProgram, initBlocks, localBlocks, blockBegin,
-      blockStep;
+      blockStep, numPages, maxSeqLen;
+  bool checked = false; // decode: the checks above
 };
 
 ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
   ScoreArgs a;
+  a.checked = !prefill;
   a.q = b.buffer("q", Elem::I8, Access::Read);
   a.kv = b.buffer("kv", Elem::I8, Access::Read);
   a.blockTable = b.buffer("block_table", Elem::I32, Access::Read);
   a.seqLens = b.buffer("seq_lens", Elem::I32, Access::Read);
-  a.queryStartLoc = b.buffer("query_start_loc", Elem::I32, Access::Read);
   if (prefill) {
+    a.queryStartLoc = b.buffer("query_start_loc", Elem::I32, Access::Read);
     a.tileRequest = b.buffer("tile_request", Elem::I32, Access::Read);
     a.tileRowBegin = b.buffer("tile_row_begin", Elem::I32, Access::Read);
   }
   a.scores = b.buffer("scores", Elem::F32, Access::Write);
+  if (a.checked) {
+    a.status = b.buffer("status", Elem::I64, Access::Write);
+    a.requestFlags = b.buffer("request_flags", Elem::I32, Access::Write);
+  }
   a.numRows = b.scalarArg("num_rows", Elem::I64);
   a.maxBlocks = b.scalarArg("max_blocks", Elem::I64);
   a.width = b.scalarArg("width", Elem::I64);
   a.gridChunks = b.scalarArg("grid_chunks", Elem::I64); // programs per request (decode) or row tile
-  a.blocksPerProgram = b.scalarArg("blocks_per_program", Elem::I64);
+  if (prefill) // decode programs split their request's own blocks over the grid's chunks
+    a.blocksPerProgram = b.scalarArg("blocks_per_program", Elem::I64);
   a.initBlocks = b.scalarArg("init_blocks", Elem::I64);
   a.localBlocks = b.scalarArg("local_blocks", Elem::I64);
   if (!prefill) { // decode CP: rank r scores blocks r, r + 4, ... with this same code
     a.blockBegin = b.scalarArg("block_begin", Elem::I64);
     a.blockStep = b.scalarArg("block_step", Elem::I64);
+    a.numPages = b.scalarArg("num_pages", Elem::I64);
+    a.maxSeqLen = b.scalarArg("max_seq_len", Elem::I64);
   }
   return a;
+}
+
+// A bad value's status word: bit 62 set, then the request and the value (and a page id's block).
+Value seqLenError(Value req, Value seqLen) { return (req << 32 | (seqLen & 0xFFFFFFFF)) | (int64_t{1} << 62); }
+Value pageError(Value req, Value blk, Value page) {
+  return ((req << 45) | (blk << 32) | (page & 0xFFFFFFFF)) | (int64_t{1} << 62);
+}
+
+// Records a decode request's bad value: its status word and its flag for the top-k.
+void flagRequest(KernelBuilder &b, const ScoreArgs &a, int word, Value req, Value code) {
+  b.store(a.status, b.constInt(word), code);
+  b.store(a.requestFlags, req, b.constInt(1, Elem::I32));
 }
 
 Value loadI64(KernelBuilder &b, Buffer buf, Value offset) {
@@ -98,9 +124,16 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   Value negInfSlots =
       slots == T ? negInf : b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * slots);
 
-  // Byte offset of the page of slot i; only slots in [first, last) are read.
-  auto pageOf = [&](Value i) {
-    return loadI64(b, a.blockTable, req * a.maxBlocks + range.blockOf(i)) * spec::kPageBytes;
+  // Byte offset of the page of slot i (only slots in [first, last) are read), and in checked
+  // kernels the status word of an id outside [0, num_pages) (0: none), page 0 read in its place.
+  auto pageOf = [&](Value i) -> Values {
+    Value blk = range.blockOf(i);
+    Value page = loadI64(b, a.blockTable, req * a.maxBlocks + blk);
+    if (!a.checked)
+      return {page * spec::kPageBytes};
+    Value ok = ltU(page, a.numPages);
+    return {b.select(ok, page, b.constInt(0)) * spec::kPageBytes,
+            b.select(ok, b.constInt(0), pageError(req, blk, page))};
   };
   // Pages are 9216 = 16 x 576 bytes and tiles start at multiples of 16 tokens: both loads are
   // 16-byte aligned when kv is (SPEC §3's reason for splitting data and scales).
@@ -126,7 +159,8 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   // compare token positions: fmaxf drops NaN dots; invisible tokens count as -inf.
   auto blockLoop = [&](Value lo, Value hi, const Values &init, bool masked) {
     return b.forLoop(lo, hi, b.constInt(1), init, [&](Value i, const Values &it) {
-      Value page = it[0], nextPage = pageOf(b.minS(i + 1, range.last - 1));
+      Values next = pageOf(b.minS(i + 1, range.last - 1));
+      Value page = it[0], nextPage = next[0];
       Value blk = range.blockOf(i);
       // The loop over a whole block's tiles may run blockUnroll per trip (a hint to the
       // lowering); the masked one runs once or twice per program and stays rolled.
@@ -158,7 +192,10 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
           },
           masked ? 1 : c.blockUnroll);
       storeBlock(blk, b.reduceMaxGroups(tiles[0], N));
-      return Values{nextPage, tiles[1], tiles[2]};
+      Values carried{nextPage, tiles[1], tiles[2]};
+      if (a.checked) // the last bad id seen
+        carried.push_back(b.select(next[1] != 0, next[1], it[3]));
+      return carried;
     });
   };
   // Blocks every row of the tile sees whole come first and need no mask; the rest (the last block
@@ -166,18 +203,22 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   // second loop takes over the first's prefetched tile.
   Value whole = b.maxS(b.minS(range.slotsBefore(rt.leastCausal / spec::kSparseBlockSize), range.last),
                        range.first);
-  Value firstPage = pageOf(range.first);
-  Values init = {firstPage};
-  for (Value v : loadTile(firstPage, b.constInt(0)))
+  Values first = pageOf(range.first);
+  Values init = {first[0]};
+  for (Value v : loadTile(first[0], b.constInt(0)))
     init.push_back(v);
-  blockLoop(whole, range.last, blockLoop(range.first, whole, init, false), true);
+  if (a.checked)
+    init.push_back(first[1]);
+  Values done = blockLoop(whole, range.last, blockLoop(range.first, whole, init, false), true);
+  if (a.checked)
+    b.ifThen(done[3] != 0, [&] { flagRequest(b, a, 1, req, done[3]); });
 }
 
-// A program's slots: [chunk * blocks_per_program, + blocks_per_program) of `slots`.
-BlockRange chunkOf(KernelBuilder &b, const ScoreArgs &a, Value chunk, Value slots,
+// A program's slots: [chunk * perProgram, + perProgram) of `slots`.
+BlockRange chunkOf(KernelBuilder &b, Value chunk, Value perProgram, Value slots,
                    std::function<Value(Value)> blockOf, std::function<Value(Value)> slotsBefore) {
-  Value first = chunk * a.blocksPerProgram;
-  return {first, b.minS(first + a.blocksPerProgram, slots), std::move(blockOf), std::move(slotsBefore)};
+  Value first = chunk * perProgram;
+  return {first, b.minS(first + perProgram, slots), std::move(blockOf), std::move(slotsBefore)};
 }
 
 } // namespace
@@ -185,19 +226,27 @@ BlockRange chunkOf(KernelBuilder &b, const ScoreArgs &a, Value chunk, Value slot
 StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   KernelBuilder b("score_decode", c.warps);
   ScoreArgs a = declareArgs(b, /*prefill=*/false);
+  const int Q = c.queryRows;
   Value pid = b.programId();
-  Value req = pid / a.gridChunks;
-  Value seqLen = loadI64(b, a.seqLens, req);
-  // This rank's blocks of the request: blockBegin + i * blockStep for i < slots.
+  Value req = pid / a.gridChunks, chunk = pid % a.gridChunks;
+  // seq_len is in [0, max_seq_len] (0: a padding request, no blocks; below q_len a request's
+  // first rows see nothing, as validateBatch allows), or flagged and scored as padding.
+  Value given = loadI64(b, a.seqLens, req);
+  Value valid = b.select(ltU(a.maxSeqLen, given), b.constInt(0), b.constInt(1)); // negatives too
+  b.ifThen(b.select(chunk == 0, valid, b.constInt(1)) == 0, [&] { flagRequest(b, a, 0, req, seqLenError(req, given)); });
+  Value seqLen = b.select(valid == 1, given, b.constInt(0));
+  // This rank's blocks of the request: blockBegin + i * blockStep for i < slots, spread evenly
+  // over the request's grid_chunks programs (runs of ceil(slots / grid_chunks)), so that a grid
+  // sized from shapes alone splits every request by its own length.
   auto slotsBefore = [&](Value n) { // slots i with blockBegin + i * blockStep < n
     return b.maxS(n - a.blockBegin + (a.blockStep - 1), b.constInt(0)) / a.blockStep;
   };
-  BlockRange range = chunkOf(b, a, pid % a.gridChunks, slotsBefore(spec::blocksFor(seqLen)),
+  Value slots = slotsBefore(spec::blocksFor(seqLen));
+  BlockRange range = chunkOf(b, chunk, (slots + (a.gridChunks - 1)) / a.gridChunks, slots,
                              [&](Value i) { return a.blockBegin + i * a.blockStep; }, slotsBefore);
   b.ifThen(range.first < range.last, [&] {
-    const int Q = c.queryRows;
     RowTile rt;
-    rt.firstRow = loadI64(b, a.queryStartLoc, req);
+    rt.firstRow = req * Q; // decode requests come first, q_len rows each
     rt.qLimit = b.constInt(static_cast<int64_t>(Q) * c.numHeads * spec::kIndexHeadDim);
     rt.count = Q;
     rt.causalOf = [&](Value r) { // row r sees L - Q + r + 1 tokens (at least 0)
@@ -229,8 +278,8 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   // causal_len = max(L - q_len + r + 1, 0) for row r of the request
   auto causalOf = [&](Value rowInRequest) { return b.maxS(seqLen - qLen + rowInRequest + 1, zero); };
   Value tileCausal = causalOf(rowBegin + numValid - 1 - qStart); // the tile's last row sees most
-  BlockRange range = chunkOf(b, a, pid % a.gridChunks, spec::blocksFor(tileCausal), [](Value i) { return i; },
-                             [](Value n) { return n; });
+  BlockRange range = chunkOf(b, pid % a.gridChunks, a.blocksPerProgram, spec::blocksFor(tileCausal),
+                             [](Value i) { return i; }, [](Value n) { return n; });
   b.ifThen(range.first < range.last, [&] {
     RowTile rt;
     rt.firstRow = rowBegin;

@@ -183,22 +183,25 @@ Value blockIds(KernelBuilder &b, Value keys) {
 }
 
 // Scalar arguments shared by the two top-k kernels: a long row is cut into `segments` pieces of
-// `segment_blocks` blocks, each scored by its own program into `partial` (its 16 keys, for
-// topk_merge); with one segment the program writes the row's block ids itself. A row's partial
+// ceil(nblk / segments) blocks (rounded up to the 32-score step: the row's own length, read on
+// the device, so a grid sized from shapes alone splits every row evenly), each scored by its own
+// program into `partial` (its 16 keys, for topk_merge); with one segment the program writes the
+// row's block ids itself. A row's partial
 // keys are rank-major -- key s of segment g at (row * 16 + s) * segments + g -- so that the merge's
 // one pass, lane i reading keys i, i + 32, ..., sees the segments' best keys spread over its lanes
 // (segment-major, lane i would hold rank i % 16 of every other segment: lanes 0 and 16 most of the
 // answer, past what a lane keeps, and nearly every row read twice).
 struct Segments {
   Buffer partial;
-  Value segmentBlocks, segments;
+  Value segments;
 };
 
 // The program's part of row headRow (nblk blocks): its segment's top 16, written as ids or keys.
 void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out,
                  const Segments &sg, Value headRow, Value segment) {
-  Value first = segment * sg.segmentBlocks;
-  Value keys = topkKeys(b, scores, base, b.minS(first, nblk), b.minS(first + sg.segmentBlocks, nblk));
+  Value segmentBlocks = ((nblk + (sg.segments - 1)) / sg.segments + (kScanTile - 1)) / kScanTile * kScanTile;
+  Value first = segment * segmentBlocks;
+  Value keys = topkKeys(b, scores, base, b.minS(first, nblk), b.minS(first + segmentBlocks, nblk));
   b.ifThen(sg.segments == b.constInt(1), [&] { b.storeTile(out, headRow * K, blockIds(b, keys)); });
   b.ifThen(sg.segments > b.constInt(1), [&] {
     Value at = (b.iota(K) + headRow * K) * sg.segments + segment;
@@ -213,18 +216,21 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   KernelBuilder b("topk_decode");
   Buffer scores = b.buffer("scores", Elem::F32, Access::Read);
   Buffer seqLens = b.buffer("seq_lens", Elem::I32, Access::Read);
+  // Requests the score kernel found a bad value in (kernels_src/Nvfp4Score.cpp): no blocks.
+  Buffer requestFlags = b.buffer("request_flags", Elem::I32, Access::Read);
   Buffer out = b.buffer("topk", Elem::I32, Access::Write);
   Segments sg;
   sg.partial = b.buffer("partial", Elem::I64, Access::Write);
   Value numRows = b.scalarArg("num_rows", Elem::I64);
   Value width = b.scalarArg("width", Elem::I64);
   Value decodeRows = b.scalarArg("decode_rows", Elem::I64);
-  sg.segmentBlocks = b.scalarArg("segment_blocks", Elem::I64);
   sg.segments = b.scalarArg("segments", Elem::I64);
   Value pid = b.programId();
   Value segment = pid % sg.segments, rowId = pid / sg.segments;
   Value head = rowId / decodeRows, row = rowId % decodeRows;
-  Value seqLen = b.load(seqLens, row / c.queryRows).to(Elem::I64);
+  Value req = row / c.queryRows;
+  Value flagged = b.load(requestFlags, req) != 0;
+  Value seqLen = b.select(flagged, b.constInt(0), b.load(seqLens, req).to(Elem::I64));
   Value causal = b.maxS(seqLen - c.queryRows + row % c.queryRows + 1, b.constInt(0));
   Value headRow = head * numRows + row;
   topkSegment(b, scores, headRow * width, spec::blocksFor(causal), out, sg, headRow, segment);
@@ -242,7 +248,6 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   Value width = b.scalarArg("width", Elem::I64);
   Value rowBegin = b.scalarArg("row_begin", Elem::I64);
   Value prefillRows = b.scalarArg("prefill_rows", Elem::I64);
-  sg.segmentBlocks = b.scalarArg("segment_blocks", Elem::I64);
   sg.segments = b.scalarArg("segments", Elem::I64);
   Value pid = b.programId();
   Value segment = pid % sg.segments, rowId = pid / sg.segments;

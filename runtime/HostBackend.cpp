@@ -33,6 +33,21 @@ Status HostBackend::execute(const BatchView &b, int64_t width, float *scores, in
       kernels::planStep(b, width, tuning_.forStep(b.params.numHeads, b.params.decodeQueryLen), parts, blocks);
   if (!plan.ok())
     return plan.status();
+  return executePlan(*plan, b, scores, topk);
+}
+
+Status HostBackend::executeDeviceDecode(const BatchView &b, int64_t width, int64_t maxSeqLen, float *scores,
+                                        int32_t *topk) {
+  StatusOr<kernels::StepPlan> plan = kernels::planDeviceDecode(
+      b, width, maxSeqLen, tuning_.forStep(b.params.numHeads, b.params.decodeQueryLen));
+  if (!plan.ok())
+    return plan.status();
+  return executePlan(*plan, b, scores, topk);
+}
+
+Status HostBackend::executePlan(const kernels::StepPlan &planned, const BatchView &b, float *scores,
+                                int32_t *topk) {
+  const kernels::StepPlan *plan = &planned;
   using kernels::StepBuffer;
   const void *memory[kernels::kStepBufferCount] = {};
   auto bind = [&](StepBuffer role, const void *p) { memory[static_cast<int>(role)] = p; };
@@ -44,6 +59,16 @@ Status HostBackend::execute(const BatchView &b, int64_t width, float *scores, in
   bind(StepBuffer::Scores, scores);
   bind(StepBuffer::Topk, topk);
   bind(StepBuffer::Partial, partial_.ensure(plan->elementsOf(StepBuffer::Partial)));
+  bind(StepBuffer::Status, status_);
+  // Flags are the step's: zeroed before its decode scoring, kept for a top-k-only plan after it
+  // (decode CP scores and ranks in two plans).
+  int32_t *flags = requestFlags_.ensure(std::max<int64_t>(1, b.params.numDecodes));
+  const bool scoresDecode = std::any_of(plan->launches.begin(), plan->launches.end(), [](const kernels::Launch &l) {
+    return l.kind == kernels::KernelKind::ScoreDecode;
+  });
+  if (scoresDecode)
+    std::fill_n(flags, b.params.numDecodes, 0);
+  bind(StepBuffer::RequestFlags, flags);
   if (const int64_t tiles = plan->prefillTiles; tiles > 0) {
     int32_t *request = tileRequest_.ensure(tiles), *rowBegin = tileRowBegin_.ensure(tiles);
     kernels::fillPrefillTiles(b, plan->rowTile, request, rowBegin);

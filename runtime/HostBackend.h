@@ -3,6 +3,7 @@
 // step plan on caller-provided buffers, which the Indexer API and decode CP compose.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,13 +41,24 @@ public:
   // `topk` [H, T, 16] (unused without top-k parts); decode scoring covers `blocks` only.
   Status execute(const BatchView &b, int64_t width, float *scores, int32_t *topk,
                  unsigned parts = kernels::kAllParts, kernels::DecodeBlocks blocks = {});
+  // A decode step over unvalidated seq_lens and block table (kernels::planDeviceDecode): the
+  // kernels check their values, recording bad ones in status().
+  Status executeDeviceDecode(const BatchView &b, int64_t width, int64_t maxSeqLen, float *scores,
+                             int32_t *topk);
+  // The kernels' sticky status words (kernels::kStatusWords; 0: nothing found since the last clear).
+  const int64_t *status() const { return status_; }
+  void clearStatus() { std::fill_n(status_, kernels::kStatusWords, 0); }
 
 private:
+  Status executePlan(const kernels::StepPlan &plan, const BatchView &b, float *scores, int32_t *topk);
+
   tuning::TargetTuning tuning_;
   KernelStore store_;
   std::map<std::pair<int, kernels::KernelConfig>, kernels::KernelSignature> signatures_;
   GrowBuffer<int32_t> tileRequest_, tileRowBegin_, rowBlocks_;
   GrowBuffer<int64_t> partial_; // top-k segments' keys (kernels_src/LaunchPlan.h's TopkSplit)
+  GrowBuffer<int32_t> requestFlags_;
+  int64_t status_[kernels::kStatusWords] = {};
 };
 
 } // namespace m3idx::runtime

@@ -32,6 +32,8 @@ struct Entry {
   CUresult (*primaryCtxRetain)(CUcontext *, CUdevice) = nullptr;
   CUresult (*ctxSetCurrent)(CUcontext) = nullptr;
   CUresult (*ctxSynchronize)() = nullptr;
+  CUresult (*streamSynchronize)(CUstream) = nullptr;
+  CUresult (*streamIsCapturing)(CUstream, int *) = nullptr; // CUstreamCaptureStatus
   CUresult (*moduleLoadData)(CUmodule *, const void *) = nullptr;
   CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr;
   CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -66,6 +68,8 @@ StatusOr<runtime::DeviceApi> load(const std::string &path) {
                    resolveSymbol(h, path, "cuDevicePrimaryCtxRetain", e.primaryCtxRetain),
                    resolveSymbol(h, path, "cuCtxSetCurrent", e.ctxSetCurrent),
                    resolveSymbol(h, path, "cuCtxSynchronize", e.ctxSynchronize),
+                   resolveSymbol(h, path, "cuStreamSynchronize", e.streamSynchronize),
+                   resolveSymbol(h, path, "cuStreamIsCapturing", e.streamIsCapturing),
                    resolveSymbol(h, path, "cuModuleLoadData", e.moduleLoadData),
                    resolveSymbol(h, path, "cuModuleGetFunction", e.moduleGetFunction),
                    resolveSymbol(h, path, "cuLaunchKernel", e.launchKernel),
@@ -149,6 +153,13 @@ StatusOr<runtime::DeviceApi> load(const std::string &path) {
   // cudaMemcpyAsync of the same bytes reaches 4.28 TB/s on the H200 (bench/RESULTS.md).
   a.copy = [e](uint64_t d, uint64_t s, size_t n) { return e.memcpyDtoDAsync(d, s, n, nullptr); };
   a.synchronize = [e] { return e.ctxSynchronize(); };
+  a.streamSynchronize = [e](void *stream) { return e.streamSynchronize(stream); };
+  a.streamIsCapturing = [e](void *stream, bool *capturing) {
+    int status = 0; // CU_STREAM_CAPTURE_STATUS_NONE
+    CUresult r = e.streamIsCapturing(stream, &status);
+    *capturing = status != 0;
+    return r;
+  };
   a.eventCreate = [e](void **ev) { return e.eventCreate(ev, 0); }; // CU_EVENT_DEFAULT: timed
   a.eventDestroy = [e](void *ev) { return e.eventDestroy(ev); };
   a.eventRecord = [e](void *ev, void *stream) { return e.eventRecord(ev, stream); };

@@ -30,6 +30,9 @@ struct DeviceApi {
   // Device-to-device on the default stream; may return before it completes (synchronize).
   std::function<int(uint64_t dst, uint64_t src, size_t bytes)> copy;
   std::function<int()> synchronize;
+  std::function<int(void *stream)> streamSynchronize;
+  // Whether work queued on `stream` is being captured into a graph (then nothing may wait on it).
+  std::function<int(void *stream, bool *capturing)> streamIsCapturing;
   std::function<int(void **module, const void *image)> loadModule;
   std::function<int(void **function, void *module, const char *name)> getFunction;
   // One-dimensional grid of `programs` blocks of `threads`, on `stream` (null: the default one).

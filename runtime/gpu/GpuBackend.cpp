@@ -130,7 +130,79 @@ Status GpuBackend::prepare(KernelKind kind, const kernels::KernelConfig &config)
 }
 
 int64_t GpuBackend::scratchAllocations() const {
-  return scores_.allocations() + partial_.allocations() + metadata_.allocations();
+  return scores_.allocations() + partial_.allocations() + metadata_.allocations() + stepFlags_.allocations() + decodeScores_.allocations() +
+         decodePartial_.allocations() + requestFlags_.allocations() + status_.allocations();
+}
+
+StatusOr<uint64_t> GpuBackend::statusWords() {
+  const size_t bytes = kernels::kStatusWords * 8;
+  if (status_.ptr())
+    return status_.ptr();
+  StatusOr<uint64_t> p = status_.ensure(bytes);
+  if (!p.ok())
+    return p.status();
+  const int64_t zero[kernels::kStatusWords] = {};
+  M3IDX_RETURN_IF_ERROR(api_->check(api_->upload(*p, zero, bytes), "host-to-device copy"));
+  return p;
+}
+
+Status GpuBackend::readStatus(void *stream, int64_t *words, bool clear) {
+  StatusOr<uint64_t> p = statusWords();
+  if (!p.ok())
+    return p.status();
+  M3IDX_RETURN_IF_ERROR(api_->check(api_->streamSynchronize(stream), "stream synchronize"));
+  const size_t bytes = kernels::kStatusWords * 8;
+  M3IDX_RETURN_IF_ERROR(api_->check(api_->download(words, *p, bytes), "device-to-host copy"));
+  if (!clear)
+    return Status();
+  const int64_t zero[kernels::kStatusWords] = {};
+  return api_->check(api_->upload(*p, zero, bytes), "host-to-device copy");
+}
+
+Status GpuBackend::reserveDeviceDecode(int heads, int64_t maxRows, int64_t maxRequests, int64_t width) {
+  const kernels::StepTuning t = tuning_.forStep(heads, 1);
+  int64_t partialKeys = 1; // fewer rows may be cut into more segments: the most over row counts
+  for (int64_t rows = 1; rows <= maxRows; ++rows)
+    partialKeys = std::max(partialKeys, kernels::topkSplit(heads * rows, width, t.topkPrograms).partialKeys(heads * rows));
+  for (auto [scratch, bytes] : {std::pair{&decodeScores_, heads * maxRows * width * 4},
+                                std::pair{&decodePartial_, 8 * partialKeys},
+                                std::pair{&requestFlags_, 4 * maxRequests}}) {
+    StatusOr<uint64_t> p = scratch->ensure(bytes);
+    if (!p.ok())
+      return p.status();
+  }
+  StatusOr<uint64_t> p = statusWords();
+  return p.ok() ? Status() : p.status();
+}
+
+Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_t maxSeqLen,
+                                       const DeviceTensors &io, void *stream) {
+  using kernels::StepBuffer;
+  const int H = shape.params.numHeads;
+  const kernels::StepTuning stepTuning = tuning_.forStep(H, shape.params.decodeQueryLen);
+  StatusOr<kernels::StepPlan> plan = kernels::planDeviceDecode(shape, W, maxSeqLen, stepTuning);
+  if (!plan.ok())
+    return plan.status();
+  // Sizes within the reservation allocate nothing (ensure only grows).
+  StatusOr<uint64_t> scores = decodeScores_.ensure(plan->elementsOf(StepBuffer::Scores) * 4),
+                     partial = decodePartial_.ensure(8 * plan->elementsOf(StepBuffer::Partial)),
+                     flags = requestFlags_.ensure(4 * shape.numRequests), status = statusWords();
+  for (const StatusOr<uint64_t> *p : {&scores, &partial, &flags, &status})
+    if (!p->ok())
+      return p->status();
+  uint64_t address[kernels::kStepBufferCount] = {};
+  auto bind = [&](StepBuffer role, uint64_t a) { address[static_cast<int>(role)] = a; };
+  bind(StepBuffer::Q, io.q);
+  bind(StepBuffer::Kv, io.kv);
+  bind(StepBuffer::BlockTable, io.blockTable);
+  bind(StepBuffer::SeqLens, io.seqLens);
+  bind(StepBuffer::Scores, *scores);
+  bind(StepBuffer::Topk, io.topk);
+  bind(StepBuffer::Partial, *partial);
+  bind(StepBuffer::Status, *status);
+  bind(StepBuffer::RequestFlags, *flags);
+  M3IDX_RETURN_IF_ERROR(api_->check(api_->memsetAsync(*flags, 0, 4 * shape.numRequests, stream), "memset"));
+  return launchPlan(*plan, address, stream, /*timed=*/false, nullptr);
 }
 
 Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &io,
@@ -188,22 +260,46 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
   address[static_cast<int>(StepBuffer::Scores)] = *scores;
   address[static_cast<int>(StepBuffer::Topk)] = io.topk;
   address[static_cast<int>(StepBuffer::Partial)] = *partial;
+  StatusOr<uint64_t> flags = stepFlags_.ensure(4 * std::max<int64_t>(b.params.numDecodes, 1)),
+                     status = statusWords();
+  for (const StatusOr<uint64_t> *p : {&flags, &status})
+    if (!p->ok())
+      return p->status();
+  address[static_cast<int>(StepBuffer::Status)] = *status;
+  address[static_cast<int>(StepBuffer::RequestFlags)] = *flags;
 
   void *stream = options.stream;
   if (anyStep_ && stream != lastStream_) // the scratch is the last step's until it is done
     M3IDX_RETURN_IF_ERROR(api_->check(api_->streamWaitEvent(stream, stepDone_), "stream wait"));
   M3IDX_RETURN_IF_ERROR(
       api_->check(api_->uploadAsync(*meta, host, total * 4, stream), "host-to-device copy"));
+  if (!cpShare && b.params.numDecodes > 0)
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->memsetAsync(*flags, 0, 4 * b.params.numDecodes, stream), "memset"));
+  M3IDX_RETURN_IF_ERROR(launchPlan(*plan, address, stream, timed, options.beforeLaunches));
+  if (!stepDone_) {
+    void *e = nullptr;
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventCreate(&e), "event creation"));
+    stepDone_ = e;
+  }
+  M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(stepDone_, stream), "event record"));
+  lastStream_ = stream;
+  anyStep_ = true;
+  return Status();
+}
+
+Status GpuBackend::launchPlan(const kernels::StepPlan &plan, const uint64_t *address, void *stream, bool timed,
+                              const std::function<Status(void *)> &beforeLaunches) {
+  using kernels::StepBuffer;
   if (timed) {
     launched_.clear();
-    if (options.beforeLaunches)
-      M3IDX_RETURN_IF_ERROR(options.beforeLaunches(stream));
+    if (beforeLaunches)
+      M3IDX_RETURN_IF_ERROR(beforeLaunches(stream));
     auto first = event(0);
     if (!first.ok())
       return first.status();
     M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(*first, stream), "event record"));
   }
-  for (const kernels::Launch &launch : plan->launches) {
+  for (const kernels::Launch &launch : plan.launches) {
     auto fn = function(launch.kind, launch.config);
     if (!fn.ok())
       return fn.status();
@@ -225,14 +321,6 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
       return after.status();
     M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(*after, stream), "event record"));
   }
-  if (!stepDone_) {
-    void *e = nullptr;
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventCreate(&e), "event creation"));
-    stepDone_ = e;
-  }
-  M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(stepDone_, stream), "event record"));
-  lastStream_ = stream;
-  anyStep_ = true;
   return Status();
 }
 

@@ -29,6 +29,7 @@ struct DeviceTensors {
   uint64_t kv = 0;   // uint8 [numPages, 9216]
   uint64_t topk = 0; // int32 [H, T, 16]; not written by a decode-CP share
   uint64_t blockTable = 0; // int32 [R, maxBlocks] equal to the batch's; 0: uploaded from it
+  uint64_t seqLens = 0;    // int32 [R]: enqueueDeviceDecode only
 };
 
 class GpuBackend final : public Backend {
@@ -56,6 +57,17 @@ public:
   // waits for it. With `timed`, events between launches time each kernel (lastKernelMs()).
   Status enqueue(const BatchView &batch, int64_t width, const DeviceTensors &io,
                  const RunOptions &options, bool timed = false);
+  // Enqueues a decode step whose seq_lens and block table stay on the device (io.seqLens,
+  // io.blockTable; `shape` gives only sizes): no host read, wait, allocation or copy, so it can be
+  // captured into a graph (kernels::planDeviceDecode; scratch reserved by reserveDeviceDecode).
+  // Steps share that scratch: calls on different streams must be ordered by the caller. Bad
+  // values are recorded in the status words (readStatus).
+  Status enqueueDeviceDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
+                             const DeviceTensors &io, void *stream);
+  // Sizes the device decode's scratch for steps up to these bounds (allocates now, not in a step).
+  Status reserveDeviceDecode(int heads, int64_t maxRows, int64_t maxRequests, int64_t width);
+  // Waits for `stream`, reads the status words (kernels::kStatusWords), and zeroes them if asked.
+  Status readStatus(void *stream, int64_t *words, bool clear);
   // Obtains (compiles or loads) a kernel's function now, so that enqueue() needs none.
   Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config);
   // "kernel (config)" of every function obtained, in order.
@@ -73,12 +85,17 @@ private:
              CodeSource source, const tuning::TargetTuning &tuning)
       : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), threads_(threads),
         tuning_(tuning), source_(std::move(source)), scores_(api), partial_(api),
-        metadata_(api) {}
+        metadata_(api), stepFlags_(api), decodeScores_(api), decodePartial_(api), requestFlags_(api), status_(api) {}
   struct Function {
     void *fn = nullptr;
     kernels::KernelSignature signature;
   };
   StatusOr<const Function *> function(kernels::KernelKind kind, const kernels::KernelConfig &config);
+  // The plan's launches over buffers by role, on `stream` (timed: events between them, after
+  // beforeLaunches).
+  Status launchPlan(const kernels::StepPlan &plan, const uint64_t *address, void *stream, bool timed,
+                    const std::function<Status(void *)> &beforeLaunches);
+  StatusOr<uint64_t> statusWords(); // allocated and zeroed on first use
   StatusOr<void *> event(size_t i); // the i-th timing event, created on first use
   Status collectTimes(); // after a timed enqueue: waits for it, fills the times below
 
@@ -93,7 +110,9 @@ private:
   double lastKernelMs_ = 0;
   std::map<std::string, double> kernelMs_;
   std::vector<std::string> launched_; // kernels of the last timed enqueue, in order
-  DeviceScratch scores_, partial_, metadata_;
+  DeviceScratch scores_, partial_, metadata_, stepFlags_;
+  // The device decode's own (captured graphs hold their addresses): scores, segment keys, flags.
+  DeviceScratch decodeScores_, decodePartial_, requestFlags_, status_;
   GrowBuffer<int32_t> staging_; // the metadata's host side, one upload per step
   void *stepDone_ = nullptr;    // recorded at the end of every step, on lastStream_
   void *lastStream_ = nullptr;

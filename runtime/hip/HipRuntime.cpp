@@ -39,6 +39,8 @@ struct Entry {
   hipError_t (*memcpyHtoDAsync)(hipDeviceptr_t, const void *, size_t, hipStream_t) = nullptr;
   hipError_t (*memcpyDtoD)(hipDeviceptr_t, hipDeviceptr_t, size_t) = nullptr;
   hipError_t (*memsetD8Async)(hipDeviceptr_t, unsigned char, size_t, hipStream_t) = nullptr;
+  hipError_t (*streamSynchronize)(hipStream_t) = nullptr;
+  hipError_t (*streamIsCapturing)(hipStream_t, int *) = nullptr; // hipStreamCaptureStatus
   hipError_t (*eventCreate)(hipEvent_t *) = nullptr;
   hipError_t (*eventDestroy)(hipEvent_t) = nullptr;
   hipError_t (*eventRecord)(hipEvent_t, hipStream_t) = nullptr;
@@ -68,6 +70,8 @@ StatusOr<runtime::DeviceApi> load(void *h, const std::string &path) {
                    resolveSymbol(h, path, "hipMemcpyHtoDAsync", e.memcpyHtoDAsync),
                    resolveSymbol(h, path, "hipMemcpyDtoD", e.memcpyDtoD),
                    resolveSymbol(h, path, "hipMemsetD8Async", e.memsetD8Async),
+                   resolveSymbol(h, path, "hipStreamSynchronize", e.streamSynchronize),
+                   resolveSymbol(h, path, "hipStreamIsCapturing", e.streamIsCapturing),
                    resolveSymbol(h, path, "hipEventCreate", e.eventCreate),
                    resolveSymbol(h, path, "hipEventDestroy", e.eventDestroy),
                    resolveSymbol(h, path, "hipEventRecord", e.eventRecord),
@@ -105,6 +109,13 @@ StatusOr<runtime::DeviceApi> load(void *h, const std::string &path) {
   };
   a.copy = [e](uint64_t d, uint64_t s, size_t n) { return e.memcpyDtoD(asPtr(d), asPtr(s), n); };
   a.synchronize = [e] { return e.deviceSynchronize(); };
+  a.streamSynchronize = [e](void *stream) { return e.streamSynchronize(stream); };
+  a.streamIsCapturing = [e](void *stream, bool *capturing) {
+    int status = 0; // hipStreamCaptureStatusNone
+    hipError_t r = e.streamIsCapturing(stream, &status);
+    *capturing = status != 0;
+    return r;
+  };
   a.eventCreate = [e](void **ev) { return e.eventCreate(ev); };
   a.eventDestroy = [e](void *ev) { return e.eventDestroy(ev); };
   a.eventRecord = [e](void *ev, void *stream) { return e.eventRecord(ev, stream); };

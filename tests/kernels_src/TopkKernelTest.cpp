@@ -78,16 +78,15 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
     std::copy(rows[r].begin(), rows[r].end(), scores.begin() + r * W);
     nblk[r] = static_cast<int32_t>(rows[r].size());
   }
-  // Whole rows, and rows cut into segments (of 32 and of 256 blocks) merged by topk_merge.
-  for (int64_t segmentBlocks : {W, int64_t{32}, int64_t{256}}) {
-    const int64_t segments = (W + segmentBlocks - 1) / segmentBlocks;
+  // Whole rows, and rows cut into segments (each row's own length over the count: runs of 32 for
+  // 256 segments, empty trailing segments where a row is short) merged by topk_merge.
+  for (int64_t segments : {int64_t{1}, int64_t{3}, int64_t{37}, int64_t{256}}) {
     std::vector<int32_t> out(T * spec::kTopkBlocks, 12345);
     std::vector<int64_t> partial(segments > 1 ? T * segments * spec::kTopkBlocks : 1, 777);
     runtime::KernelArgs args;
     args.buffer(scores.data(), T * W).buffer(nblk.data(), T).buffer(out.data(), T * spec::kTopkBlocks)
         .buffer(partial.data(), static_cast<int64_t>(partial.size()));
-    // num_rows, width, row_begin, prefill_rows, segment_blocks, segments
-    args.scalar(T).scalar(W).scalar(0).scalar(T).scalar(segmentBlocks).scalar(segments);
+    args.scalar(T).scalar(W).scalar(0).scalar(T).scalar(segments); // num_rows, width, row_begin, prefill_rows, segments
     args.call(*topk, 0, T * segments);
     if (segments > 1) {
       runtime::KernelArgs m;
@@ -99,7 +98,7 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
     for (int64_t r = 0; r < T; ++r) {
       std::vector<int32_t> got(out.begin() + r * spec::kTopkBlocks,
                                out.begin() + (r + 1) * spec::kTopkBlocks);
-      EXPECT_EQ(got, expectedTopk(rows[r])) << "row " << r << ", segments of " << segmentBlocks;
+      EXPECT_EQ(got, expectedTopk(rows[r])) << "row " << r << ", " << segments << " segments";
     }
   }
 }

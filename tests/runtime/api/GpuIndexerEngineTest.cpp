@@ -40,11 +40,14 @@ struct FakeDevice {
   std::vector<std::string> names;                // function handles point into this
   runtime::DeviceApi api;
 
-  // Values before the first scalar that matter: score kernels' five batch buffers (score_prefill's
-  // tile table too); top-k kernels' first three buffers (their third is top-k); topk_merge's two
-  // (its second is top-k).
+  // Values before the first scalar: every buffer's descriptor (5 values each) of score_prefill
+  // (8 buffers), score_decode (7), topk_decode (4), topk_prefill (3 of its 4), topk_merge (2).
   static size_t argsOf(const std::string &k) {
-    return k == "score_prefill" ? 35 : k.rfind("score", 0) == 0 ? 25 : k == "topk_merge" ? 10 : 15;
+    return k == "score_prefill" ? 40 : k == "score_decode" ? 35 : k == "topk_decode" ? 20 : k == "topk_merge" ? 10 : 15;
+  }
+  // Where a top-k kernel's topk buffer is among those values.
+  static size_t topkArgOf(const std::string &k) {
+    return k == "topk_merge" ? 5 : k == "topk_decode" ? 15 : k == "topk_prefill" ? 10 : 0;
   }
   uint8_t *at(uint64_t address) {
     auto it = memory.upper_bound(address);
@@ -198,7 +201,7 @@ TEST(GpuIndexerEngine, MixedStepIsOneJoinedBatchOnTheCallersStream) {
   for (const auto &l : s.device.launches) {
     kernels.push_back(l.kernel);
     EXPECT_EQ(l.stream, fakeStream(7)) << l.kernel;
-    const size_t topkArg = l.kernel == "topk_merge" ? 5 : l.kernel.rfind("topk", 0) == 0 ? 10 : 0;
+    const size_t topkArg = FakeDevice::topkArgOf(l.kernel);
     if (topkArg) {
       EXPECT_EQ(l.args[topkArg], reinterpret_cast<uint64_t>(outAt)) << l.kernel;
     }
@@ -208,7 +211,7 @@ TEST(GpuIndexerEngine, MixedStepIsOneJoinedBatchOnTheCallersStream) {
   EXPECT_EQ(kernels[1], "score_prefill");
   // The joined batch: decode requests' rows of the table, then the prefill ones; seq_lens as the
   // case has them; query_start_loc over all rows (decode_query_len apart, then the prefill rows).
-  const auto &score = s.device.launches[0];
+  const auto &score = s.device.launches[1]; // score_prefill: it reads query_start_loc too
   EXPECT_EQ(score.args[0], reinterpret_cast<uint64_t>(s.q.data));
   EXPECT_EQ(score.args[5], reinterpret_cast<uint64_t>(s.kv.data));
   const std::vector<int32_t> table = s.array(score, 10), seqLens = s.array(score, 15),

@@ -31,6 +31,8 @@ CUresult cuDeviceGetAttribute(int *v, int attribute, int dev) {
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = (void *)1; return kSuccess; }
 CUresult cuCtxSetCurrent(void *ctx) { (void)ctx; return kSuccess; }
 CUresult cuCtxSynchronize(void) { return kSuccess; }
+CUresult cuStreamSynchronize(void *stream) { (void)stream; return kSuccess; }
+CUresult cuStreamIsCapturing(void *stream, int *status) { (void)stream; *status = 0; return kSuccess; }
 CUresult cuModuleLoadData(void **module, const void *image) {
   (void)image;
   *module = (void *)1;

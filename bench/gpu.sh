@@ -24,7 +24,11 @@
 #   torch, torch-prefill   PyTorch eager and torch.compile (bench/torch_reference.py)
 #   table    bench, prefill, peers, torch and torch-prefill, joined by bench/table.py
 #   python   the archive's Python package on PyTorch CUDA tensors: golden and generated cases
-#            through m3idx.Indexer(device="cuda").forward (host and device metadata), checked
+#            through m3idx.Indexer(device="cuda").forward (host and device metadata), checked; then
+#            decode() on device metadata: eager, CUDA-graph replays (decode_query_len 1, 4, 8;
+#            padding, a 1M-token row, a bad page id) and torch.compile, checked
+#   graph    bench/graph_decode.py: forward(), decode() plain and graph-replayed, host us a call,
+#            next to vLLM's path plain and graph-replayed (carry/peers), one process
 #   example  examples/indexer_step built with CMake through find_package(m3idx) and run
 #   sanitize every kernel config (decode_query_len 1/4/8 x 1/2/4 heads, prefill, 1M-token rows) under
 #            compute-sanitizer memcheck, racecheck, initcheck and synccheck (memcheck also through
@@ -136,7 +140,11 @@ for stage in "${stages[@]}"; do
       OUT="$OUT" bash "$0" bench prefill peers torch torch-prefill >/dev/null 2>&1 || true
       python3 bench/table.py "$OUT" 2>&1 | tee "$OUT/table.md" ;;
     python)  # the archive's python/m3idx with PyTorch CUDA tensors (tests/python/test_indexer_cuda.py)
-      PYTHONPATH=$root/python M3IDX_CLI=$m3idx python3 tests/python/test_indexer_cuda.py 2>&1 | tee "$OUT/gpu-python.log" ;;
+      for t in test_indexer_cuda test_decode_cuda; do
+        PYTHONPATH=$root/python M3IDX_CLI=$m3idx python3 tests/python/$t.py
+      done 2>&1 | tee "$OUT/gpu-python.log" ;;
+    graph)
+      PYTHONPATH=$root/python python3 bench/graph_decode.py --peers carry/peers 2>&1 | tee "$OUT/gpu-graph.log" ;;
     example)
       cmake -S examples/indexer_step -B /tmp/m3idx-example -DCMAKE_PREFIX_PATH="$root" >/dev/null
       cmake --build /tmp/m3idx-example 2>&1 | tail -1

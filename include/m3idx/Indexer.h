@@ -23,8 +23,28 @@ struct IndexerConfig {
   std::string kvDtype = "nvfp4";
   int initBlocks = 0;
   int localBlocks = 1;
-  int64_t maxModelLen = 1 << 20;
+  // Capacities of the device-metadata decode (Indexer::decode), fixed at creation: warmup()
+  // reserves its scratch for them (on a GPU H x maxNumDecodes x maxDecodeQueryLen x W floats of
+  // scores, W = max_model_len's blocks rounded up: 32 MiB at the defaults), and its grids depend
+  // on them and the step's shapes only.
+  int maxNumDecodes = 256;      // 1..256
+  int maxDecodeQueryLen = 4;    // 1..8 (speculative decoding verifies up to 8 rows)
+  int64_t maxModelLen = 1 << 20; // tokens, <= 2^20: fixes W
   std::vector<int> decodeQueryLens = {4}; // decode shapes compiled by warmup()
+  // decode() then waits for its stream and fails with the first bad value the device found
+  // (a debug setting: it cannot run inside graph capture). Also on with M3IDX_CHECK_DECODE=1.
+  bool checkDecodeSync = false;
+};
+
+// What decode()'s device-side checks found since the status words were last cleared: each word is
+// 0, or bit 62 set with the request (bits 32+; 45+ for a page) and the bad value (low 32 bits; a
+// page's block in bits 32-44). Words keep the first-seen kind of problem until cleared.
+struct DeviceStatus {
+  int64_t seqLens = 0;    // a seq_len outside [0, min(max_model_len, block table columns x 128)]
+  int64_t blockTable = 0; // a page id a visible row reads outside [0, kv_cache pages)
+  bool ok() const { return seqLens == 0 && blockTable == 0; }
+  // One line naming each problem ("decode.seq_lens[3] = -5: ..."); "" when ok().
+  std::string message() const;
 };
 
 // Empty when `target` can serve `config`; else one sentence naming the field, the expected and
@@ -93,6 +113,23 @@ public:
   StatusOr<ForwardResult> forward(const TensorView &indexQuery, const TensorView &kvCache,
                                   const IndexerMetadata &metadata, Stream stream = nullptr,
                                   const TensorView *topkOut = nullptr);
+
+  // A decode step whose metadata stays on the indexer's device, as a CUDA graph needs: seqLens
+  // int32 [D] and blockTable int32 [D, M] (rows may be strided, columns contiguous), q
+  // [D x Q, H, 128] (Q = rows / D <= maxDecodeQueryLen), D <= maxNumDecodes. Only shapes, dtypes,
+  // devices and strides are checked here (never a device read); no host synchronisation,
+  // allocation or copy happens, so the call can be captured with stream capture and replayed.
+  // Values are checked on the device: a request with seq_len 0 (padding) gets all -1, and one
+  // with a bad seq_len or page id gets all -1 and is recorded in the status words
+  // (readDeviceStatus); no out-of-range page is read. Decode steps of one indexer share its
+  // scratch: calls on different streams must be ordered by the caller. topkOut as forward's
+  // ([H, D x Q, 16]); without it the result is the indexer's own buffer (valid until the next
+  // decode()). D == 0 queues nothing.
+  StatusOr<TensorView> decode(const TensorView &indexQuery, const TensorView &kvCache,
+                              const TensorView &blockTable, const TensorView &seqLens,
+                              Stream stream = nullptr, const TensorView *topkOut = nullptr);
+  // Waits for `stream`, reads the status words, and clears them if asked.
+  StatusOr<DeviceStatus> readDeviceStatus(Stream stream = nullptr, bool clear = true);
 
   const IndexerConfig &config() const;
   // Kernels forward() had to obtain (compile, or read and link) after warmup(): 0 once warm.

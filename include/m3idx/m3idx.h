@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-#define M3IDX_API_VERSION 2 /* 2: device_block_table in the metadata structs */
+#define M3IDX_API_VERSION 3 /* 2: device_block_table in the metadata structs; 3: decode() */
 
 typedef struct m3idx_indexer m3idx_indexer;
 typedef struct m3idx_error m3idx_error;
@@ -40,6 +40,9 @@ typedef struct {
   int32_t local_blocks;
   int64_t max_model_len;
   int32_t decode_query_len; /* the decode shape warmed up */
+  int32_t max_num_decodes;      /* capacities of m3idx_indexer_decode (Indexer.h) */
+  int32_t max_decode_query_len;
+  int32_t check_decode_sync;    /* nonzero: decode waits and fails on a bad device value */
 } m3idx_config;
 
 typedef struct {
@@ -61,7 +64,8 @@ typedef struct {
 
 int32_t m3idx_api_version(void);
 
-/* Fills `config` with the model defaults (1 head, 128, 128, 16, "max", "nvfp4", 0, 1, 2^20, 4). */
+/* Fills `config` with the model defaults (1 head, 128, 128, 16, "max", "nvfp4", 0, 1, 2^20, 4;
+ * capacities 256 decodes of up to 4 rows; no synchronous check). */
 void m3idx_config_init(m3idx_config *config);
 
 /* Writes the reason `config` cannot be served on `device_kind` into buf (truncated to buf_len,
@@ -82,6 +86,22 @@ m3idx_error *m3idx_indexer_forward(m3idx_indexer *indexer, const m3idx_tensor *i
                                    const m3idx_prefill_metadata *prefill, void *stream,
                                    const m3idx_tensor *topk_out, m3idx_tensor *topk,
                                    m3idx_tensor *decode_topk, m3idx_tensor *prefill_topk);
+
+/* The graph-safe decode (Indexer::decode): seq_lens int32 [D] and block_table int32 [D, M] on
+ * the indexer's device, index_query [D x Q, H, 128]; no host read, wait, allocation or copy.
+ * topk_out may be NULL (the indexer's own buffer); *topk (may be NULL) is the [H, D x Q, 16] view. */
+m3idx_error *m3idx_indexer_decode(m3idx_indexer *indexer, const m3idx_tensor *index_query,
+                                  const m3idx_tensor *kv_cache, const m3idx_tensor *block_table,
+                                  const m3idx_tensor *seq_lens, void *stream,
+                                  const m3idx_tensor *topk_out, m3idx_tensor *topk);
+
+/* Waits for `stream` and reads decode's device status words (each 0 when nothing was found; see
+ * DeviceStatus in Indexer.h), clearing them when `clear` is nonzero. Either output may be NULL. */
+m3idx_error *m3idx_indexer_read_status(m3idx_indexer *indexer, void *stream, int32_t clear,
+                                       int64_t *seq_lens_word, int64_t *block_table_word);
+
+/* As read_status with clear, returning an error naming the bad values when there were any. */
+m3idx_error *m3idx_indexer_check_status(m3idx_indexer *indexer, void *stream);
 
 int64_t m3idx_indexer_compiles_after_warmup(const m3idx_indexer *indexer);
 

@@ -4,6 +4,8 @@ On device "cpu" arrays are NumPy arrays and the host JIT backend runs the step; 
 PyTorch tensors (read in place through data_ptr, no copies of q, kv_cache or the output) and the
 step runs on torch.cuda.current_stream()."""
 import ctypes
+import struct
+import weakref
 
 from . import _capi
 
@@ -130,17 +132,48 @@ class _TorchArgs:
         return self.torch.empty(shape, dtype=self.torch.int32, device=f"cuda:{self.device_index}")
 
 
+# m3idx_tensor's C layout (native alignment: 88 bytes), packed in one call per tensor: decode()'s
+# host time is mostly Python, and one pack_into costs a fraction of setting ctypes fields one by one.
+_TENSOR = struct.Struct("@Pii4q4qii")
+assert _TENSOR.size == ctypes.sizeof(_capi.Tensor)
+_TORCH_DTYPES = {}  # torch dtype -> m3idx dtype, filled when torch is imported
+_LIVE = {}  # op id -> weakref to an Indexer, for the torch.library ops (m3idx/_torch_ops.py)
+
+
+class _DecodeArgs:
+    """decode()'s five tensors as m3idx_tensor structs in one buffer, refilled per call."""
+
+    def __init__(self):
+        self.buf = ctypes.create_string_buffer(_TENSOR.size * 5)
+        base = ctypes.addressof(self.buf)
+        self.ptr = [ctypes.cast(base + i * _TENSOR.size, ctypes.POINTER(_capi.Tensor)) for i in range(5)]
+
+    def pack(self, i, data, dtype, shape, strides, device_kind, device_index):
+        n = len(shape)
+        if n > 4:
+            raise Error(f"tensor of {n} dimensions (at most 4)")
+        pad = (0,) * (4 - n)
+        _TENSOR.pack_into(self.buf, i * _TENSOR.size, data, dtype, n, *shape, *pad, *strides, *pad,
+                          device_kind, device_index)
+        return self.ptr[i]
+
+
 class Indexer:
     """The lightning indexer of one layer: per query row and head, the top 16 logical block ids.
 
     Indexer(num_index_heads=H, init_blocks=I, local_blocks=L, device="cpu" | "cuda",
-            max_num_decodes=256, max_decode_query_len=4, max_model_len=1 << 20)
+            max_num_decodes=256, max_decode_query_len=4, max_model_len=1 << 20,
+            check_decode_sync=False)
 
-    The kernels of the configured shapes are compiled (or read from the cache) at construction."""
+    The kernels of the configured shapes are compiled (or read from the cache) at construction,
+    and decode()'s scratch is reserved for the capacities (max_num_decodes x
+    max_decode_query_len rows, max_model_len tokens)."""
 
     def __init__(self, num_index_heads=1, init_blocks=0, local_blocks=1, device="cpu",
-                 max_num_decodes=256, max_decode_query_len=4, max_model_len=1 << 20, warmup=True):
+                 max_num_decodes=256, max_decode_query_len=4, max_model_len=1 << 20, warmup=True,
+                 check_decode_sync=False):
         self._handle = None  # first: __del__ runs even when construction fails
+        self._op_id = None
         lib = _capi.library()
         kind, _, index = str(device).partition(":")
         kinds = {"cpu": _capi.DEVICE_HOST, "cuda": _capi.DEVICE_CUDA}
@@ -164,14 +197,35 @@ class Indexer:
         config.local_blocks = int(local_blocks)
         config.max_model_len = int(max_model_len)
         config.decode_query_len = self.max_decode_query_len
+        config.max_num_decodes = self.max_num_decodes
+        config.max_decode_query_len = self.max_decode_query_len
+        config.check_decode_sync = 1 if check_decode_sync else 0
         handle = ctypes.c_void_p()
         _check(lib.m3idx_indexer_create(ctypes.byref(config), self.device_kind, self.device_index,
                                         ctypes.byref(handle)))
         self._handle = handle
+        self._decode_args = _DecodeArgs()
+        self._lib = lib
+        self._torch = None
+        if self.device_kind == _capi.DEVICE_CUDA:
+            import torch
+            from . import _torch_ops  # registers torch.ops.m3idx.decode / decode_out
+            self._torch = torch
+            _TORCH_DTYPES.update({torch.uint8: _capi.DTYPE_U8, torch.int32: _capi.DTYPE_I32,
+                                  torch.float32: _capi.DTYPE_F32})
+            # The raw current stream without building a torch.cuda.Stream object (a few µs a call).
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            self._stream = (lambda: raw(self.device_index)) if raw else \
+                (lambda: torch.cuda.current_stream(self.device_index).cuda_stream)
+            self._op_id = id(self)
+            _LIVE[self._op_id] = weakref.ref(self)
         if warmup:
             _check(lib.m3idx_indexer_warmup(self._handle))
 
     def close(self):
+        if self._op_id is not None:
+            _LIVE.pop(self._op_id, None)
+            self._op_id = None
         if self._handle:
             _capi.library().m3idx_indexer_destroy(self._handle)
             self._handle = None
@@ -256,3 +310,83 @@ class Indexer:
                                          ctypes.c_void_p(stream) if stream else None,
                                          ctypes.byref(args.tensor(out)), ctypes.byref(topk), None, None))
         return out
+
+    def decode(self, q, kv_cache, block_table, seq_lens, out=None):
+        """Top-k block ids, int32 [H, D x Q, 16], of a decode step whose metadata stays on the
+        device: seq_lens int32 [D] (0: a padding request, all -1), block_table int32 [D, M] (rows
+        may be a strided slice), q uint8 [D x Q, H, 128] (Q <= max_decode_query_len), D <=
+        max_num_decodes. Graph-safe on "cuda": no host read of the metadata, no synchronisation,
+        allocation (besides `out` when not given) or copy, so it can be captured by
+        torch.cuda.graph and runs under torch.compile (as torch.ops.m3idx.decode). Bad values are
+        found on the device: the request's rows get -1 and status() / check() report them."""
+        torch = self._torch
+        if torch is not None and torch.compiler.is_compiling():
+            ops = torch.ops.m3idx
+            if out is None:
+                return ops.decode(self._op_id, q, kv_cache, block_table, seq_lens)
+            ops.decode_out(self._op_id, q, kv_cache, block_table, seq_lens, out)
+            return out
+        return self._decode_now(q, kv_cache, block_table, seq_lens, out)
+
+    def _decode_now(self, q, kv_cache, block_table, seq_lens, out):
+        if not self._handle:
+            raise Error("decode: the indexer is closed")
+        args = self._decode_args
+        torch = self._torch
+        if torch is None:
+            np_ = _NumpyArgs()
+            names = ("q", "kv_cache", "block_table", "seq_lens")
+            for name, a in zip(names, (q, kv_cache, block_table, seq_lens)):
+                if not isinstance(a, np_.np.ndarray):
+                    raise TypeError(f"{name}: expected a numpy.ndarray (device 'cpu'), got {type(a).__name__}")
+            if out is None:
+                out = np_.empty((self.num_index_heads, q.shape[0] if q.ndim else 0, TOPK_BLOCKS))
+            elif not isinstance(out, np_.np.ndarray):
+                raise TypeError(f"out: expected a numpy.ndarray (device 'cpu'), got {type(out).__name__}")
+            ptrs = []
+            for i, (name, a) in enumerate(zip(names + ("out",), (q, kv_cache, block_table, seq_lens, out))):
+                dtype = _NUMPY_DTYPES.get(a.dtype.name)
+                if dtype is None:
+                    raise Error(f"{name}: expected dtype {'uint8' if i < 2 else 'int32'}, got {a.dtype}")
+                if any(st < 0 or st % a.itemsize for st in a.strides):
+                    raise Error(f"{name}: strides {a.strides} are not whole, non-negative elements; pass a copy")
+                ptrs.append(args.pack(i, a.ctypes.data, dtype, a.shape, [st // a.itemsize for st in a.strides],
+                                      _capi.DEVICE_HOST, 0))
+            stream = None
+        else:
+            if out is None:
+                out = torch.empty((self.num_index_heads, q.shape[0], TOPK_BLOCKS), dtype=torch.int32,
+                                  device=q.device)
+            ptrs = []
+            for i, (name, a) in enumerate((("q", q), ("kv_cache", kv_cache), ("block_table", block_table),
+                                           ("seq_lens", seq_lens), ("out", out))):
+                try:
+                    dtype = _TORCH_DTYPES[a.dtype]
+                    device = a.get_device()
+                except (KeyError, AttributeError):
+                    if not isinstance(a, torch.Tensor):
+                        raise TypeError(f"{name}: expected a torch.Tensor (device 'cuda'), got {type(a).__name__}") from None
+                    raise Error(f"{name}: expected dtype torch.{'uint8' if i < 2 else 'int32'}, got {a.dtype}") from None
+                ptrs.append(args.pack(i, a.data_ptr(), dtype, a.shape, a.stride(),
+                                      _capi.DEVICE_CUDA if device >= 0 else _capi.DEVICE_HOST, max(device, 0)))
+            stream = self._stream()
+        _check(self._lib.m3idx_indexer_decode(self._handle, ptrs[0], ptrs[1], ptrs[2], ptrs[3], stream,
+                                              ptrs[4], None))
+        return out
+
+    def status(self, clear=True):
+        """(seq_lens word, block_table word) of decode()'s device checks since the last clear,
+        after waiting for the current stream: 0 each when nothing was found (include/m3idx/
+        Indexer.h, DeviceStatus, gives their bits)."""
+        a, b = ctypes.c_int64(), ctypes.c_int64()
+        _check(self._lib.m3idx_indexer_read_status(self._handle, self._current_stream(), 1 if clear else 0,
+                                                   ctypes.byref(a), ctypes.byref(b)))
+        return a.value, b.value
+
+    def check(self):
+        """Raises m3idx.Error naming the bad seq_len / page id decode() found on the device since the
+        last check (waiting for the current stream), and clears the status."""
+        _check(self._lib.m3idx_indexer_check_status(self._handle, self._current_stream()))
+
+    def _current_stream(self):
+        return self._stream() if self._torch is not None else None

@@ -37,6 +37,9 @@ IndexerConfig toConfig(const m3idx_config &c) {
   config.localBlocks = c.local_blocks;
   config.maxModelLen = c.max_model_len;
   config.decodeQueryLens = {c.decode_query_len};
+  config.maxNumDecodes = c.max_num_decodes;
+  config.maxDecodeQueryLen = c.max_decode_query_len;
+  config.checkDecodeSync = c.check_decode_sync != 0;
   return config;
 }
 
@@ -107,6 +110,9 @@ void m3idx_config_init(m3idx_config *c) {
   c->local_blocks = 1;
   c->max_model_len = 1 << 20;
   c->decode_query_len = 4;
+  c->max_num_decodes = 256;
+  c->max_decode_query_len = 4;
+  c->check_decode_sync = 0;
 }
 
 size_t m3idx_unsupported_reason(const m3idx_config *config, int32_t device_kind, char *buf,
@@ -206,6 +212,54 @@ m3idx_error *m3idx_indexer_forward(m3idx_indexer *indexer, const m3idx_tensor *i
     fromTensor(r->decodeTopk, decode_topk);
     fromTensor(r->prefillTopk, prefill_topk);
     return nullptr;
+  });
+}
+
+m3idx_error *m3idx_indexer_decode(m3idx_indexer *indexer, const m3idx_tensor *index_query,
+                                  const m3idx_tensor *kv_cache, const m3idx_tensor *block_table,
+                                  const m3idx_tensor *seq_lens, void *stream,
+                                  const m3idx_tensor *topk_out, m3idx_tensor *topk) {
+  return guarded([&]() -> m3idx_error * {
+    if (!indexer)
+      return makeError("m3idx_indexer_decode: expected an indexer, got NULL");
+    std::string error;
+    TensorView q, kv, table, lens, out;
+    if (!toTensor(index_query, "index_query", q, error) || !toTensor(kv_cache, "kv_cache", kv, error) ||
+        !toTensor(block_table, "block_table", table, error) || !toTensor(seq_lens, "seq_lens", lens, error) ||
+        (topk_out && !toTensor(topk_out, "topk_out", out, error)))
+      return makeError(error);
+    auto r = indexer->impl->decode(q, kv, table, lens, stream, topk_out ? &out : nullptr);
+    if (!r.ok())
+      return fromStatus(r.status());
+    fromTensor(*r, topk);
+    return nullptr;
+  });
+}
+
+m3idx_error *m3idx_indexer_read_status(m3idx_indexer *indexer, void *stream, int32_t clear,
+                                       int64_t *seq_lens_word, int64_t *block_table_word) {
+  return guarded([&]() -> m3idx_error * {
+    if (!indexer)
+      return makeError("m3idx_indexer_read_status: expected an indexer, got NULL");
+    auto s = indexer->impl->readDeviceStatus(stream, clear != 0);
+    if (!s.ok())
+      return fromStatus(s.status());
+    if (seq_lens_word)
+      *seq_lens_word = s->seqLens;
+    if (block_table_word)
+      *block_table_word = s->blockTable;
+    return nullptr;
+  });
+}
+
+m3idx_error *m3idx_indexer_check_status(m3idx_indexer *indexer, void *stream) {
+  return guarded([&]() -> m3idx_error * {
+    if (!indexer)
+      return makeError("m3idx_indexer_check_status: expected an indexer, got NULL");
+    auto s = indexer->impl->readDeviceStatus(stream, true);
+    if (!s.ok())
+      return fromStatus(s.status());
+    return s->ok() ? nullptr : makeError(s->message());
   });
 }
 

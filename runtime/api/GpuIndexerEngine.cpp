@@ -18,7 +18,7 @@ namespace {
 class GpuIndexerEngine final : public IndexerEngine {
 public:
   GpuIndexerEngine(const IndexerConfig &config, std::unique_ptr<runtime::GpuBackend> backend)
-      : config_(config), ownTopk_(&backend->api()), backend_(std::move(backend)) {}
+      : config_(config), ownTopk_(&backend->api()), decodeTopk_(&backend->api()), backend_(std::move(backend)) {}
 
   const tuning::TargetTuning &tuning() const override { return backend_->tuning(); }
   Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) override {
@@ -35,7 +35,8 @@ public:
     return notes;
   }
   int64_t scratchAllocations() const override {
-    return backend_->scratchAllocations() + ownTopk_.allocations() + joined_.allocations();
+    return backend_->scratchAllocations() + ownTopk_.allocations() + decodeTopk_.allocations() +
+           joined_.allocations();
   }
   Status setCommunicator(std::shared_ptr<Communicator>) override {
     return Status::error(fmt::format(
@@ -48,6 +49,39 @@ public:
     return {};
   }
   StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
+  Status reserveDecode(int heads, int64_t maxRows, int64_t maxRequests, int64_t width) override {
+    StatusOr<uint64_t> own = decodeTopk_.ensure(heads * maxRows * spec::kTopkBlocks * 4);
+    if (!own.ok())
+      return own.status();
+    return backend_->reserveDeviceDecode(heads, maxRows, maxRequests, width);
+  }
+  StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen, int32_t *topk,
+                                Stream stream) override {
+    if (!topk) { // reserved at warm-up: no allocation inside a capture
+      StatusOr<uint64_t> own = decodeTopk_.ensure(shape.params.numHeads * shape.numRows * spec::kTopkBlocks * 4);
+      if (!own.ok())
+        return own.status();
+      topk = reinterpret_cast<int32_t *>(static_cast<uintptr_t>(*own));
+    }
+    runtime::DeviceTensors io;
+    io.q = reinterpret_cast<uintptr_t>(shape.q);
+    io.kv = reinterpret_cast<uintptr_t>(shape.kv);
+    io.topk = reinterpret_cast<uintptr_t>(topk);
+    io.blockTable = reinterpret_cast<uintptr_t>(shape.blockTable);
+    io.seqLens = reinterpret_cast<uintptr_t>(shape.seqLens);
+    M3IDX_RETURN_IF_ERROR(backend_->enqueueDeviceDecode(shape, width, maxSeqLen, io, stream));
+    return topk;
+  }
+  Status readStatus(Stream stream, int64_t *words, bool clear) override {
+    return backend_->readStatus(stream, words, clear);
+  }
+  StatusOr<bool> capturing(Stream stream) override {
+    bool on = false;
+    if (!backend_->api().streamIsCapturing) // a platform without graphs
+      return false;
+    M3IDX_RETURN_IF_ERROR(backend_->api().check(backend_->api().streamIsCapturing(stream, &on), "stream capture query"));
+    return on;
+  }
 
 private:
   // The step as one batch: decode requests, then prefill requests.
@@ -58,7 +92,7 @@ private:
   IndexerConfig config_;
   // Before backend_, so destroyed after it: the backend waits for its last step on the way out,
   // and only then is the top-k buffer that step may write freed.
-  runtime::DeviceScratch ownTopk_;
+  runtime::DeviceScratch ownTopk_, decodeTopk_;
   std::unique_ptr<runtime::GpuBackend> backend_;
   GrowBuffer<int32_t> joined_; // a mixed step's block table, seq_lens and query_start_loc
 };

@@ -62,6 +62,23 @@ public:
                                 communicator_->worldSize() * config_.numIndexHeads, spec::kCpQueryLen)}};
   }
   StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
+  Status reserveDecode(int, int64_t, int64_t, int64_t) override { return Status(); } // grows on use
+  StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen, int32_t *topk,
+                                Stream) override {
+    const int64_t H = shape.params.numHeads;
+    if (!topk)
+      topk = ownTopk_.ensure(std::max<int64_t>(1, H * shape.numRows * spec::kTopkBlocks));
+    float *s = scores_.ensure(std::max<int64_t>(1, H * shape.numRows * width));
+    M3IDX_RETURN_IF_ERROR(backend_.executeDeviceDecode(shape, width, maxSeqLen, s, topk));
+    return topk;
+  }
+  Status readStatus(Stream, int64_t *words, bool clear) override {
+    std::copy_n(backend_.status(), kernels::kStatusWords, words);
+    if (clear)
+      backend_.clearStatus();
+    return Status();
+  }
+  StatusOr<bool> capturing(Stream) override { return false; }
 
 private:
   Status decodeLocal(const BatchView &v, int64_t width, int32_t *topk);

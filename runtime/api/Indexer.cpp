@@ -1,9 +1,11 @@
 #include "m3idx/Indexer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 
 #include "core/Spec.h"
+#include "kernels_src/LaunchPlan.h"
 #include "runtime/GrowBuffer.h"
 #include "runtime/api/IndexerEngine.h"
 
@@ -12,6 +14,9 @@ namespace m3idx {
 using runtime::GrowBuffer;
 
 namespace {
+
+// The device-metadata decode's capacity limits (vLLM's CP_MAX_REQS; speculative decoding's rows).
+constexpr int kMaxNumDecodes = 256, kMaxDecodeQueryLen = 8;
 
 Status expectTensor(const TensorView &t, const std::string &name, DType dtype, int ndim,
                     Device device) {
@@ -116,6 +121,10 @@ std::string unsupportedReason(const IndexerConfig &c, DeviceKind target) {
   for (int q : c.decodeQueryLens)
     if (q < 1 || q > 64)
       return fmt::format("decode_query_len must be in [1, 64], got {}", q);
+  if (c.maxNumDecodes < 1 || c.maxNumDecodes > kMaxNumDecodes)
+    return fmt::format("max_num_decodes must be in [1, {}], got {}", kMaxNumDecodes, c.maxNumDecodes);
+  if (c.maxDecodeQueryLen < 1 || c.maxDecodeQueryLen > kMaxDecodeQueryLen)
+    return fmt::format("max_decode_query_len must be in [1, {}], got {}", kMaxDecodeQueryLen, c.maxDecodeQueryLen);
   if (target == DeviceKind::Hip)
     return "device hip is not served by the Indexer API in this build: the HIP backend runs "
            "through `m3idx run --backend hip` only (no AMD GPU was at hand to prove the API's "
@@ -135,6 +144,12 @@ public:
 
   IndexerParams params(int numDecodes, int decodeQueryLen, int heads) const {
     return IndexerParams{heads, config.initBlocks, config.localBlocks, numDecodes, decodeQueryLen};
+  }
+  // The device decode's score width: max_model_len's blocks (SPEC §4's W).
+  int64_t decodeWidth() const { return spec::scoreWidth(spec::blocksFor(config.maxModelLen)); }
+  bool checkDecodeSync() const {
+    const char *env = std::getenv("M3IDX_CHECK_DECODE");
+    return config.checkDecodeSync || (env && std::string(env) == "1");
   }
   void reportLateCompiles();
 };
@@ -193,6 +208,9 @@ Status Indexer::warmup() {
       continue; // a group whose heads CP cannot serve falls back to local scoring
     M3IDX_RETURN_IF_ERROR(impl_->engine->prepare(kind, cfg));
   }
+  const IndexerConfig &c = impl_->config;
+  M3IDX_RETURN_IF_ERROR(impl_->engine->reserveDecode(H, int64_t{c.maxNumDecodes} * c.maxDecodeQueryLen,
+                                                     c.maxNumDecodes, impl_->decodeWidth()));
   impl_->compilesAtWarmup = impl_->engine->kernelsObtained();
   impl_->reportedCompiles = impl_->compilesAtWarmup;
   return Status();
@@ -314,6 +332,116 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
   r.prefillTopk.data = topk + decodeRows * spec::kTopkBlocks;
   r.prefillTopk.shape[1] = prefillRows;
   return r;
+}
+
+StatusOr<TensorView> Indexer::decode(const TensorView &q, const TensorView &kv, const TensorView &blockTable,
+                                     const TensorView &seqLens, Stream stream, const TensorView *topkOut) {
+  IndexerImpl &im = *impl_;
+  const IndexerConfig &c = im.config;
+  const int H = c.numIndexHeads;
+  const Device dev = im.device;
+  M3IDX_RETURN_IF_ERROR(expectTensor(seqLens, "seq_lens", DType::I32, 1, dev));
+  const int64_t D = seqLens.shape[0];
+  if (D > c.maxNumDecodes)
+    return invalidArgument("seq_lens", fmt::format("at most max_num_decodes = {} requests", c.maxNumDecodes),
+                           seqLens.shapeString());
+  M3IDX_RETURN_IF_ERROR(expectTensor(q, "index_query", DType::U8, 3, dev));
+  M3IDX_RETURN_IF_ERROR(expectDim(q, "index_query", 1, H, "num_index_heads"));
+  M3IDX_RETURN_IF_ERROR(expectDim(q, "index_query", 2, spec::kIndexHeadDim, "index_head_dim"));
+  const int64_t T = q.shape[0];
+  if (D == 0 ? T != 0 : T % D != 0 || T / D < 1 || T / D > c.maxDecodeQueryLen)
+    return invalidArgument("index_query",
+                           fmt::format("num_decodes x decode_query_len rows ({} requests, decode_query_len "
+                                       "in [1, max_decode_query_len = {}])",
+                                       D, c.maxDecodeQueryLen),
+                           q.shapeString());
+  M3IDX_RETURN_IF_ERROR(expectTensor(kv, "kv_cache", DType::U8, 2, dev));
+  M3IDX_RETURN_IF_ERROR(expectDim(kv, "kv_cache", 1, spec::kPageBytes, "bytes per page"));
+  // The block table's rows may be strided (a slice of the engine's persistent table): the kernels
+  // step rows by stride[0] and read columns below seq_len's blocks only.
+  if (blockTable.dtype != DType::I32 || blockTable.ndim != 2)
+    return invalidArgument("block_table", "int32 [num_decodes, max_blocks]",
+                           fmt::format("{} {}", dtypeName(blockTable.dtype), blockTable.shapeString()));
+  if (blockTable.shape[0] != D || blockTable.shape[1] < 1)
+    return invalidArgument("block_table", fmt::format("shape [{}, >= 1] (one row per request)", D),
+                           blockTable.shapeString());
+  if (blockTable.strides[1] != 1 || blockTable.strides[0] < blockTable.shape[1])
+    return invalidArgument("block_table", "contiguous columns and a row stride >= its columns",
+                           fmt::format("strides [{}, {}]", blockTable.strides[0], blockTable.strides[1]));
+  if (blockTable.device.kind != dev.kind || blockTable.device.index != dev.index)
+    return invalidArgument("block_table", fmt::format("device {}:{}", deviceName(dev.kind), dev.index),
+                           fmt::format("{}:{}", deviceName(blockTable.device.kind), blockTable.device.index));
+  if (!blockTable.data || !seqLens.data && D > 0)
+    return invalidArgument(blockTable.data ? "seq_lens" : "block_table", "a data pointer", "null");
+  int32_t *topk = nullptr;
+  if (topkOut) {
+    M3IDX_RETURN_IF_ERROR(expectTensor(*topkOut, "topk_out", DType::I32, 3, dev));
+    if (topkOut->shape[0] != H || topkOut->shape[1] != T || topkOut->shape[2] != spec::kTopkBlocks)
+      return invalidArgument("topk_out", fmt::format("shape [{}, {}, {}]", H, T, spec::kTopkBlocks),
+                             topkOut->shapeString());
+    topk = static_cast<int32_t *>(topkOut->data);
+  }
+  const bool syncCheck = im.checkDecodeSync();
+  if (syncCheck) {
+    StatusOr<bool> capturing = im.engine->capturing(stream);
+    if (!capturing.ok())
+      return capturing.status();
+    if (*capturing)
+      return Status::error("decode: the synchronous value check (check_decode_sync / M3IDX_CHECK_DECODE=1) "
+                           "waits for the stream, which cannot happen inside a graph capture; turn it off "
+                           "to capture");
+  }
+  TensorView result;
+  if (D > 0) {
+    BatchView shape;
+    shape.params = im.params(static_cast<int>(D), static_cast<int>(T / D), H);
+    shape.q = static_cast<const uint8_t *>(q.data);
+    shape.numRows = T;
+    shape.kv = static_cast<const uint8_t *>(kv.data);
+    shape.numPages = kv.shape[0];
+    shape.blockTable = static_cast<const int32_t *>(blockTable.data);
+    shape.numRequests = D;
+    shape.maxBlocks = blockTable.strides[0];
+    shape.seqLens = static_cast<const int32_t *>(seqLens.data);
+    const int64_t maxSeqLen = std::min(c.maxModelLen, blockTable.shape[1] * int64_t{spec::kSparseBlockSize});
+    StatusOr<int32_t *> written = im.engine->runDecode(shape, im.decodeWidth(), maxSeqLen, topk, stream);
+    if (!written.ok())
+      return written.status();
+    topk = *written;
+    im.reportLateCompiles();
+    if (syncCheck) {
+      StatusOr<DeviceStatus> found = readDeviceStatus(stream, true);
+      if (!found.ok())
+        return found.status();
+      if (!found->ok())
+        return Status::error(found->message());
+    }
+  }
+  return TensorView::contiguous(topk, DType::I32, {H, T, spec::kTopkBlocks}, dev);
+}
+
+StatusOr<DeviceStatus> Indexer::readDeviceStatus(Stream stream, bool clear) {
+  int64_t words[kernels::kStatusWords] = {};
+  M3IDX_RETURN_IF_ERROR(impl_->engine->readStatus(stream, words, clear));
+  DeviceStatus s;
+  s.seqLens = words[0];
+  s.blockTable = words[1];
+  return s;
+}
+
+std::string DeviceStatus::message() const {
+  std::vector<std::string> parts;
+  if (seqLens != 0)
+    parts.push_back(fmt::format("decode.seq_lens[{}] = {} is outside [0, min(max_model_len, block_table "
+                                "columns x 128)]",
+                                (seqLens >> 32) & 0x3FFFFFFF, static_cast<int32_t>(seqLens & 0xFFFFFFFF)));
+  if (blockTable != 0)
+    parts.push_back(fmt::format("decode.block_table[{}][{}] = {} is not a page of kv_cache",
+                                (blockTable >> 45) & 0x1FFFF, (blockTable >> 32) & 0x1FFF,
+                                static_cast<int32_t>(blockTable & 0xFFFFFFFF)));
+  if (parts.empty())
+    return "";
+  return fmt::format("{} (found on the device; the request's rows got no blocks)", fmt::join(parts, "; "));
 }
 
 } // namespace m3idx

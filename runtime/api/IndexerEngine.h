@@ -50,6 +50,18 @@ public:
   // buffer when it is null, and returns where. `usedCp` says whether decode CP served the step.
   virtual StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream,
                                   bool *usedCp) = 0;
+
+  // The device-metadata decode (Indexer::decode). reserveDecode sizes its scratch for the
+  // capacities at warm-up; runDecode queues a step planned from shapes (kernels::planDeviceDecode)
+  // whose q, kv, block table and seq_lens are on the engine's device (`shape`'s pointers; its
+  // maxBlocks is the table's row stride) and writes `topk`, or the engine's own decode buffer.
+  virtual Status reserveDecode(int heads, int64_t maxRows, int64_t maxRequests, int64_t width) = 0;
+  virtual StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
+                                        int32_t *topk, Stream stream) = 0;
+  // Waits for `stream`, reads the kernels' status words (kernels::kStatusWords), clears if asked.
+  virtual Status readStatus(Stream stream, int64_t *words, bool clear) = 0;
+  // Whether `stream` is being captured into a graph (nothing may wait on it then).
+  virtual StatusOr<bool> capturing(Stream stream) = 0;
 };
 
 std::unique_ptr<IndexerEngine> makeHostIndexerEngine(const IndexerConfig &config);

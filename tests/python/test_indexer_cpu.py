@@ -134,3 +134,72 @@ def test_missing_library_is_named():
     assert r.returncode != 0
     assert "libm3idx.so not found (tried /nonexistent/libm3idx.so)" in r.stderr, r.stderr
     assert "Exception ignored" not in r.stderr, r.stderr  # no second error from the failed object
+
+
+def decode_part(meta, a):
+    D, Q = meta["num_decodes"], meta["decode_query_len"]
+    return a["q"][:D * Q], a["kv"], a["block_table"][:D], a["seq_lens"][:D]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_decode_equals_forward_on_the_decode_rows(case):
+    _, meta, a = load(case)
+    D, Q = meta["num_decodes"], meta["decode_query_len"]
+    if D == 0:
+        pytest.skip("no decode requests")
+    with indexer_for(meta) as idx:
+        got = idx.decode(*decode_part(meta, a))
+        want = forward(idx, meta, a)[:, :D * Q]
+        assert idx.status() == (0, 0)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_decode_padding_bad_values_and_status(mixed):
+    idx, meta, a = mixed
+    q, kv, table, lens = decode_part(meta, a)
+    table, lens = table.copy(), lens.copy()
+    want = idx.decode(q, kv, table, lens)
+    Q = meta["decode_query_len"]
+    lens[1] = 0                      # a graph's padding request
+    lens[2] = max(lens[2], 1)
+    table[2, 0] = kv.shape[0]        # a page past the cache, in a block request 2 reads
+    out = np.full_like(want, 0x7B7B7B7B)
+    assert idx.decode(q, kv, table, lens, out=out) is out
+    for r in (1, 2):
+        assert (out[:, r * Q:(r + 1) * Q] == -1).all()
+    for r in (0, 3, 4):
+        np.testing.assert_array_equal(out[:, r * Q:(r + 1) * Q], want[:, r * Q:(r + 1) * Q])
+    seq_word, table_word = idx.status(clear=False)
+    assert seq_word == 0 and table_word != 0
+    with pytest.raises(m3idx.Error) as e:
+        idx.check()
+    assert f"decode.block_table[2][0] = {kv.shape[0]} is not a page of kv_cache" in str(e.value), str(e.value)
+    idx.check()  # cleared
+
+
+def test_decode_sync_check_raises_at_the_call(mixed):
+    _, meta, a = mixed
+    q, kv, table, lens = decode_part(meta, a)
+    lens = lens.copy()
+    lens[0] = -5
+    with m3idx.Indexer(num_index_heads=meta["num_index_heads"], device="cpu", check_decode_sync=True) as idx:
+        with pytest.raises(m3idx.Error) as e:
+            idx.decode(q, kv, table, lens)
+    assert "decode.seq_lens[0] = -5 is outside" in str(e.value), str(e.value)
+
+
+def test_decode_bad_input_names_the_argument(mixed):
+    idx, meta, a = mixed
+    q, kv, table, lens = decode_part(meta, a)
+    cases = [((q[:-1], kv, table, lens), "index_query: expected num_decodes x decode_query_len rows"),
+             ((q, kv, table, lens.astype(np.float32)), "seq_lens: expected dtype int32"),
+             ((q, kv, table[:, ::2], lens), "block_table: expected contiguous columns"),
+             ((q, kv[:, :100], table, lens), "kv_cache"),
+             ((q, kv, table[:-1], lens), "block_table: expected shape")]
+    for args, needle in cases:
+        with pytest.raises(m3idx.Error) as e:
+            idx.decode(*args)
+        assert needle in str(e.value), str(e.value)
+    with pytest.raises(TypeError) as e:
+        idx.decode(q, kv, table.tolist(), lens)
+    assert "block_table: expected a numpy.ndarray" in str(e.value)

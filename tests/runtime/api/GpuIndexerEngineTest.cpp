@@ -2,6 +2,7 @@
 // for. A mixed step goes up as one joined batch in one stream-ordered copy; every kernel runs on
 // the caller's stream and writes the caller's (or the indexer's own) top-k buffer; a step on a
 // second stream first waits for the last step; steady state allocates nothing; decode CP is refused.
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -25,7 +26,7 @@ namespace {
 struct FakeDevice {
   struct Launch {
     std::string kernel;
-    unsigned threads;
+    unsigned programs, threads;
     void *stream;
     std::vector<uint64_t> args; // the leading values a check needs (see argsOf)
   };
@@ -38,6 +39,9 @@ struct FakeDevice {
   std::vector<std::pair<void *, void *>> waits;  // (stream, event)
   std::map<void *, void *> lastRecordedOn;       // event -> stream
   std::vector<std::string> names;                // function handles point into this
+  std::vector<void *> memsetStreams;
+  int syncs = 0;
+  bool capturing = false;
   runtime::DeviceApi api;
 
   // Values before the first scalar: every buffer's descriptor (5 values each) of score_prefill
@@ -97,8 +101,8 @@ struct FakeDevice {
       *f = &names.back();
       return 0;
     };
-    api.launch = [this](void *f, unsigned, unsigned threads, void *stream, void **params) {
-      Launch l{*static_cast<std::string *>(f), threads, stream, {}};
+    api.launch = [this](void *f, unsigned programs, unsigned threads, void *stream, void **params) {
+      Launch l{*static_cast<std::string *>(f), programs, threads, stream, {}};
       for (size_t i = 0; i < argsOf(l.kernel); ++i)
         l.args.push_back(*static_cast<uint64_t *>(params[i]));
       launches.push_back(l);
@@ -110,7 +114,14 @@ struct FakeDevice {
     api.eventSynchronize = [](void *) { return 0; };
     api.streamWaitEvent = [this](void *stream, void *e) { waits.push_back({stream, e}); return 0; };
     api.eventElapsedMs = [](float *ms, void *, void *) { *ms = 0; return 0; };
-    api.memsetAsync = [](uint64_t, uint8_t, size_t, void *) { return 0; };
+    api.memsetAsync = [this](uint64_t d, uint8_t v, size_t n, void *stream) {
+      if (n)
+        std::memset(at(d), v, n);
+      memsetStreams.push_back(stream);
+      return 0;
+    };
+    api.streamSynchronize = [this](void *) { ++syncs; return 0; };
+    api.streamIsCapturing = [this](void *, bool *on) { *on = capturing; return 0; };
   }
 };
 
@@ -332,4 +343,71 @@ TEST(GpuIndexerEngine, DecodeCpIsRefusedWithTheReason) {
   Status st = s.indexer->initDecodeCp(std::make_shared<AnyGroup>());
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("decode CP: not served on cuda devices"), std::string::npos) << st.message();
+}
+
+// The graph-safe decode: after warm-up a step is a memset of the request flags and the kernels,
+// on the caller's stream, over the caller's device seq_lens and block table, with no upload,
+// allocation, event or wait; its grids come from shapes, whatever the lengths hold.
+TEST(GpuIndexerEngine, DeviceDecodeIsOnlyAMemsetAndLaunchesWhateverTheLengths) {
+  EngineStep s(4, 0);
+  const BatchView v = s.c.view();
+  const Device cuda{DeviceKind::Cuda, 0};
+  uint64_t tableAt, lensAt, outAt;
+  s.device.api.alloc(&tableAt, v.numRequests * v.maxBlocks * 4);
+  s.device.api.alloc(&lensAt, v.numRequests * 4);
+  s.device.api.alloc(&outAt, 2 * v.numRows * 16 * 4);
+  s.device.api.upload(tableAt, v.blockTable, v.numRequests * v.maxBlocks * 4);
+  s.device.api.upload(lensAt, v.seqLens, v.numRequests * 4);
+  TensorView table = TensorView::contiguous(reinterpret_cast<void *>(tableAt), DType::I32,
+                                            {v.numRequests, v.maxBlocks}, cuda);
+  TensorView lens = TensorView::contiguous(reinterpret_cast<void *>(lensAt), DType::I32, {v.numRequests}, cuda);
+  TensorView out = TensorView::contiguous(reinterpret_cast<void *>(outAt), DType::I32, {2, v.numRows, 16}, cuda);
+
+  auto step = [&] {
+    s.device.launches.clear();
+    s.device.memsetStreams.clear();
+    const int allocations = s.device.allocations, uploads = s.device.uploads, syncs = s.device.syncs;
+    const size_t waits = s.device.waits.size(), records = s.device.lastRecordedOn.size();
+    auto r = s.indexer->decode(s.q, s.kv, table, lens, fakeStream(9), &out);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(s.device.allocations, allocations);
+    EXPECT_EQ(s.device.uploads, uploads);
+    EXPECT_EQ(s.device.syncs, syncs);
+    EXPECT_EQ(s.device.waits.size(), waits);
+    EXPECT_EQ(s.device.lastRecordedOn.size(), records);
+    EXPECT_EQ(s.device.memsetStreams, std::vector<void *>{fakeStream(9)});
+    std::vector<std::pair<std::string, unsigned>> grids;
+    for (const auto &l : s.device.launches) {
+      EXPECT_EQ(l.stream, fakeStream(9)) << l.kernel;
+      grids.push_back({l.kernel, l.programs});
+      if (l.kernel == "score_decode") {
+        EXPECT_EQ(l.args[10], tableAt);
+        EXPECT_EQ(l.args[15], lensAt);
+      }
+      if (const size_t at = FakeDevice::topkArgOf(l.kernel))
+        EXPECT_EQ(l.args[at], outAt) << l.kernel;
+    }
+    return grids;
+  };
+  const auto first = step();
+  ASSERT_GE(first.size(), 2u);
+  EXPECT_EQ(first[0].first, "score_decode");
+  EXPECT_EQ(first[1].first, "topk_decode");
+  // Other lengths (a padding request, a long one, a bad one): the same launches.
+  std::vector<int32_t> other = {0, 1 << 20, 5, -3};
+  s.device.api.upload(lensAt, other.data(), other.size() * 4);
+  EXPECT_EQ(step(), first);
+
+  // Status words: read after waiting for the caller's stream; the synchronous check cannot run
+  // inside a capture and says so.
+  auto status = s.indexer->readDeviceStatus(fakeStream(9));
+  ASSERT_TRUE(status.ok()) << status.status().message();
+  EXPECT_EQ(s.device.syncs, 1);
+  ::setenv("M3IDX_CHECK_DECODE", "1", 1);
+  s.device.capturing = true;
+  auto captured = s.indexer->decode(s.q, s.kv, table, lens, fakeStream(9), &out);
+  ::unsetenv("M3IDX_CHECK_DECODE");
+  ASSERT_FALSE(captured.ok());
+  EXPECT_NE(captured.status().message().find("cannot happen inside a graph capture"), std::string::npos)
+      << captured.status().message();
 }

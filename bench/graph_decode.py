@@ -1,0 +1,148 @@
+"""Decode steps inside an engine (issue 24's benchmark), one process on the H200, the archive's Python
+package next to vLLM's Triton path (../shared/peers, carried as carry/peers):
+
+  m3idx forward()   host metadata: seq_lens and the block table read, checked and planned on the host,
+                    uploaded in one copy, then the kernels (what an engine pays per step without graphs)
+  m3idx decode()    device metadata, plain launches (grids from shapes: max_model_len = 1M)
+  m3idx graph       decode() captured once by torch.cuda.graph and replayed
+  vLLM plain/graph  minimax_m3_index_decode, plain and replayed (its fp8 index-K, 128 B/token)
+  host us/call      wall time of one Python forward() / decode() call (median of 200, the GPU kept
+                    busy so no call waits for it)
+
+Each step time is the median of 25 with a 512 MiB memset before each (L2 flushed), CUDA events
+around the step, as METHOD.md and run_vllm_peer.py do. The copy bandwidth is measured in the same
+process. Shapes: bench/'s four decode steps (4 rows a request) and 64 x 128K with 8 rows (H 1 and 4).
+
+Usage: PYTHONPATH=<archive>/python python3 bench/graph_decode.py --peers carry/peers"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import m3idx
+
+SHAPES = [(256, 32768, 1, 4), (256, 131072, 1, 4), (64, 131072, 4, 4), (8, 1 << 20, 1, 4),
+          (64, 131072, 1, 8), (64, 131072, 4, 8)]
+dev = "cuda"
+
+
+def time_step(fn, runs=25):
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(runs):
+        flush.zero_()
+        a, b = torch.cuda.Event(True), torch.cuda.Event(True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def host_us(fn, calls=200):
+    """Median wall time of one call while the GPU has work queued (so no call waits for it)."""
+    torch.cuda.synchronize()
+    times = []
+    for i in range(calls):
+        if i % 50 == 0:
+            torch.cuda.synchronize()
+            torch.cuda._sleep(20_000_000)  # keep the GPU busy: calls queue behind it
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    torch.cuda.synchronize()
+    return statistics.median(times) * 1e6
+
+
+def graphed(fn):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
+def copy_gbs(nbytes):
+    x = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    y = torch.empty_like(x)
+    return 2 * nbytes / time_step(lambda: y.copy_(x), 20) / 1e6
+
+
+def m3idx_step(R, L, H, Q, gen):
+    nb = (L + 127) // 128
+    pages = R * nb
+    kv = torch.randint(0, 256, (pages, 9216), dtype=torch.uint8, device=dev, generator=gen)
+    q = torch.randint(0, 120, (R * Q, H, 128), dtype=torch.uint8, device=dev, generator=gen)
+    table = torch.randperm(pages, device=dev, generator=gen).to(torch.int32).view(R, nb)
+    lens = torch.full((R,), L, dtype=torch.int32, device=dev)
+    return q, kv, table, lens
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peers", default="carry/peers")
+    ap.add_argument("--runs", type=int, default=25)
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.abspath(args.peers))
+    from vllm_m3_index_topk import minimax_m3_index_decode
+    import run_vllm_peer as peer
+
+    print("gpu", torch.cuda.get_device_name(), "torch", torch.__version__, "m3idx", m3idx.library_path())
+    gen = torch.Generator(device=dev).manual_seed(0)
+    print(f"{'R':>4} {'L':>8} {'H':>2} {'Q':>2} | {'fwd ms':>7} {'dec ms':>7} {'graph ms':>8} "
+          f"{'%copy':>6} | {'vllm ms':>7} {'vllm graph':>10} | {'fwd us':>6} {'dec us':>6} | graph/vllm-graph")
+    for R, L, H, Q in SHAPES:
+        q, kv, table, lens = m3idx_step(R, L, H, Q, gen)
+        table_host, lens_host = table.cpu(), lens.cpu()
+        qsl = torch.arange(0, (R + 1) * Q, Q, dtype=torch.int32)
+        idx = m3idx.Indexer(num_index_heads=H, device="cuda", max_num_decodes=max(R, 1),
+                            max_decode_query_len=Q, max_model_len=1 << 20)
+        out = torch.empty((H, R * Q, 16), dtype=torch.int32, device=dev)
+        fwd = lambda: idx.forward(q, kv, table_host, lens_host, qsl, num_decodes=R, decode_query_len=Q, out=out)
+        dec = lambda: idx.decode(q, kv, table, lens, out=out)
+        fwd()
+        want = out.clone()
+        dec()
+        assert torch.equal(out, want), "decode() != forward()"
+        g = graphed(dec)
+        out.fill_(-7)
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, want), "graph replay != forward()"
+        idx.check()
+        fwd_ms, dec_ms, graph_ms = time_step(fwd, args.runs), time_step(dec, args.runs), time_step(g.replay, args.runs)
+        fwd_us, dec_us = host_us(fwd), host_us(dec)
+        cp = copy_gbs(max(R * L * 72, 256 << 20))
+        pct = 100 * (R * L * 72 / graph_ms / 1e6) / cp
+        del g
+        idx.close()
+        del q, kv, table, lens, out
+        torch.cuda.empty_cache()
+
+        # vLLM's path on its own fp8 data (128 B/token), max_decode_query_len = Q.
+        vq, vkv, vbt, vsl = peer.make(R, L, H)
+        if Q != peer.Q:
+            vq = (torch.randn(R * Q, H, 128, device=dev) * 2).to(torch.float8_e4m3fn)
+        vfn = lambda: minimax_m3_index_decode(vq, vkv, vbt, vsl, L, 16, 0, 1, H, Q, Q)
+        v_ms = time_step(vfn, args.runs)
+        vg = graphed(vfn)
+        vg_ms = time_step(vg.replay, args.runs)
+        del vg, vq, vkv, vbt, vsl
+        torch.cuda.empty_cache()
+        print(f"{R:>4} {L:>8} {H:>2} {Q:>2} | {fwd_ms:>7.3f} {dec_ms:>7.3f} {graph_ms:>8.3f} {pct:>6.1f} | "
+              f"{v_ms:>7.3f} {vg_ms:>10.3f} | {fwd_us:>6.1f} {dec_us:>6.1f} | {vg_ms / graph_ms:.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""m3idx.Indexer(device="cuda").decode, the graph-safe decode on device metadata, with PyTorch: every
+golden case's decode requests eagerly; one CUDA graph per decode_query_len (1, 4, 8) captured once and
+replayed over different seq_lens / block table contents (random lengths, padding requests with
+seq_len 0, a 1M-token row, a bad page id); torch.compile with fullgraph=True. Each output is compared
+bit for bit with forward() on host metadata (the path `bench/gpu.sh check` proves against the
+reference) and checked by `m3idx check` (the scalar reference, tie-aware). Skipped where PyTorch or a
+CUDA device is missing, as in CI here; `bench/gpu.sh python` runs it as a script on the H200."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+import m3idx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOLDEN = os.path.join(ROOT, "tests", "data", "golden")
+ONE_M = 1 << 20
+
+
+def _torch_or_reason():
+    try:
+        import torch
+    except ImportError:
+        return None, "PyTorch is not installed"
+    if not torch.cuda.is_available():
+        return None, "no CUDA device"
+    return torch, ""
+
+
+def save_case(folder, H, init, local, q, kv, table, lens, Q):
+    """A decode-only case folder (SPEC §8) of numpy arrays."""
+    os.makedirs(folder)
+    D = lens.shape[0]
+    json.dump({"format": "m3idx-case/1", "num_index_heads": H, "init_blocks": init, "local_blocks": local,
+               "num_decodes": D, "decode_query_len": Q}, open(os.path.join(folder, "case.json"), "w"))
+    arrays = {"q": q, "kv": kv, "block_table": table, "seq_lens": lens,
+              "query_start_loc": np.arange(0, (D + 1) * Q, Q, dtype=np.int32)}
+    for name, a in arrays.items():
+        np.save(os.path.join(folder, name + ".npy"), np.ascontiguousarray(a))
+
+
+def reference_check(work, name, H, init, local, q, kv, table, lens, Q, topk):
+    folder, out = os.path.join(work, name), os.path.join(work, name + "_out")
+    save_case(folder, H, init, local, q, kv, table, lens, Q)
+    os.makedirs(out)
+    np.save(os.path.join(out, "topk.npy"), topk)
+    r = subprocess.run([os.environ["M3IDX_CLI"], "check", folder, out], capture_output=True, text=True)
+    assert r.returncode == 0, f"{name}: {r.stdout}{r.stderr}"
+    subprocess.run(["rm", "-rf", folder, out], check=True)
+
+
+def forward_of(torch, idx, q, kv, table, lens, Q):
+    """forward() on host metadata: the bit-for-bit yardstick of decode()."""
+    t, s = table.cpu(), lens.cpu()
+    D = s.shape[0]
+    qsl = torch.arange(0, (D + 1) * Q, Q, dtype=torch.int32)
+    return idx.forward(q, kv, t, s, qsl, num_decodes=D, decode_query_len=Q).clone()
+
+
+def golden_eager(torch, work):
+    for case in sorted(os.listdir(GOLDEN)):
+        folder = os.path.join(GOLDEN, case)
+        meta = json.load(open(os.path.join(folder, "case.json")))
+        D, Q, H = meta["num_decodes"], meta["decode_query_len"], meta["num_index_heads"]
+        if D == 0:
+            continue
+        a = {n: np.load(os.path.join(folder, n + ".npy")) for n in ("q", "kv", "block_table", "seq_lens")}
+        g = {n: torch.from_numpy(a[n]).cuda() for n in a}
+        with m3idx.Indexer(num_index_heads=H, init_blocks=meta["init_blocks"], local_blocks=meta["local_blocks"],
+                           device="cuda", max_decode_query_len=max(4, Q)) as idx:
+            got = idx.decode(g["q"][:D * Q], g["kv"], g["block_table"][:D], g["seq_lens"][:D])
+            want = forward_of(torch, idx, g["q"][:D * Q], g["kv"], g["block_table"][:D], g["seq_lens"][:D], Q)
+            assert torch.equal(got, want), case
+            idx.check()
+            reference_check(work, f"golden_{case}", H, meta["init_blocks"], meta["local_blocks"], a["q"][:D * Q],
+                            a["kv"], a["block_table"][:D], a["seq_lens"][:D], Q, got.cpu().numpy())
+        print(f"ok golden {case}: decode() eager = forward() and the reference")
+
+
+def random_kv(rng, pages):
+    kv = rng.integers(0, 256, size=(pages, 9216), dtype=np.uint8)
+    scales = kv[:, 8192:]
+    scales[(scales & 0x7F) == 0x7F] = 0x38  # no NaN scales here: the NaN rules have their own cases
+    return kv
+
+
+def graph_replays(torch, work):
+    rng = np.random.default_rng(5)
+    D, pages = 6, 8192 + 6 * 160
+    kv_np = random_kv(rng, pages)
+    kv = torch.from_numpy(kv_np).cuda()
+    for Q, H in ((1, 1), (4, 4), (8, 2)):
+        init, local = 1, 1
+        with m3idx.Indexer(num_index_heads=H, init_blocks=init, local_blocks=local, device="cuda", max_num_decodes=8,
+                           max_decode_query_len=8, max_model_len=ONE_M) as idx:
+            q = torch.zeros((D * Q, H, 128), dtype=torch.uint8, device="cuda")
+            table = torch.zeros((D, 8192), dtype=torch.int32, device="cuda")
+            lens = torch.zeros((D,), dtype=torch.int32, device="cuda")
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the capture, as torch.cuda.graph asks
+                idx.decode(q, kv, table, lens)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = idx.decode(q, kv, table, lens)
+            contents = {
+                "random": rng.integers(0, 20001, size=D),
+                "padding": np.array([5000, 0, 0, 12345, 0, 1]),
+                "1m_row": np.array([ONE_M, 3000, 0, 777, 20000, 128]),
+            }
+            for name, lens_np in contents.items():
+                lens_np = lens_np.astype(np.int32)
+                table_np = np.zeros((D, 8192), dtype=np.int32)
+                for i in range(D):  # every row its own pages, in a random order
+                    n = (int(lens_np[i]) + 127) // 128
+                    table_np[i, :n] = rng.permutation(pages)[:n]
+                    table_np[i, n:] = rng.integers(-(1 << 30), 1 << 30, size=8192 - n)  # never read
+                q_np = (rng.integers(0, 256, size=(D * Q, H, 128)) & 0xF7).astype(np.uint8)  # no NaN query bytes
+                q.copy_(torch.from_numpy(q_np))
+                table.copy_(torch.from_numpy(table_np))
+                lens.copy_(torch.from_numpy(lens_np))
+                graph.replay()
+                torch.cuda.synchronize()
+                got = out.clone()
+                want = forward_of(torch, idx, q, kv, table, lens, Q)
+                assert torch.equal(got, want), f"q_len {Q} {name}"
+                idx.check()
+                for i in np.flatnonzero(lens_np == 0):
+                    assert (got[:, i * Q:(i + 1) * Q] == -1).all(), f"padding request {i}"
+                reference_check(work, f"graph_q{Q}_{name}", H, init, local, q_np, kv_np, table_np, lens_np, Q,
+                                got.cpu().numpy())
+                print(f"ok graph q_len {Q} H {H} {name}: replay = forward() and the reference")
+            # A bad page id in a replay: that request's rows get no blocks, the rest stay right, and
+            # check() names it.
+            table_np[3, 0] = pages + 7
+            table.copy_(torch.from_numpy(table_np))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert (out[:, 3 * Q:4 * Q] == -1).all()
+            assert torch.equal(out[:, :3 * Q], got[:, :3 * Q])
+            try:
+                idx.check()
+                raise AssertionError("a bad page id went unreported")
+            except m3idx.Error as e:
+                assert f"decode.block_table[3][0] = {pages + 7} is not a page of kv_cache" in str(e), str(e)
+            print(f"ok graph q_len {Q}: a bad page id in a replay is reported: no blocks for its request")
+
+
+def compiled(torch, work):
+    rng = np.random.default_rng(9)
+    D, Q, H, pages = 5, 4, 2, 400
+    kv = torch.from_numpy(random_kv(rng, pages)).cuda()
+    q = torch.from_numpy(rng.integers(0, 120, size=(D * Q, H, 128)).astype(np.uint8)).cuda()
+    lens = torch.tensor([3000, 0, 9000, 128, 17], dtype=torch.int32, device="cuda")
+    table = torch.from_numpy(rng.permutation(pages)[:D * 80].reshape(D, 80).astype(np.int32)).cuda()
+    with m3idx.Indexer(num_index_heads=H, device="cuda", max_num_decodes=8) as idx:
+        eager = idx.decode(q, kv, table, lens)
+        step = torch.compile(lambda q, kv, t, s: idx.decode(q, kv, t, s) + 0, fullgraph=True)
+        got = step(q, kv, table, lens)
+        assert torch.equal(got, eager)
+        out = torch.full_like(eager, 7)
+        step_out = torch.compile(lambda q, kv, t, s, o: idx.decode(q, kv, t, s, out=o), fullgraph=True)
+        step_out(q, kv, table, lens, out)
+        assert torch.equal(out, eager)
+        assert torch.equal(eager, forward_of(torch, idx, q, kv, table, lens, Q))
+    print("ok torch.compile(fullgraph=True): decode() and decode(out=) equal eager and forward()")
+
+
+def check_all():
+    torch, reason = _torch_or_reason()
+    if torch is None:
+        return reason
+    with tempfile.TemporaryDirectory() as work:
+        golden_eager(torch, work)
+        graph_replays(torch, work)
+        compiled(torch, work)
+    return ""
+
+
+def test_decode_cuda():
+    import pytest
+    reason = check_all()
+    if reason:
+        pytest.skip(reason)
+
+
+if __name__ == "__main__":
+    reason = check_all()
+    print(f"skipped: {reason}" if reason else "python cuda decode: all checked")
+    sys.exit(77 if reason else 0)

@@ -46,18 +46,28 @@ def time_step(fn, runs=25):
 
 
 def host_us(fn, calls=200):
-    """Median wall time of one call while the GPU has work queued (so no call waits for it)."""
-    torch.cuda.synchronize()
+    """Median wall time of one call, each issued onto an idle GPU (no call waits for a full queue)."""
     times = []
-    for i in range(calls):
-        if i % 50 == 0:
-            torch.cuda.synchronize()
-            torch.cuda._sleep(20_000_000)  # keep the GPU busy: calls queue behind it
+    for _ in range(calls):
+        torch.cuda.synchronize()
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
     torch.cuda.synchronize()
     return statistics.median(times) * 1e6
+
+
+def host_breakdown(idx, q, kv, table, lens, out):
+    """Where one decode() call's host time goes: Python packing, the stream query, the C call."""
+    packing = lambda: [idx._pack_torch(i, a, "x") for i, a in enumerate((q, kv, table, lens, out))]
+    packing()
+    ptr = idx._decode_args.ptr
+    stream = idx._stream()
+    c_call = lambda: idx._lib.m3idx_indexer_decode(idx._handle, ptr[0], ptr[1], ptr[2], ptr[3], stream, ptr[4], None)
+    parts = {"decode()": lambda: idx.decode(q, kv, table, lens, out=out), "packing": packing,
+             "stream": idx._stream, "C call": c_call,
+             "decode() out=None": lambda: idx.decode(q, kv, table, lens)}
+    return "  ".join(f"{k} {host_us(f):.1f}" for k, f in parts.items())
 
 
 def graphed(fn):
@@ -123,6 +133,7 @@ def main():
         idx.check()
         fwd_ms, dec_ms, graph_ms = time_step(fwd, args.runs), time_step(dec, args.runs), time_step(g.replay, args.runs)
         fwd_us, dec_us = host_us(fwd), host_us(dec)
+        breakdown = host_breakdown(idx, q, kv, table, lens, out)
         cp = copy_gbs(max(R * L * 72, 256 << 20))
         pct = 100 * (R * L * 72 / graph_ms / 1e6) / cp
         del g
@@ -138,10 +149,12 @@ def main():
         v_ms = time_step(vfn, args.runs)
         vg = graphed(vfn)
         vg_ms = time_step(vg.replay, args.runs)
+        v_us = host_us(vfn)
         del vg, vq, vkv, vbt, vsl
         torch.cuda.empty_cache()
         print(f"{R:>4} {L:>8} {H:>2} {Q:>2} | {fwd_ms:>7.3f} {dec_ms:>7.3f} {graph_ms:>8.3f} {pct:>6.1f} | "
               f"{v_ms:>7.3f} {vg_ms:>10.3f} | {fwd_us:>6.1f} {dec_us:>6.1f} | {vg_ms / graph_ms:.2f}x", flush=True)
+        print(f"      host us: {breakdown}  vLLM call {v_us:.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ std::string KernelConfig::str() const {
     s += fmt::format(",unroll={}", blockUnroll);
   if (narrowMask)
     s += ",narrow";
+  if (rowTile != 0)
+    s += fmt::format(",tile={}", rowTile);
   return s;
 }
 
@@ -63,6 +65,9 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
     return invalidArgument("block unroll", "1, or more for a score kernel", c.blockUnroll);
   if (c.narrowMask && !score)
     return invalidArgument("narrow masks", "a score kernel", kernelName(k));
+  if (c.rowTile != 0 && (k != KernelKind::ScoreDecode || c.rowTile < 1 || c.rowTile >= c.queryRows))
+    return invalidArgument("row tile", "0, or in [1, queryRows) for score_decode",
+                           fmt::format("{} for {} of {} rows", c.rowTile, kernelName(k), c.queryRows));
   switch (k) {
   case KernelKind::ScoreDecode: return buildScoreDecode(c);
   case KernelKind::ScorePrefill: return buildScorePrefill(c);

@@ -35,12 +35,21 @@ struct KernelConfig {
   // Score kernels: masked tiles compare one i32 offset per lane (token minus row, against the
   // row's causal length past the tile's start) instead of each lane's i64 token position.
   bool narrowMask = false;
+  // score_decode: rows one program scores when below queryRows (0: all of a request's rows): the
+  // rows are split into tiles of rowTile, each tile's programs reading the keys (from L2 after
+  // the first) where one program for every column would hold too many registers.
+  int rowTile = 0;
 
-  auto tied() const { return std::tie(numHeads, queryRows, tokenTile, warps, foldTokenPairs, blockUnroll, narrowMask); }
+  auto tied() const {
+    return std::tie(numHeads, queryRows, tokenTile, warps, foldTokenPairs, blockUnroll, narrowMask, rowTile);
+  }
+  // Row tiles of a decode request (1 without rowTile).
+  int decodeRowTiles() const { return rowTile > 0 ? (queryRows + rowTile - 1) / rowTile : 1; }
   bool operator==(const KernelConfig &o) const { return tied() == o.tied(); }
   bool operator<(const KernelConfig &o) const { return tied() < o.tied(); }
   // "heads=4,rows=4", then ",tokens=T,warps=W" unless 16 and 1, ",fold" if folding, ",unroll=U"
-  // unless 1, ",narrow" for i32 masks: every field, so two configs never print alike.
+  // unless 1, ",narrow" for i32 masks, ",tile=R" for a decode row tile: every field, so two
+  // configs never print alike.
   std::string str() const;
 };
 

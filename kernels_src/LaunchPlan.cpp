@@ -71,7 +71,8 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
   };
 
   if ((parts & kScoreDecode) && D > 0 && decodeChunks > 0) {
-    LaunchBuilder l(plan, KernelKind::ScoreDecode, t.config(KernelKind::ScoreDecode), D * decodeChunks);
+    const KernelConfig &score = t.config(KernelKind::ScoreDecode);
+    LaunchBuilder l(plan, KernelKind::ScoreDecode, score, D * score.decodeRowTiles() * decodeChunks);
     scoreScalars(batch(l)
                      .buffer(StepBuffer::Scores, scores)
                      .buffer(StepBuffer::Status, kStatusWords)
@@ -145,7 +146,8 @@ StatusOr<StepPlan> planStep(const BatchView &b, int64_t W, const StepTuning &t, 
                            fmt::format("begin {}, step {} with top-k", blocks.begin, blocks.step));
   // Validated lengths: the decode grid's chunks from the longest request, and a seq_len bound
   // (the table's and the scores' width) that no request passes.
-  const ScoreGrid g = scoreGrid(D, blockSlots(maxRequestBlocks(b, 0, D), blocks.begin, blocks.step),
+  const int64_t units = D * t.config(KernelKind::ScoreDecode).decodeRowTiles(); // (request, row tile)
+  const ScoreGrid g = scoreGrid(units, blockSlots(maxRequestBlocks(b, 0, D), blocks.begin, blocks.step),
                                 t.decodeScorePrograms, t.decodeMaxBlocksPerProgram);
   return planLaunches(b, W, t, parts, blocks, g.chunks, std::min(b.maxBlocks, W) * spec::kSparseBlockSize);
 }
@@ -160,10 +162,10 @@ StatusOr<StepPlan> planDeviceDecode(const BatchView &shape, int64_t W, int64_t m
     return invalidArgument("score width", fmt::format(">= {} blocks (max_seq_len {})",
                                                       spec::blocksFor(maxSeqLen), maxSeqLen),
                            W);
-  // Programs a request: the target spread over the requests, no more than its most blocks.
+  // Programs a (request, row tile): the target spread over them, no more than a request's most blocks.
+  const int64_t units = std::max<int64_t>(1, D * t.config(KernelKind::ScoreDecode).decodeRowTiles());
   const int64_t mostBlocks = std::max<int64_t>(1, std::min(shape.maxBlocks, spec::blocksFor(maxSeqLen)));
-  const int64_t chunks = std::clamp<int64_t>((t.decodeScorePrograms + D - 1) / std::max<int64_t>(D, 1), 1,
-                                             mostBlocks);
+  const int64_t chunks = std::clamp<int64_t>((t.decodeScorePrograms + units - 1) / units, 1, mostBlocks);
   return planLaunches(shape, W, t, kAllParts, {}, chunks,
                       std::min(maxSeqLen, shape.maxBlocks * spec::kSparseBlockSize));
 }

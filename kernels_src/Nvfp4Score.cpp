@@ -226,14 +226,17 @@ BlockRange chunkOf(KernelBuilder &b, Value chunk, Value perProgram, Value slots,
 StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   KernelBuilder b("score_decode", c.warps);
   ScoreArgs a = declareArgs(b, /*prefill=*/false);
-  const int Q = c.queryRows;
+  const int Q = c.queryRows, tiles = c.decodeRowTiles(), R = c.rowTile > 0 ? c.rowTile : Q;
   Value pid = b.programId();
-  Value req = pid / a.gridChunks, chunk = pid % a.gridChunks;
+  // Programs are (request, row tile, chunk), chunk fastest.
+  Value unit = pid / a.gridChunks, chunk = pid % a.gridChunks;
+  Value req = unit / tiles, tile = unit % tiles;
   // seq_len is in [0, max_seq_len] (0: a padding request, no blocks; below q_len a request's
   // first rows see nothing, as validateBatch allows), or flagged and scored as padding.
   Value given = loadI64(b, a.seqLens, req);
   Value valid = b.select(ltU(a.maxSeqLen, given), b.constInt(0), b.constInt(1)); // negatives too
-  b.ifThen(b.select(chunk == 0, valid, b.constInt(1)) == 0, [&] { flagRequest(b, a, 0, req, seqLenError(req, given)); });
+  Value first = b.select(chunk == 0, tile == 0, chunk == 0); // one program a request reports it
+  b.ifThen(b.select(first, valid, b.constInt(1)) == 0, [&] { flagRequest(b, a, 0, req, seqLenError(req, given)); });
   Value seqLen = b.select(valid == 1, given, b.constInt(0));
   // This rank's blocks of the request: blockBegin + i * blockStep for i < slots, spread evenly
   // over the request's grid_chunks programs (runs of ceil(slots / grid_chunks)), so that a grid
@@ -245,17 +248,26 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   BlockRange range = chunkOf(b, chunk, (slots + (a.gridChunks - 1)) / a.gridChunks, slots,
                              [&](Value i) { return a.blockBegin + i * a.blockStep; }, slotsBefore);
   b.ifThen(range.first < range.last, [&] {
+    // The tile's rows: [tile * R, + R) of the request's Q, decode requests first with Q rows each;
+    // a last tile past Q has padding slots, which see nothing.
+    Value rowBegin = tile * R;
+    Value zero = b.constInt(0);
     RowTile rt;
-    rt.firstRow = req * Q; // decode requests come first, q_len rows each
-    rt.qLimit = b.constInt(static_cast<int64_t>(Q) * c.numHeads * spec::kIndexHeadDim);
-    rt.count = Q;
-    rt.causalOf = [&](Value r) { // row r sees L - Q + r + 1 tokens (at least 0)
-      return b.maxS(r + (seqLen - (Q - 1)), b.constInt(0));
+    rt.firstRow = req * Q + rowBegin;
+    rt.count = R;
+    // row r of the request sees L - Q + r + 1 tokens (at least 0)
+    Value causalBase = seqLen - (Q - 1) + rowBegin;
+    const bool ragged = Q % R != 0;
+    Value validRows = ragged ? b.minS(b.constInt(Q) - rowBegin, b.constInt(R)) : b.constInt(R);
+    rt.qLimit = validRows * (c.numHeads * spec::kIndexHeadDim);
+    rt.causalOf = [&, ragged](Value r) {
+      Value sees = b.maxS(r + causalBase, zero);
+      return ragged ? b.select(r < validRows, sees, zero) : sees;
     };
-    rt.leastCausal = b.maxS(seqLen - (Q - 1), b.constInt(0)); // row 0's
+    rt.leastCausal = ragged ? b.select(validRows == R, b.maxS(causalBase, zero), zero) : b.maxS(causalBase, zero);
     if (c.narrowMask) {
-      rt.causalBase = seqLen - (Q - 1);
-      rt.validRows = b.constInt(Q);
+      rt.causalBase = causalBase;
+      rt.validRows = validRows;
     }
     scoreBlocks(b, a, c, req, range, rt);
   });

@@ -1,5 +1,7 @@
 #include "tuning/TargetTuning.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace m3idx::tuning {
@@ -28,6 +30,9 @@ TargetTuning makeSm90() {
   TargetTuning t;
   t.target = "sm_90";
   t.prefill = PrefillForm{128, 64, 4, 2048, 64, 16, true};
+  // A decode program's warp holds its queries as mma B fragments and a running max per column:
+  // 32 columns (8 rows x 4 heads) ran at a third of 16's speed, 16 per program do not.
+  t.decodeMaxColumns = 16;
   return t;
 }
 
@@ -56,6 +61,8 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     c.numHeads = numHeads;
     c.queryRows = decodeQueryLen;
     c.blockUnroll = scoreUnroll;
+    if (decodeMaxColumns > 0 && numHeads * decodeQueryLen > decodeMaxColumns)
+      c.rowTile = std::max(1, decodeMaxColumns / numHeads);
     return c;
   case KernelKind::ScorePrefill:
     c.numHeads = numHeads;

@@ -28,6 +28,9 @@ struct TargetTuning {
   std::string target; // "host", "sm_90", "gfx950"
   PrefillForm prefill;
   int64_t decodeScorePrograms = 16384, decodeMaxBlocksPerProgram = 8;
+  // Columns (rows x heads) one score_decode program takes at most: a request's rows beyond them
+  // are split into row tiles (KernelConfig::rowTile). 0: no limit.
+  int decodeMaxColumns = 0;
   int64_t topkPrograms = 4096;
   int scoreUnroll = 4; // the unmasked block loop's unroll hint (KernelConfig::blockUnroll)
 

@@ -138,6 +138,7 @@ _TENSOR = struct.Struct("@Pii4q4qii")
 assert _TENSOR.size == ctypes.sizeof(_capi.Tensor)
 _TORCH_DTYPES = {}  # torch dtype -> m3idx dtype, filled when torch is imported
 _LIVE = {}  # op id -> weakref to an Indexer, for the torch.library ops (m3idx/_torch_ops.py)
+_PAD = [(0,) * (4 - n) for n in range(5)]  # shape / stride padding of an n-dimensional tensor
 
 
 class _DecodeArgs:
@@ -354,25 +355,35 @@ class Indexer:
                                       _capi.DEVICE_HOST, 0))
             stream = None
         else:
+            ptrs = [self._pack_torch(0, q, "q"), self._pack_torch(1, kv_cache, "kv_cache"),
+                    self._pack_torch(2, block_table, "block_table"), self._pack_torch(3, seq_lens, "seq_lens")]
             if out is None:
                 out = torch.empty((self.num_index_heads, q.shape[0], TOPK_BLOCKS), dtype=torch.int32,
                                   device=q.device)
-            ptrs = []
-            for i, (name, a) in enumerate((("q", q), ("kv_cache", kv_cache), ("block_table", block_table),
-                                           ("seq_lens", seq_lens), ("out", out))):
-                try:
-                    dtype = _TORCH_DTYPES[a.dtype]
-                    device = a.get_device()
-                except (KeyError, AttributeError):
-                    if not isinstance(a, torch.Tensor):
-                        raise TypeError(f"{name}: expected a torch.Tensor (device 'cuda'), got {type(a).__name__}") from None
-                    raise Error(f"{name}: expected dtype torch.{'uint8' if i < 2 else 'int32'}, got {a.dtype}") from None
-                ptrs.append(args.pack(i, a.data_ptr(), dtype, a.shape, a.stride(),
-                                      _capi.DEVICE_CUDA if device >= 0 else _capi.DEVICE_HOST, max(device, 0)))
+            ptrs.append(self._pack_torch(4, out, "out"))
             stream = self._stream()
         _check(self._lib.m3idx_indexer_decode(self._handle, ptrs[0], ptrs[1], ptrs[2], ptrs[3], stream,
                                               ptrs[4], None))
         return out
+
+    def _pack_torch(self, i, a, name):
+        """Tensor `a` as m3idx_tensor i of the decode buffer; the library checks what it holds."""
+        try:
+            dtype = _TORCH_DTYPES[a.dtype]
+            device = a.get_device()
+            shape = a.shape
+            n = len(shape)
+            pad = _PAD[n]
+            _TENSOR.pack_into(self._decode_args.buf, i * _TENSOR.size, a.data_ptr(), dtype, n, *shape, *pad,
+                              *a.stride(), *pad, _capi.DEVICE_CUDA if device >= 0 else _capi.DEVICE_HOST,
+                              device if device >= 0 else 0)
+        except (KeyError, AttributeError, IndexError, TypeError):
+            if not isinstance(a, self._torch.Tensor):
+                raise TypeError(f"{name}: expected a torch.Tensor (device 'cuda'), got {type(a).__name__}") from None
+            if a.dim() > 4:
+                raise Error(f"{name}: tensor of {a.dim()} dimensions (at most 4)") from None
+            raise Error(f"{name}: expected dtype torch.{'uint8' if i < 2 else 'int32'}, got {a.dtype}") from None
+        return self._decode_args.ptr[i]
 
     def status(self, clear=True):
         """(seq_lens word, block_table word) of decode()'s device checks since the last clear,

@@ -175,21 +175,59 @@ Status GpuBackend::reserveDeviceDecode(int heads, int64_t maxRows, int64_t maxRe
   return p.ok() ? Status() : p.status();
 }
 
+StatusOr<GpuBackend::BoundPlan> GpuBackend::bindPlan(const kernels::StepPlan &plan) {
+  using kernels::StepBuffer;
+  BoundPlan bound;
+  bound.scoresBytes = plan.elementsOf(StepBuffer::Scores) * 4;
+  bound.partialBytes = plan.elementsOf(StepBuffer::Partial) * 8;
+  for (const kernels::Launch &launch : plan.launches) {
+    auto fn = function(launch.kind, launch.config);
+    if (!fn.ok())
+      return fn.status();
+    BoundLaunch l;
+    l.name = kernels::kernelName(launch.kind);
+    l.fn = (*fn)->fn;
+    l.programs = static_cast<unsigned>(launch.programs);
+    l.threads = threads_ * static_cast<unsigned>(launch.config.warps);
+    M3IDX_RETURN_IF_ERROR(kernels::bindLaunch(
+        (*fn)->signature, launch,
+        [&](StepBuffer role, int64_t elements) { // a memref descriptor, as LaunchArgs lays it out
+          l.slots.push_back({l.values.size(), role});
+          for (uint64_t v : {uint64_t{0}, uint64_t{0}, uint64_t{0}, static_cast<uint64_t>(elements), uint64_t{1}})
+            l.values.push_back(v);
+        },
+        [&](int64_t v) { l.values.push_back(static_cast<uint64_t>(v)); }));
+    for (uint64_t &v : l.values)
+      l.params.push_back(&v);
+    bound.launches.push_back(std::move(l));
+  }
+  return bound;
+}
+
 Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_t maxSeqLen,
                                        const DeviceTensors &io, void *stream) {
   using kernels::StepBuffer;
-  const int H = shape.params.numHeads;
-  const kernels::StepTuning stepTuning = tuning_.forStep(H, shape.params.decodeQueryLen);
-  StatusOr<kernels::StepPlan> plan = kernels::planDeviceDecode(shape, W, maxSeqLen, stepTuning);
-  if (!plan.ok())
-    return plan.status();
+  const IndexerParams &p = shape.params;
+  const std::array<int64_t, 10> key = {p.numHeads, p.decodeQueryLen, p.numDecodes,  shape.numRows, shape.maxBlocks,
+                                       shape.numPages, W, maxSeqLen, p.initBlocks, p.localBlocks};
+  if (!decodePlan_ || decodePlan_->shape != key) {
+    StatusOr<kernels::StepPlan> plan =
+        kernels::planDeviceDecode(shape, W, maxSeqLen, tuning_.forStep(p.numHeads, p.decodeQueryLen));
+    if (!plan.ok())
+      return plan.status();
+    StatusOr<BoundPlan> bound = bindPlan(*plan);
+    if (!bound.ok())
+      return bound.status();
+    bound->shape = key;
+    decodePlan_ = std::move(*bound);
+  }
   // Sizes within the reservation allocate nothing (ensure only grows).
-  StatusOr<uint64_t> scores = decodeScores_.ensure(plan->elementsOf(StepBuffer::Scores) * 4),
-                     partial = decodePartial_.ensure(8 * plan->elementsOf(StepBuffer::Partial)),
+  StatusOr<uint64_t> scores = decodeScores_.ensure(decodePlan_->scoresBytes),
+                     partial = decodePartial_.ensure(decodePlan_->partialBytes),
                      flags = requestFlags_.ensure(4 * shape.numRequests), status = statusWords();
-  for (const StatusOr<uint64_t> *p : {&scores, &partial, &flags, &status})
-    if (!p->ok())
-      return p->status();
+  for (const StatusOr<uint64_t> *s : {&scores, &partial, &flags, &status})
+    if (!s->ok())
+      return s->status();
   uint64_t address[kernels::kStepBufferCount] = {};
   auto bind = [&](StepBuffer role, uint64_t a) { address[static_cast<int>(role)] = a; };
   bind(StepBuffer::Q, io.q);
@@ -202,7 +240,12 @@ Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_
   bind(StepBuffer::Status, *status);
   bind(StepBuffer::RequestFlags, *flags);
   M3IDX_RETURN_IF_ERROR(api_->check(api_->memsetAsync(*flags, 0, 4 * shape.numRequests, stream), "memset"));
-  return launchPlan(*plan, address, stream, /*timed=*/false, nullptr);
+  for (BoundLaunch &l : decodePlan_->launches) {
+    for (auto [at, role] : l.slots)
+      l.values[at] = l.values[at + 1] = address[static_cast<int>(role)]; // allocated, aligned
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->launch(l.fn, l.programs, l.threads, stream, l.params.data()), l.name));
+  }
+  return Status();
 }
 
 Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &io,

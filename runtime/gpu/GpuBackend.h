@@ -5,7 +5,9 @@
 #pragma once
 
 #include <functional>
+#include <array>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +98,24 @@ private:
   Status launchPlan(const kernels::StepPlan &plan, const uint64_t *address, void *stream, bool timed,
                     const std::function<Status(void *)> &beforeLaunches);
   StatusOr<uint64_t> statusWords(); // allocated and zeroed on first use
+
+  // A plan's launches with functions and argument values bound, each buffer a slot that a step
+  // fills with its address: the device decode keeps the last shape's, so that a step whose shapes
+  // repeat (every step of an engine) only fills addresses and launches.
+  struct BoundLaunch {
+    const char *name = "";
+    void *fn = nullptr;
+    unsigned programs = 0, threads = 0;
+    std::vector<uint64_t> values;
+    std::vector<std::pair<size_t, kernels::StepBuffer>> slots; // a descriptor's first value, its role
+    std::vector<void *> params;                                 // into values
+  };
+  struct BoundPlan {
+    std::array<int64_t, 10> shape{}; // what the plan was made from (enqueueDeviceDecode)
+    int64_t scoresBytes = 0, partialBytes = 0;
+    std::vector<BoundLaunch> launches;
+  };
+  StatusOr<BoundPlan> bindPlan(const kernels::StepPlan &plan);
   StatusOr<void *> event(size_t i); // the i-th timing event, created on first use
   Status collectTimes(); // after a timed enqueue: waits for it, fills the times below
 
@@ -113,6 +133,7 @@ private:
   DeviceScratch scores_, partial_, metadata_, stepFlags_;
   // The device decode's own (captured graphs hold their addresses): scores, segment keys, flags.
   DeviceScratch decodeScores_, decodePartial_, requestFlags_, status_;
+  std::optional<BoundPlan> decodePlan_;
   GrowBuffer<int32_t> staging_; // the metadata's host side, one upload per step
   void *stepDone_ = nullptr;    // recorded at the end of every step, on lastStream_
   void *lastStream_ = nullptr;

@@ -63,6 +63,8 @@ def forward_of(torch, idx, q, kv, table, lens, Q):
 def golden_eager(torch, work):
     for case in sorted(os.listdir(GOLDEN)):
         folder = os.path.join(GOLDEN, case)
+        if not os.path.isdir(folder):
+            continue
         meta = json.load(open(os.path.join(folder, "case.json")))
         D, Q, H = meta["num_decodes"], meta["decode_query_len"], meta["num_index_heads"]
         if D == 0:

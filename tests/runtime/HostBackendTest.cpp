@@ -69,6 +69,13 @@ std::vector<Family> families() {
     o = base(9, 1, 1, 0);
     o.decodeQueryLen = 1;
     add("query_len1", o);
+    // sm_90 scores 8 rows x 4 heads in two row tiles of 4 (6 rows: tiles of 4 and 2, padded).
+    for (auto [name, rows] : {std::pair{"query_len8_h4", 8}, std::pair{"query_len6_h4", 6}}) {
+      o = base(10 + rows, 4, 5, 1);
+      o.decodeQueryLen = rows;
+      o.decodeContext = {0, 2500};
+      add(name, o);
+    }
   }
   return f;
 }
@@ -101,7 +108,8 @@ TEST_P(HostVsReference, Matches) {
 }
 
 // sm_90's prefill programs (128 columns, 64-token tiles, token pairs folded before the running
-// max) are the same kernel source: run here, they must give the same answers.
+// max) and decode row tiles (16 columns a program) are the same kernel source: run here, they must
+// give the same answers.
 TEST_P(HostVsReference, MatchesInSm90PrefillForm) {
   runtime::HostBackend host(**tuning::tuningFor("sm_90"));
   expectMatches(host);

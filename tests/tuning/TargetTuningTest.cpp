@@ -92,3 +92,21 @@ TEST(KernelConfig, MaskFormAndUnrollAreConfigFields) {
   topk.narrowMask = true;
   EXPECT_FALSE(buildKernel(KernelKind::TopkDecode, topk).ok());
 }
+
+// sm_90 decode programs take at most 16 columns: 8 rows x 4 heads go as two row tiles of 4 (a
+// config field, named), 4 x 4 and 8 x 2 as one; the host keeps every row in one program. The
+// plan's grid counts the tiles, and a row tile is only a decode score field.
+TEST(TargetTuning, WideDecodeRequestsAreSplitIntoRowTiles) {
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 8).str(), "heads=4,rows=8,unroll=4,tile=4");
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 8).decodeRowTiles(), 2);
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 6).decodeRowTiles(), 2);
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 4).rowTile, 0);
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 2, 8).rowTile, 0);
+  EXPECT_EQ(host().configFor(KernelKind::ScoreDecode, 4, 8).rowTile, 0);
+  KernelConfig topk = host().configFor(KernelKind::TopkDecode, 1, 8);
+  topk.rowTile = 4;
+  EXPECT_FALSE(buildKernel(KernelKind::TopkDecode, topk).ok());
+  KernelConfig wide = sm90().configFor(KernelKind::ScoreDecode, 4, 8);
+  wide.rowTile = 8;
+  EXPECT_FALSE(buildKernel(KernelKind::ScoreDecode, wide).ok()); // not below queryRows
+}

@@ -397,6 +397,17 @@ TEST(GpuIndexerEngine, DeviceDecodeIsOnlyAMemsetAndLaunchesWhateverTheLengths) {
   std::vector<int32_t> other = {0, 1 << 20, 5, -3};
   s.device.api.upload(lensAt, other.data(), other.size() * 4);
   EXPECT_EQ(step(), first);
+  // Another shape (the first two requests) is planned anew: fewer programs, the same buffers.
+  TensorView allTable = table, allLens = lens, allQ = s.q;
+  table.shape[0] = lens.shape[0] = 2;
+  s.q.shape[0] = 2 * 4;
+  TensorView allOut = out;
+  out = TensorView::contiguous(out.data, DType::I32, {2, 2 * 4, 16}, cuda);
+  const auto fewer = step();
+  ASSERT_EQ(fewer.size(), first.size());
+  EXPECT_LT(fewer[0].second, first[0].second);
+  table = allTable, lens = allLens, s.q = allQ, out = allOut;
+  EXPECT_EQ(step(), first);
 
   // Status words: read after waiting for the caller's stream; the synchronous check cannot run
   // inside a capture and says so.

@@ -34,15 +34,17 @@ struct BenchArgs {
   std::string caseDir, backend = "host", decode, prefill;
   int repeat = 20, warmup = 2, cpShare = 0;
   bool check = false, indexer = false;
+  // Variants of the target's tuning table to measure (-1: the table's own).
+  int decodeColumns = -1, scoreUnroll = -1;
 };
 
-// "R:L:H" -> three positive numbers.
-StatusOr<std::array<int64_t, 3>> parseShape(const std::string &option, const std::string &text) {
-  std::array<int64_t, 3> v{};
+// "R:L:H" or "R:L:H:Q" -> positive numbers (Q, the decode rows a request, 4 when absent).
+StatusOr<std::array<int64_t, 4>> parseShape(const std::string &option, const std::string &text) {
+  std::array<int64_t, 4> v{0, 0, 0, 4};
   char tail = 0;
-  if (std::sscanf(text.c_str(), "%ld:%ld:%ld%c", &v[0], &v[1], &v[2], &tail) != 3 || v[0] < 1 || v[1] < 1 ||
-      v[2] < 1)
-    return invalidArgument(option, "COUNT:TOKENS:HEADS, three positive numbers", fmt::format("'{}'", text));
+  const int n = std::sscanf(text.c_str(), "%ld:%ld:%ld:%ld%c", &v[0], &v[1], &v[2], &v[3], &tail);
+  if ((n != 3 && n != 4) || v[0] < 1 || v[1] < 1 || v[2] < 1 || v[3] < 1)
+    return invalidArgument(option, "COUNT:TOKENS:HEADS[:ROWS], positive numbers", fmt::format("'{}'", text));
   return v;
 }
 
@@ -72,6 +74,7 @@ StatusOr<Case> benchCase(const BenchArgs &a, int headsPerShape = 1) {
     o.prefillContext = {tokens, tokens};
   } else {
     o.numDecodes = static_cast<int>((*shape)[0]);
+    o.decodeQueryLen = static_cast<int>((*shape)[3]);
     o.decodeContext = {tokens, tokens};
     o.numPrefills = 0;
   }
@@ -114,6 +117,17 @@ int runBench(const BenchArgs &a) {
   if (!backend.ok())
     return fail(backend.status().message());
   const BatchView v = c->view();
+  if (a.decodeColumns >= 0 || a.scoreUnroll >= 0) { // a variant of the table, to measure it
+    auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
+    if (!gpu)
+      return fail("--decode-columns/--score-unroll: expected --backend cuda or hip");
+    tuning::TargetTuning t = gpu->tuning();
+    if (a.decodeColumns >= 0)
+      t.decodeMaxColumns = a.decodeColumns;
+    if (a.scoreUnroll >= 1)
+      t.scoreUnroll = a.scoreUnroll;
+    gpu->setTuning(t);
+  }
   if (auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get()); gpu && a.indexer) {
     Status s = benchIndexer(*gpu, a.backend, v, a.repeat);
     return s.ok() ? 0 : fail(s.message());
@@ -212,7 +226,12 @@ void addBenchCommand(CLI::App &app, Runner &run) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App *cmd = app.add_subcommand("bench", "Time indexer steps on a case or a generated shape with one backend");
   cmd->add_option("CASE", args->caseDir, "Case folder (make one with m3idx gen), or use --decode / --prefill");
-  cmd->add_option("--decode", args->decode, "A generated decode step REQUESTS:TOKENS:HEADS (4 rows a request)");
+  cmd->add_option("--decode", args->decode,
+                  "A generated decode step REQUESTS:TOKENS:HEADS[:ROWS] (ROWS a request, 4 when absent)");
+  cmd->add_option("--decode-columns", args->decodeColumns,
+                  "GPU: measure a tuning variant: columns (rows x heads) a score_decode program takes at most "
+                  "(0: all of a request's)");
+  cmd->add_option("--score-unroll", args->scoreUnroll, "GPU: measure a tuning variant: the score kernels' unroll hint");
   cmd->add_option("--prefill", args->prefill, "A generated prefill step PROMPTS:TOKENS:HEADS (causal, all rows new)");
   cmd->add_flag("--check", args->check, "Check the last step's top-k against exact scores");
   cmd->add_flag("--indexer", args->indexer,

@@ -77,6 +77,11 @@ public:
   int64_t scratchAllocations() const;
   const DeviceApi &api() const { return *api_; }
   const tuning::TargetTuning &tuning() const { return tuning_; }
+  // Another table for the steps from now on (benchmarks measure variants of the target's).
+  void setTuning(const tuning::TargetTuning &t) {
+    tuning_ = t;
+    decodePlan_.reset();
+  }
   // Milliseconds of the last run()'s launches, first to last, from events recorded on its stream.
   double lastKernelMs() const { return lastKernelMs_; }
   // Milliseconds of each kernel of the last run (events between consecutive launches), by name.

@@ -6,8 +6,9 @@ package next to vLLM's Triton path (../shared/peers, carried as carry/peers):
   m3idx decode()    device metadata, plain launches (grids from shapes: max_model_len = 1M)
   m3idx graph       decode() captured once by torch.cuda.graph and replayed
   vLLM plain/graph  minimax_m3_index_decode, plain and replayed (its fp8 index-K, 128 B/token)
-  host us/call      wall time of one Python forward() / decode() call (median of 200, the GPU kept
-                    busy so no call waits for it)
+  host us/call      wall time of one Python forward() / decode() call (median of 200, each after
+                    a synchronize), its parts (packing the tensors, the stream query, the C call), and
+                    the mean in bursts of 50 back-to-back calls
 
 Each step time is the median of 25 with a 512 MiB memset before each (L2 flushed), CUDA events
 around the step, as METHOD.md and run_vllm_peer.py do. The copy bandwidth is measured in the same
@@ -57,6 +58,20 @@ def host_us(fn, calls=200):
     return statistics.median(times) * 1e6
 
 
+def burst_us(fn, calls=50, bursts=9):
+    """Mean wall time of one call in a burst of back-to-back calls (the GPU working behind them),
+    median over bursts."""
+    means = []
+    for _ in range(bursts):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        means.append((time.perf_counter() - t) / calls)
+    torch.cuda.synchronize()
+    return statistics.median(means) * 1e6
+
+
 def host_breakdown(idx, q, kv, table, lens, out):
     """Where one decode() call's host time goes: Python packing, the stream query, the C call."""
     packing = lambda: [idx._pack_torch(i, a, "x") for i, a in enumerate((q, kv, table, lens, out))]
@@ -67,7 +82,8 @@ def host_breakdown(idx, q, kv, table, lens, out):
     parts = {"decode()": lambda: idx.decode(q, kv, table, lens, out=out), "packing": packing,
              "stream": idx._stream, "C call": c_call,
              "decode() out=None": lambda: idx.decode(q, kv, table, lens)}
-    return "  ".join(f"{k} {host_us(f):.1f}" for k, f in parts.items())
+    return "  ".join(f"{k} {host_us(f):.1f}" for k, f in parts.items()) + \
+        f"  | in bursts of 50: decode() {burst_us(parts['decode()']):.1f} C call {burst_us(c_call):.1f}"
 
 
 def graphed(fn):

@@ -13,7 +13,7 @@ const char *stepBufferName(StepBuffer b) {
   static const char *const names[kStepBufferCount] = {
       "q",           "kv",        "block_table", "seq_lens", "query_start_loc", "tile_request",
       "tile_row_begin", "row_nblk", "scores",     "topk",     "partial",  "status",
-      "request_flags"};
+      "program_flags"};
   return names[static_cast<int>(b)];
 }
 
@@ -70,13 +70,17 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
         .scalar("local_blocks", b.params.localBlocks);
   };
 
+  // Score programs a decode request: the flags its top-k reads (none without decode scoring here:
+  // a decode-CP rank's top-k runs on exchanged, host-validated rows).
+  int64_t flagPrograms = 0;
   if ((parts & kScoreDecode) && D > 0 && decodeChunks > 0) {
     const KernelConfig &score = t.config(KernelKind::ScoreDecode);
-    LaunchBuilder l(plan, KernelKind::ScoreDecode, score, D * score.decodeRowTiles() * decodeChunks);
+    flagPrograms = score.decodeRowTiles() * decodeChunks;
+    LaunchBuilder l(plan, KernelKind::ScoreDecode, score, D * flagPrograms);
     scoreScalars(batch(l)
                      .buffer(StepBuffer::Scores, scores)
                      .buffer(StepBuffer::Status, kStatusWords)
-                     .buffer(StepBuffer::RequestFlags, D),
+                     .buffer(StepBuffer::ProgramFlags, D * flagPrograms),
                  decodeChunks)
         .scalar("block_begin", blocks.begin).scalar("block_step", blocks.step)
         .scalar("num_pages", b.numPages).scalar("max_seq_len", maxSeqLen);
@@ -105,12 +109,12 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
     LaunchBuilder l(plan, kind, t.config(kind), H * rows * split.segments);
     l.buffer(StepBuffer::Scores, scores);
     if (kind == KernelKind::TopkDecode)
-      l.buffer(StepBuffer::SeqLens, R).buffer(StepBuffer::RequestFlags, D);
+      l.buffer(StepBuffer::SeqLens, R).buffer(StepBuffer::ProgramFlags, std::max<int64_t>(D * flagPrograms, 1));
     else
       l.buffer(StepBuffer::RowBlocks, T);
     l.buffer(StepBuffer::Topk, topk).buffer(StepBuffer::Partial, partial).scalar("num_rows", T).scalar("width", W);
     if (kind == KernelKind::TopkDecode)
-      l.scalar("decode_rows", rows);
+      l.scalar("decode_rows", rows).scalar("max_seq_len", maxSeqLen).scalar("flag_programs", flagPrograms);
     else
       l.scalar("row_begin", rowBegin).scalar("prefill_rows", rows);
     l.scalar("segments", split.segments);

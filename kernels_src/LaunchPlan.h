@@ -21,11 +21,11 @@ enum class StepBuffer : uint8_t {
   Q, Kv, BlockTable, SeqLens, QueryStartLoc, // the batch (SPEC §3)
   TileRequest, TileRowBegin, RowBlocks,       // metadata the plan's owner fills (below)
   Scores, Topk, Partial,                      // [H, T, W] f32, [H, T, 16] i32, i64 segment keys
-  // i64 [kStatusWords], sticky (include/m3idx/Indexer.h's DeviceStatus); i32 [R], zeroed by the
-  // plan's owner before a step's decode scoring (kernels_src/Nvfp4Score.cpp's checks)
-  Status, RequestFlags,
+  // i64 [kStatusWords], sticky (include/m3idx/Indexer.h's DeviceStatus); i32, one per
+  // score_decode program, written by each every step (kernels_src/Nvfp4Score.cpp's checks)
+  Status, ProgramFlags,
 };
-inline constexpr int kStepBufferCount = static_cast<int>(StepBuffer::RequestFlags) + 1;
+inline constexpr int kStepBufferCount = static_cast<int>(StepBuffer::ProgramFlags) + 1;
 inline constexpr int kStatusWords = 2; // seq_lens, block table
 const char *stepBufferName(StepBuffer b);
 

@@ -17,15 +17,18 @@ using namespace dsl;
 namespace {
 
 // Decode programs check the metadata values they read (the device-metadata decode path gets no
-// host validation): a seq_len outside [0, max_seq_len] or a page id outside
-// [0, num_pages) is recorded in `status` (include/m3idx/Indexer.h's DeviceStatus words) and in
-// the request's `request_flags` entry, page 0 is read in place of the bad one, and the top-k
-// gives the request's rows no blocks. Prefill metadata is always validated on the host.
+// host validation): a seq_len outside [0, max_seq_len] or a page id outside [0, num_pages) is
+// recorded in `status` (include/m3idx/Indexer.h's DeviceStatus words), page 0 is read in place of
+// a bad page, and every program writes its `program_flags` entry (0, then 1 if it meets a bad
+// page: written every step, so nothing is reset between steps or graph replays); topk_decode
+// gives a request with a bad seq_len or a flagged program no blocks. Prefill metadata is always validated on the
+// host.
 struct ScoreArgs {
-  Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores, status, requestFlags;
+  Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores, status, programFlags;
   Value numRows, maxBlocks, width, gridChunks, blocksPerProgram, initBlocks, localBlocks, blockBegin,
       blockStep, numPages, maxSeqLen;
   bool checked = false; // decode: the checks above
+  Value program;        // checked kernels: this program's id (its flag's index)
 };
 
 ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
@@ -43,7 +46,7 @@ ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
   a.scores = b.buffer("scores", Elem::F32, Access::Write);
   if (a.checked) {
     a.status = b.buffer("status", Elem::I64, Access::Write);
-    a.requestFlags = b.buffer("request_flags", Elem::I32, Access::Write);
+    a.programFlags = b.buffer("program_flags", Elem::I32, Access::Write);
   }
   a.numRows = b.scalarArg("num_rows", Elem::I64);
   a.maxBlocks = b.scalarArg("max_blocks", Elem::I64);
@@ -68,11 +71,8 @@ Value pageError(Value req, Value blk, Value page) {
   return ((req << 45) | (blk << 32) | (page & 0xFFFFFFFF)) | (int64_t{1} << 62);
 }
 
-// Records a decode request's bad value: its status word and its flag for the top-k.
-void flagRequest(KernelBuilder &b, const ScoreArgs &a, int word, Value req, Value code) {
-  b.store(a.status, b.constInt(word), code);
-  b.store(a.requestFlags, req, b.constInt(1, Elem::I32));
-}
+// Records a bad value in its status word.
+void report(KernelBuilder &b, const ScoreArgs &a, int word, Value code) { b.store(a.status, b.constInt(word), code); }
 
 Value loadI64(KernelBuilder &b, Buffer buf, Value offset) {
   return b.load(buf, offset).to(Elem::I64);
@@ -112,7 +112,7 @@ struct BlockRange {
 // tile is scored, as loop-carried values -- a prefetch across the two loops, which pipelinedFor
 // (one loop's next trip) does not express.
 void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Value req, const BlockRange &range,
-                 const RowTile &rt) {
+                  const RowTile &rt) {
   const int numHeads = c.numHeads, D = spec::kIndexHeadDim, T = c.tokenTile, steps = spec::kSparseBlockSize / T;
   const int N = rt.count * numHeads; // (row, head) pairs, row-major
 
@@ -126,14 +126,19 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
 
   // Byte offset of the page of slot i (only slots in [first, last) are read), and in checked
   // kernels the status word of an id outside [0, num_pages) (0: none), page 0 read in its place.
-  auto pageOf = [&](Value i) -> Values {
+  auto pageOf = [&](Value i) {
     Value blk = range.blockOf(i);
     Value page = loadI64(b, a.blockTable, req * a.maxBlocks + blk);
     if (!a.checked)
-      return {page * spec::kPageBytes};
+      return page * spec::kPageBytes;
+    // A bad id is reported where it is met (a branch not taken on good metadata: nothing is
+    // carried through the loops, whose registers are counted) and page 0 read in its place.
     Value ok = ltU(page, a.numPages);
-    return {b.select(ok, page, b.constInt(0)) * spec::kPageBytes,
-            b.select(ok, b.constInt(0), pageError(req, blk, page))};
+    b.ifThen(b.select(ok, b.constInt(0), b.constInt(1)) != 0, [&] {
+      report(b, a, 1, pageError(req, blk, page));
+      b.store(a.programFlags, a.program, b.constInt(1, Elem::I32));
+    });
+    return b.select(ok, page, b.constInt(0)) * spec::kPageBytes;
   };
   // Pages are 9216 = 16 x 576 bytes and tiles start at multiples of 16 tokens: both loads are
   // 16-byte aligned when kv is (SPEC §3's reason for splitting data and scales).
@@ -159,8 +164,7 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   // compare token positions: fmaxf drops NaN dots; invisible tokens count as -inf.
   auto blockLoop = [&](Value lo, Value hi, const Values &init, bool masked) {
     return b.forLoop(lo, hi, b.constInt(1), init, [&](Value i, const Values &it) {
-      Values next = pageOf(b.minS(i + 1, range.last - 1));
-      Value page = it[0], nextPage = next[0];
+      Value page = it[0], nextPage = pageOf(b.minS(i + 1, range.last - 1));
       Value blk = range.blockOf(i);
       // The loop over a whole block's tiles may run blockUnroll per trip (a hint to the
       // lowering); the masked one runs once or twice per program and stays rolled.
@@ -192,10 +196,7 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
           },
           masked ? 1 : c.blockUnroll);
       storeBlock(blk, b.reduceMaxGroups(tiles[0], N));
-      Values carried{nextPage, tiles[1], tiles[2]};
-      if (a.checked) // the last bad id seen
-        carried.push_back(b.select(next[1] != 0, next[1], it[3]));
-      return carried;
+      return Values{nextPage, tiles[1], tiles[2]};
     });
   };
   // Blocks every row of the tile sees whole come first and need no mask; the rest (the last block
@@ -203,15 +204,11 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   // second loop takes over the first's prefetched tile.
   Value whole = b.maxS(b.minS(range.slotsBefore(rt.leastCausal / spec::kSparseBlockSize), range.last),
                        range.first);
-  Values first = pageOf(range.first);
-  Values init = {first[0]};
-  for (Value v : loadTile(first[0], b.constInt(0)))
+  Value firstPage = pageOf(range.first);
+  Values init = {firstPage};
+  for (Value v : loadTile(firstPage, b.constInt(0)))
     init.push_back(v);
-  if (a.checked)
-    init.push_back(first[1]);
-  Values done = blockLoop(whole, range.last, blockLoop(range.first, whole, init, false), true);
-  if (a.checked)
-    b.ifThen(done[3] != 0, [&] { flagRequest(b, a, 1, req, done[3]); });
+  blockLoop(whole, range.last, blockLoop(range.first, whole, init, false), true);
 }
 
 // A program's slots: [chunk * perProgram, + perProgram) of `slots`.
@@ -236,7 +233,7 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   Value given = loadI64(b, a.seqLens, req);
   Value valid = b.select(ltU(a.maxSeqLen, given), b.constInt(0), b.constInt(1)); // negatives too
   Value first = b.select(chunk == 0, tile == 0, chunk == 0); // one program a request reports it
-  b.ifThen(b.select(first, valid, b.constInt(1)) == 0, [&] { flagRequest(b, a, 0, req, seqLenError(req, given)); });
+  b.ifThen(b.select(first, valid, b.constInt(1)) == 0, [&] { report(b, a, 0, seqLenError(req, given)); });
   Value seqLen = b.select(valid == 1, given, b.constInt(0));
   // This rank's blocks of the request: blockBegin + i * blockStep for i < slots, spread evenly
   // over the request's grid_chunks programs (runs of ceil(slots / grid_chunks)), so that a grid
@@ -247,6 +244,9 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   Value slots = slotsBefore(spec::blocksFor(seqLen));
   BlockRange range = chunkOf(b, chunk, (slots + (a.gridChunks - 1)) / a.gridChunks, slots,
                              [&](Value i) { return a.blockBegin + i * a.blockStep; }, slotsBefore);
+  // The program's flag: 0 first, then 1 where a bad page is met (pageOf, in program order).
+  a.program = pid;
+  b.store(a.programFlags, pid, b.constInt(0, Elem::I32));
   b.ifThen(range.first < range.last, [&] {
     // The tile's rows: [tile * R, + R) of the request's Q, decode requests first with Q rows each;
     // a last tile past Q has padding slots, which see nothing.

@@ -216,8 +216,9 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   KernelBuilder b("topk_decode");
   Buffer scores = b.buffer("scores", Elem::F32, Access::Read);
   Buffer seqLens = b.buffer("seq_lens", Elem::I32, Access::Read);
-  // Requests the score kernel found a bad value in (kernels_src/Nvfp4Score.cpp): no blocks.
-  Buffer requestFlags = b.buffer("request_flags", Elem::I32, Access::Read);
+  // score_decode's per-program flags, flag_programs a request, request-major (a bad page id:
+  // kernels_src/Nvfp4Score.cpp); flag_programs 0: none to read (host-validated steps).
+  Buffer programFlags = b.buffer("program_flags", Elem::I32, Access::Read);
   Buffer out = b.buffer("topk", Elem::I32, Access::Write);
   Segments sg;
   sg.partial = b.buffer("partial", Elem::I64, Access::Write);
@@ -225,12 +226,24 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   Value width = b.scalarArg("width", Elem::I64);
   Value decodeRows = b.scalarArg("decode_rows", Elem::I64);
   sg.segments = b.scalarArg("segments", Elem::I64);
+  Value maxSeqLen = b.scalarArg("max_seq_len", Elem::I64);
+  Value flagPrograms = b.scalarArg("flag_programs", Elem::I64);
   Value pid = b.programId();
   Value segment = pid % sg.segments, rowId = pid / sg.segments;
   Value head = rowId / decodeRows, row = rowId % decodeRows;
   Value req = row / c.queryRows;
-  Value flagged = b.load(requestFlags, req) != 0;
-  Value seqLen = b.select(flagged, b.constInt(0), b.load(seqLens, req).to(Elem::I64));
+  // A request whose seq_len is outside [0, max_seq_len] or one of whose score programs met a bad
+  // page id gets no blocks (score_decode reported it).
+  const int S = kScanTile;
+  Value flagSteps = (flagPrograms + (S - 1)) / S, flagBase = req * flagPrograms;
+  Value anyFlag = b.forLoop(b.constInt(0), flagSteps, b.constInt(1), Values{b.constInt(0, Elem::I32)},
+                            [&](Value i, const Values &acc) {
+    Value flags = b.loadTile(programFlags, flagBase + i * S, S, flagPrograms - i * S);
+    return Values{b.maxS(acc[0], b.reduceMax(flags))};
+  })[0];
+  Value given = b.load(seqLens, req).to(Elem::I64);
+  Value flagged = b.select(ltU(maxSeqLen, given), b.constInt(1, Elem::I32), anyFlag) != 0;
+  Value seqLen = b.select(flagged, b.constInt(0), given);
   Value causal = b.maxS(seqLen - c.queryRows + row % c.queryRows + 1, b.constInt(0));
   Value headRow = head * numRows + row;
   topkSegment(b, scores, headRow * width, spec::blocksFor(causal), out, sg, headRow, segment);

@@ -198,8 +198,10 @@ private:
   // This lane's B registers of column tiles [first, last) (all of them by default).
   mlir::Value mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, int64_t first = 0, int64_t last = -1);
   // Programs whose dots span more than kMmaBRegisterTiles column tiles keep their B fragments in
-  // shared memory (in the staging buffer, 2 KB per tile) and load one tile's per use.
-  static constexpr int64_t kMmaBRegisterTiles = 2;
+  // shared memory (in the staging buffer, 2 KB per tile) and load one tile's per use: 32-column
+  // decode programs ran at 0.91 ms from shared memory, 24-column ones at 0.30 ms from registers
+  // where 0.48 from shared (64 x 128K, H=4; bench/RESULTS.md).
+  static constexpr int64_t kMmaBRegisterTiles = 4;
   // Whether an mma b operand of `rows` rows keeps its fragments in shared memory: decides both
   // the staging buffer's size (mmaStageBytes) and where stageDotOperand puts them.
   static bool mmaBInShared(int64_t rows) { return (rows + 7) / 8 > kMmaBRegisterTiles; }

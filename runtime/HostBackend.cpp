@@ -60,15 +60,9 @@ Status HostBackend::executePlan(const kernels::StepPlan &planned, const BatchVie
   bind(StepBuffer::Topk, topk);
   bind(StepBuffer::Partial, partial_.ensure(plan->elementsOf(StepBuffer::Partial)));
   bind(StepBuffer::Status, status_);
-  // Flags are the step's: zeroed before its decode scoring, kept for a top-k-only plan after it
-  // (decode CP scores and ranks in two plans).
-  int32_t *flags = requestFlags_.ensure(std::max<int64_t>(1, b.params.numDecodes));
-  const bool scoresDecode = std::any_of(plan->launches.begin(), plan->launches.end(), [](const kernels::Launch &l) {
-    return l.kind == kernels::KernelKind::ScoreDecode;
-  });
-  if (scoresDecode)
-    std::fill_n(flags, b.params.numDecodes, 0);
-  bind(StepBuffer::RequestFlags, flags);
+  // Written by every score_decode program before the top-k reads them; kept for a top-k-only plan
+  // after a scoring one (decode CP), which reads none.
+  bind(StepBuffer::ProgramFlags, programFlags_.ensure(std::max<int64_t>(1, plan->elementsOf(StepBuffer::ProgramFlags))));
   if (const int64_t tiles = plan->prefillTiles; tiles > 0) {
     int32_t *request = tileRequest_.ensure(tiles), *rowBegin = tileRowBegin_.ensure(tiles);
     kernels::fillPrefillTiles(b, plan->rowTile, request, rowBegin);

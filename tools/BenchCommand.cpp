@@ -35,7 +35,7 @@ struct BenchArgs {
   int repeat = 20, warmup = 2, cpShare = 0;
   bool check = false, indexer = false;
   // Variants of the target's tuning table to measure (-1: the table's own).
-  int decodeColumns = -1, scoreUnroll = -1;
+  int decodeColumns = -1, scoreUnroll = -1, decodeNarrowAbove = -1, topkPrograms = -1;
 };
 
 // "R:L:H" or "R:L:H:Q" -> positive numbers (Q, the decode rows a request, 4 when absent).
@@ -117,15 +117,21 @@ int runBench(const BenchArgs &a) {
   if (!backend.ok())
     return fail(backend.status().message());
   const BatchView v = c->view();
-  if (a.decodeColumns >= 0 || a.scoreUnroll >= 0) { // a variant of the table, to measure it
+  if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0) {
+    // a variant of the target's table, to measure it
     auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
     if (!gpu)
-      return fail("--decode-columns/--score-unroll: expected --backend cuda or hip");
+      return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs: expected --backend cuda "
+                  "or hip");
     tuning::TargetTuning t = gpu->tuning();
     if (a.decodeColumns >= 0)
       t.decodeMaxColumns = a.decodeColumns;
     if (a.scoreUnroll >= 1)
       t.scoreUnroll = a.scoreUnroll;
+    if (a.decodeNarrowAbove >= 0)
+      t.decodeNarrowAbove = a.decodeNarrowAbove;
+    if (a.topkPrograms >= 1)
+      t.topkPrograms = a.topkPrograms;
     gpu->setTuning(t);
   }
   if (auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get()); gpu && a.indexer) {
@@ -232,6 +238,10 @@ void addBenchCommand(CLI::App &app, Runner &run) {
                   "GPU: measure a tuning variant: columns (rows x heads) a score_decode program takes at most "
                   "(0: all of a request's)");
   cmd->add_option("--score-unroll", args->scoreUnroll, "GPU: measure a tuning variant: the score kernels' unroll hint");
+  cmd->add_option("--decode-narrow-above", args->decodeNarrowAbove,
+                  "GPU: measure a tuning variant: score_decode programs of more columns compare masks in i32");
+  cmd->add_option("--topk-programs", args->topkPrograms,
+                  "GPU: measure a tuning variant: the top-k grid's target (fewer rows are cut into segments)");
   cmd->add_option("--prefill", args->prefill, "A generated prefill step PROMPTS:TOKENS:HEADS (causal, all rows new)");
   cmd->add_flag("--check", args->check, "Check the last step's top-k against exact scores");
   cmd->add_flag("--indexer", args->indexer,

@@ -30,9 +30,11 @@ TargetTuning makeSm90() {
   TargetTuning t;
   t.target = "sm_90";
   t.prefill = PrefillForm{128, 64, 4, 2048, 64, 16, true};
-  // A decode program's warp holds its queries as mma B fragments and a running max per column:
-  // 32 columns (8 rows x 4 heads) ran at a third of 16's speed, 16 per program do not.
-  t.decodeMaxColumns = 16;
+  // A decode program's warp holds its queries as mma B fragments and a running max per column;
+  // above 16 columns (6 or 8 rows x 4 heads) its masked tiles compare i32 offsets, which keeps
+  // it from spilling (bench/RESULTS.md).
+  t.decodeMaxColumns = 32;
+  t.decodeNarrowAbove = 16;
   return t;
 }
 
@@ -63,6 +65,7 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     c.blockUnroll = scoreUnroll;
     if (decodeMaxColumns > 0 && numHeads * decodeQueryLen > decodeMaxColumns)
       c.rowTile = std::max(1, decodeMaxColumns / numHeads);
+    c.narrowMask = numHeads * (c.rowTile > 0 ? c.rowTile : decodeQueryLen) > decodeNarrowAbove;
     return c;
   case KernelKind::ScorePrefill:
     c.numHeads = numHeads;

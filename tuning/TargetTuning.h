@@ -31,6 +31,8 @@ struct TargetTuning {
   // Columns (rows x heads) one score_decode program takes at most: a request's rows beyond them
   // are split into row tiles (KernelConfig::rowTile). 0: no limit.
   int decodeMaxColumns = 0;
+  // score_decode programs of more columns than this compare masked tiles in i32 (narrowMask).
+  int decodeNarrowAbove = 1 << 30;
   int64_t topkPrograms = 4096;
   int scoreUnroll = 4; // the unmasked block loop's unroll hint (KernelConfig::blockUnroll)
 

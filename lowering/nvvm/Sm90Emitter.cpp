@@ -152,9 +152,12 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
 // took 66-80 and ran slower (256 x 128K decode score 0.644 ms at 96, 0.692 uncapped; the rolled
 // loop needed 72: 0.688). Eight column tiles (prefill, B fragments in shared memory, two tiles
 // per trip): uncapped, ptxas takes 254 and that ran fastest (4 x 32K H=1 score 3.05 ms; 3.32 at
-// 232 registers, 3.55 at 200, spilling 12-220 bytes).
+// 232 registers, 3.55 at 200, spilling 12-220 bytes). Three and four column tiles in registers
+// (24- and 32-column decode programs): the fewest registers ptxas spills nothing under.
 int32_t Emitter::sm90RegisterCap(int64_t columnTiles) {
-  return columnTiles == 0 || columnTiles > kMmaBRegisterTiles ? 0 : columnTiles == 1 ? 96 : 104;
+  if (columnTiles == 0 || columnTiles > kMmaBRegisterTiles)
+    return 0;
+  return columnTiles == 1 ? 96 : columnTiles == 2 ? 104 : columnTiles == 3 ? 136 : 168;
 }
 
 // Unroll hints are taken on sm_90 in programs with one mma column tile: the score loop over a

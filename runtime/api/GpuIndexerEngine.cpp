@@ -49,11 +49,11 @@ public:
     return {};
   }
   StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
-  Status reserveDecode(int heads, int64_t maxRows, int64_t maxRequests, int64_t width) override {
+  Status reserveDecode(int heads, int64_t maxRows, int64_t width) override {
     StatusOr<uint64_t> own = decodeTopk_.ensure(heads * maxRows * spec::kTopkBlocks * 4);
     if (!own.ok())
       return own.status();
-    return backend_->reserveDeviceDecode(heads, maxRows, maxRequests, width);
+    return backend_->reserveDeviceDecode(heads, maxRows, width);
   }
   StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen, int32_t *topk,
                                 Stream stream) override {

@@ -62,7 +62,7 @@ public:
                                 communicator_->worldSize() * config_.numIndexHeads, spec::kCpQueryLen)}};
   }
   StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
-  Status reserveDecode(int, int64_t, int64_t, int64_t) override { return Status(); } // grows on use
+  Status reserveDecode(int, int64_t, int64_t) override { return Status(); } // grows on use
   StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen, int32_t *topk,
                                 Stream) override {
     const int64_t H = shape.params.numHeads;

@@ -209,8 +209,8 @@ Status Indexer::warmup() {
     M3IDX_RETURN_IF_ERROR(impl_->engine->prepare(kind, cfg));
   }
   const IndexerConfig &c = impl_->config;
-  M3IDX_RETURN_IF_ERROR(impl_->engine->reserveDecode(H, int64_t{c.maxNumDecodes} * c.maxDecodeQueryLen,
-                                                     c.maxNumDecodes, impl_->decodeWidth()));
+  M3IDX_RETURN_IF_ERROR(
+      impl_->engine->reserveDecode(H, int64_t{c.maxNumDecodes} * c.maxDecodeQueryLen, impl_->decodeWidth()));
   impl_->compilesAtWarmup = impl_->engine->kernelsObtained();
   impl_->reportedCompiles = impl_->compilesAtWarmup;
   return Status();

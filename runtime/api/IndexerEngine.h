@@ -55,7 +55,7 @@ public:
   // capacities at warm-up; runDecode queues a step planned from shapes (kernels::planDeviceDecode)
   // whose q, kv, block table and seq_lens are on the engine's device (`shape`'s pointers; its
   // maxBlocks is the table's row stride) and writes `topk`, or the engine's own decode buffer.
-  virtual Status reserveDecode(int heads, int64_t maxRows, int64_t maxRequests, int64_t width) = 0;
+  virtual Status reserveDecode(int heads, int64_t maxRows, int64_t width) = 0;
   virtual StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
                                         int32_t *topk, Stream stream) = 0;
   // Waits for `stream`, reads the kernels' status words (kernels::kStatusWords), clears if asked.

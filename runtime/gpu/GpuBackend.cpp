@@ -131,7 +131,7 @@ Status GpuBackend::prepare(KernelKind kind, const kernels::KernelConfig &config)
 
 int64_t GpuBackend::scratchAllocations() const {
   return scores_.allocations() + partial_.allocations() + metadata_.allocations() + stepFlags_.allocations() + decodeScores_.allocations() +
-         decodePartial_.allocations() + requestFlags_.allocations() + status_.allocations();
+         decodePartial_.allocations() + programFlags_.allocations() + status_.allocations();
 }
 
 StatusOr<uint64_t> GpuBackend::statusWords() {
@@ -159,14 +159,17 @@ Status GpuBackend::readStatus(void *stream, int64_t *words, bool clear) {
   return api_->check(api_->upload(*p, zero, bytes), "host-to-device copy");
 }
 
-Status GpuBackend::reserveDeviceDecode(int heads, int64_t maxRows, int64_t maxRequests, int64_t width) {
+Status GpuBackend::reserveDeviceDecode(int heads, int64_t maxRows, int64_t width) {
   const kernels::StepTuning t = tuning_.forStep(heads, 1);
   int64_t partialKeys = 1; // fewer rows may be cut into more segments: the most over row counts
   for (int64_t rows = 1; rows <= maxRows; ++rows)
     partialKeys = std::max(partialKeys, kernels::topkSplit(heads * rows, width, t.topkPrograms).partialKeys(heads * rows));
+  // Score programs (one flag each): units x ceil(target / units) (kernels::planDeviceDecode) is
+  // below target + units, and units (requests x row tiles) are at most the rows.
+  const int64_t programs = t.decodeScorePrograms + maxRows;
   for (auto [scratch, bytes] : {std::pair{&decodeScores_, heads * maxRows * width * 4},
                                 std::pair{&decodePartial_, 8 * partialKeys},
-                                std::pair{&requestFlags_, 4 * maxRequests}}) {
+                                std::pair{&programFlags_, 4 * programs}}) {
     StatusOr<uint64_t> p = scratch->ensure(bytes);
     if (!p.ok())
       return p.status();
@@ -180,6 +183,7 @@ StatusOr<GpuBackend::BoundPlan> GpuBackend::bindPlan(const kernels::StepPlan &pl
   BoundPlan bound;
   bound.scoresBytes = plan.elementsOf(StepBuffer::Scores) * 4;
   bound.partialBytes = plan.elementsOf(StepBuffer::Partial) * 8;
+  bound.flagBytes = plan.elementsOf(StepBuffer::ProgramFlags) * 4;
   for (const kernels::Launch &launch : plan.launches) {
     auto fn = function(launch.kind, launch.config);
     if (!fn.ok())
@@ -224,7 +228,7 @@ Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_
   // Sizes within the reservation allocate nothing (ensure only grows).
   StatusOr<uint64_t> scores = decodeScores_.ensure(decodePlan_->scoresBytes),
                      partial = decodePartial_.ensure(decodePlan_->partialBytes),
-                     flags = requestFlags_.ensure(4 * shape.numRequests), status = statusWords();
+                     flags = programFlags_.ensure(decodePlan_->flagBytes), status = statusWords();
   for (const StatusOr<uint64_t> *s : {&scores, &partial, &flags, &status})
     if (!s->ok())
       return s->status();
@@ -238,8 +242,7 @@ Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_
   bind(StepBuffer::Topk, io.topk);
   bind(StepBuffer::Partial, *partial);
   bind(StepBuffer::Status, *status);
-  bind(StepBuffer::RequestFlags, *flags);
-  M3IDX_RETURN_IF_ERROR(api_->check(api_->memsetAsync(*flags, 0, 4 * shape.numRequests, stream), "memset"));
+  bind(StepBuffer::ProgramFlags, *flags);
   for (BoundLaunch &l : decodePlan_->launches) {
     for (auto [at, role] : l.slots)
       l.values[at] = l.values[at + 1] = address[static_cast<int>(role)]; // allocated, aligned
@@ -303,21 +306,19 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
   address[static_cast<int>(StepBuffer::Scores)] = *scores;
   address[static_cast<int>(StepBuffer::Topk)] = io.topk;
   address[static_cast<int>(StepBuffer::Partial)] = *partial;
-  StatusOr<uint64_t> flags = stepFlags_.ensure(4 * std::max<int64_t>(b.params.numDecodes, 1)),
+  StatusOr<uint64_t> flags = stepFlags_.ensure(4 * std::max<int64_t>(plan->elementsOf(StepBuffer::ProgramFlags), 1)),
                      status = statusWords();
   for (const StatusOr<uint64_t> *p : {&flags, &status})
     if (!p->ok())
       return p->status();
   address[static_cast<int>(StepBuffer::Status)] = *status;
-  address[static_cast<int>(StepBuffer::RequestFlags)] = *flags;
+  address[static_cast<int>(StepBuffer::ProgramFlags)] = *flags;
 
   void *stream = options.stream;
   if (anyStep_ && stream != lastStream_) // the scratch is the last step's until it is done
     M3IDX_RETURN_IF_ERROR(api_->check(api_->streamWaitEvent(stream, stepDone_), "stream wait"));
   M3IDX_RETURN_IF_ERROR(
       api_->check(api_->uploadAsync(*meta, host, total * 4, stream), "host-to-device copy"));
-  if (!cpShare && b.params.numDecodes > 0)
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->memsetAsync(*flags, 0, 4 * b.params.numDecodes, stream), "memset"));
   M3IDX_RETURN_IF_ERROR(launchPlan(*plan, address, stream, timed, options.beforeLaunches));
   if (!stepDone_) {
     void *e = nullptr;

@@ -67,7 +67,7 @@ public:
   Status enqueueDeviceDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
                              const DeviceTensors &io, void *stream);
   // Sizes the device decode's scratch for steps up to these bounds (allocates now, not in a step).
-  Status reserveDeviceDecode(int heads, int64_t maxRows, int64_t maxRequests, int64_t width);
+  Status reserveDeviceDecode(int heads, int64_t maxRows, int64_t width);
   // Waits for `stream`, reads the status words (kernels::kStatusWords), and zeroes them if asked.
   Status readStatus(void *stream, int64_t *words, bool clear);
   // Obtains (compiles or loads) a kernel's function now, so that enqueue() needs none.
@@ -92,7 +92,7 @@ private:
              CodeSource source, const tuning::TargetTuning &tuning)
       : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), threads_(threads),
         tuning_(tuning), source_(std::move(source)), scores_(api), partial_(api),
-        metadata_(api), stepFlags_(api), decodeScores_(api), decodePartial_(api), requestFlags_(api), status_(api) {}
+        metadata_(api), stepFlags_(api), decodeScores_(api), decodePartial_(api), programFlags_(api), status_(api) {}
   struct Function {
     void *fn = nullptr;
     kernels::KernelSignature signature;
@@ -117,7 +117,7 @@ private:
   };
   struct BoundPlan {
     std::array<int64_t, 10> shape{}; // what the plan was made from (enqueueDeviceDecode)
-    int64_t scoresBytes = 0, partialBytes = 0;
+    int64_t scoresBytes = 0, partialBytes = 0, flagBytes = 0;
     std::vector<BoundLaunch> launches;
   };
   StatusOr<BoundPlan> bindPlan(const kernels::StepPlan &plan);
@@ -137,7 +137,7 @@ private:
   std::vector<std::string> launched_; // kernels of the last timed enqueue, in order
   DeviceScratch scores_, partial_, metadata_, stepFlags_;
   // The device decode's own (captured graphs hold their addresses): scores, segment keys, flags.
-  DeviceScratch decodeScores_, decodePartial_, requestFlags_, status_;
+  DeviceScratch decodeScores_, decodePartial_, programFlags_, status_;
   std::optional<BoundPlan> decodePlan_;
   GrowBuffer<int32_t> staging_; // the metadata's host side, one upload per step
   void *stepDone_ = nullptr;    // recorded at the end of every step, on lastStream_

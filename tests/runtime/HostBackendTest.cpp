@@ -69,7 +69,7 @@ std::vector<Family> families() {
     o = base(9, 1, 1, 0);
     o.decodeQueryLen = 1;
     add("query_len1", o);
-    // sm_90 scores 8 rows x 4 heads in two row tiles of 4 (6 rows: tiles of 4 and 2, padded).
+    // 8 and 6 rows x 4 heads: sm_90's narrow masks over 32 and 24 columns, and (below) row tiles.
     for (auto [name, rows] : {std::pair{"query_len8_h4", 8}, std::pair{"query_len6_h4", 6}}) {
       o = base(10 + rows, 4, 5, 1);
       o.decodeQueryLen = rows;
@@ -112,6 +112,14 @@ TEST_P(HostVsReference, Matches) {
 // give the same answers.
 TEST_P(HostVsReference, MatchesInSm90PrefillForm) {
   runtime::HostBackend host(**tuning::tuningFor("sm_90"));
+  expectMatches(host);
+}
+
+// Decode row tiles of 16 columns (a table choice: 8 rows x 4 heads as tiles of 4, 6 rows as 4 + 2).
+TEST_P(HostVsReference, MatchesInDecodeRowTiles) {
+  tuning::TargetTuning tiled = **tuning::tuningFor("sm_90");
+  tiled.decodeMaxColumns = 16;
+  runtime::HostBackend host(tiled);
   expectMatches(host);
 }
 

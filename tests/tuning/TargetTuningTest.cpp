@@ -93,20 +93,25 @@ TEST(KernelConfig, MaskFormAndUnrollAreConfigFields) {
   EXPECT_FALSE(buildKernel(KernelKind::TopkDecode, topk).ok());
 }
 
-// sm_90 decode programs take at most 16 columns: 8 rows x 4 heads go as two row tiles of 4 (a
-// config field, named), 4 x 4 and 8 x 2 as one; the host keeps every row in one program. The
-// plan's grid counts the tiles, and a row tile is only a decode score field.
-TEST(TargetTuning, WideDecodeRequestsAreSplitIntoRowTiles) {
-  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 8).str(), "heads=4,rows=8,unroll=4,tile=4");
-  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 8).decodeRowTiles(), 2);
-  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 6).decodeRowTiles(), 2);
-  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 4).rowTile, 0);
-  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 2, 8).rowTile, 0);
+// A table may cap a decode program's columns: wider requests go as row tiles (a config field,
+// named; 6 rows of 4 heads as tiles of 4 and 2); sm_90 keeps up to 32 columns in one program and
+// compares masks in i32 above 16; the host keeps every row in one program. A row tile is only a
+// decode score field, below the rows.
+TEST(TargetTuning, WideDecodeRequestsMaySplitIntoRowTiles) {
+  TargetTuning tiled = sm90();
+  tiled.decodeMaxColumns = 16;
+  EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 4, 8).str(), "heads=4,rows=8,unroll=4,tile=4");
+  EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 4, 8).decodeRowTiles(), 2);
+  EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 4, 6).decodeRowTiles(), 2);
+  EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 4, 4).rowTile, 0);
+  EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 2, 8).rowTile, 0);
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 8).str(), "heads=4,rows=8,unroll=4,narrow");
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 2, 8).str(), "heads=2,rows=8,unroll=4");
   EXPECT_EQ(host().configFor(KernelKind::ScoreDecode, 4, 8).rowTile, 0);
   KernelConfig topk = host().configFor(KernelKind::TopkDecode, 1, 8);
   topk.rowTile = 4;
   EXPECT_FALSE(buildKernel(KernelKind::TopkDecode, topk).ok());
-  KernelConfig wide = sm90().configFor(KernelKind::ScoreDecode, 4, 8);
+  KernelConfig wide = tiled.configFor(KernelKind::ScoreDecode, 4, 8);
   wide.rowTile = 8;
   EXPECT_FALSE(buildKernel(KernelKind::ScoreDecode, wide).ok()); // not below queryRows
 }

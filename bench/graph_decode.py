@@ -7,8 +7,9 @@ package next to vLLM's Triton path (../shared/peers, carried as carry/peers):
   m3idx graph       decode() captured once by torch.cuda.graph and replayed
   vLLM plain/graph  minimax_m3_index_decode, plain and replayed (its fp8 index-K, 128 B/token)
   host us/call      wall time of one Python forward() / decode() call (median of 200, each after
-                    a synchronize), its parts (packing the tensors, the stream query, the C call), and
-                    the mean in bursts of 50 back-to-back calls
+                    a synchronize; the same tensors each call, and a new q object each call as every
+                    layer has its own), its parts (packing all five tensors anew, the stream query,
+                    the C call), and the mean in bursts of 50 back-to-back calls
 
 Each step time is the median of 25 with a 512 MiB memset before each (L2 flushed), CUDA events
 around the step, as METHOD.md and run_vllm_peer.py do. The copy bandwidth is measured in the same
@@ -74,12 +75,20 @@ def burst_us(fn, calls=50, bursts=9):
 
 def host_breakdown(idx, q, kv, table, lens, out):
     """Where one decode() call's host time goes: Python packing, the stream query, the C call."""
-    packing = lambda: [idx._pack_torch(i, a, "x") for i, a in enumerate((q, kv, table, lens, out))]
+    def packing():  # every tensor packed anew
+        idx._packed[:] = [(None,) * 5] * 5
+        return [idx._pack_torch(i, a, "x") for i, a in enumerate((q, kv, table, lens, out))]
     packing()
     ptr = idx._decode_args.ptr
     stream = idx._stream()
     c_call = lambda: idx._lib.m3idx_indexer_decode(idx._handle, ptr[0], ptr[1], ptr[2], ptr[3], stream, ptr[4], None)
-    parts = {"decode()": lambda: idx.decode(q, kv, table, lens, out=out), "packing": packing,
+    views = [q.view(q.shape), q.view(q.shape)]  # another q object each call, as each layer has its own
+    turn = [0]
+
+    def new_q():
+        turn[0] ^= 1
+        return idx.decode(views[turn[0]], kv, table, lens, out=out)
+    parts = {"decode()": lambda: idx.decode(q, kv, table, lens, out=out), "decode() new q": new_q, "packing": packing,
              "stream": idx._stream, "C call": c_call,
              "decode() out=None": lambda: idx.decode(q, kv, table, lens)}
     return "  ".join(f"{k} {host_us(f):.1f}" for k, f in parts.items()) + \

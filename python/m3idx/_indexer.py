@@ -206,6 +206,7 @@ class Indexer:
                                         ctypes.byref(handle)))
         self._handle = handle
         self._decode_args = _DecodeArgs()
+        self._packed = [(None,) * 5] * 5  # what each slot of _decode_args last held
         self._lib = lib
         self._torch = None
         if self.device_kind == _capi.DEVICE_CUDA:
@@ -367,16 +368,23 @@ class Indexer:
         return out
 
     def _pack_torch(self, i, a, name):
-        """Tensor `a` as m3idx_tensor i of the decode buffer; the library checks what it holds."""
+        """Tensor `a` as m3idx_tensor i of the decode buffer; the library checks what it holds. A
+        tensor packed last time in this slot with the same storage, shape and strides is not packed
+        again: an engine passes one kv_cache, block table and seq_lens to every layer of a step."""
+        last = self._packed[i]  # (id, data_ptr, shape, stride, dtype): no reference kept
+        if id(a) == last[0] and a.data_ptr() == last[1] and a.shape == last[2] and a.stride() == last[3] and \
+                a.dtype == last[4]:
+            return self._decode_args.ptr[i]
         try:
             dtype = _TORCH_DTYPES[a.dtype]
             device = a.get_device()
             shape = a.shape
             n = len(shape)
             pad = _PAD[n]
-            _TENSOR.pack_into(self._decode_args.buf, i * _TENSOR.size, a.data_ptr(), dtype, n, *shape, *pad,
-                              *a.stride(), *pad, _capi.DEVICE_CUDA if device >= 0 else _capi.DEVICE_HOST,
-                              device if device >= 0 else 0)
+            ptr, stride = a.data_ptr(), a.stride()
+            _TENSOR.pack_into(self._decode_args.buf, i * _TENSOR.size, ptr, dtype, n, *shape, *pad, *stride, *pad,
+                              _capi.DEVICE_CUDA if device >= 0 else _capi.DEVICE_HOST, device if device >= 0 else 0)
+            self._packed[i] = (id(a), ptr, shape, stride, a.dtype)
         except (KeyError, AttributeError, IndexError, TypeError):
             if not isinstance(a, self._torch.Tensor):
                 raise TypeError(f"{name}: expected a torch.Tensor (device 'cuda'), got {type(a).__name__}") from None

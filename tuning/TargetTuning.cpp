@@ -31,9 +31,10 @@ TargetTuning makeSm90() {
   t.target = "sm_90";
   t.prefill = PrefillForm{128, 64, 4, 2048, 64, 16, true};
   // A decode program's warp holds its queries as mma B fragments and a running max per column;
-  // above 16 columns (6 or 8 rows x 4 heads) its masked tiles compare i32 offsets, which keeps
-  // it from spilling (bench/RESULTS.md).
-  t.decodeMaxColumns = 32;
+  // above 16 columns its masked tiles compare i32 offsets, which keeps it from spilling. 24
+  // columns (6 rows x 4 heads) ran fastest in one program, 32 (8 x 4) in two row tiles of 16
+  // (bench/RESULTS.md).
+  t.decodeMaxColumns = 24;
   t.decodeNarrowAbove = 16;
   return t;
 }
@@ -64,7 +65,7 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     c.queryRows = decodeQueryLen;
     c.blockUnroll = scoreUnroll;
     if (decodeMaxColumns > 0 && numHeads * decodeQueryLen > decodeMaxColumns)
-      c.rowTile = std::max(1, decodeMaxColumns / numHeads);
+      c.rowTile = std::max(1, std::min(decodeMaxColumns, decodeTileColumns) / numHeads);
     c.narrowMask = numHeads * (c.rowTile > 0 ? c.rowTile : decodeQueryLen) > decodeNarrowAbove;
     return c;
   case KernelKind::ScorePrefill:

@@ -28,9 +28,9 @@ struct TargetTuning {
   std::string target; // "host", "sm_90", "gfx950"
   PrefillForm prefill;
   int64_t decodeScorePrograms = 16384, decodeMaxBlocksPerProgram = 8;
-  // Columns (rows x heads) one score_decode program takes at most: a request's rows beyond them
-  // are split into row tiles (KernelConfig::rowTile). 0: no limit.
-  int decodeMaxColumns = 0;
+  // Columns (rows x heads) one score_decode program takes at most (0: no limit): a wider
+  // request's rows are split into row tiles (KernelConfig::rowTile) of decodeTileColumns.
+  int decodeMaxColumns = 0, decodeTileColumns = 16;
   // score_decode programs of more columns than this compare masked tiles in i32 (narrowMask).
   int decodeNarrowAbove = 1 << 30;
   int64_t topkPrograms = 4096;

@@ -69,7 +69,8 @@ std::vector<Family> families() {
     o = base(9, 1, 1, 0);
     o.decodeQueryLen = 1;
     add("query_len1", o);
-    // 8 and 6 rows x 4 heads: sm_90's narrow masks over 32 and 24 columns, and (below) row tiles.
+    // 8 and 6 rows x 4 heads: sm_90's row tiles of 16 columns and narrow masks over 24 (and
+    // below, each the other way).
     for (auto [name, rows] : {std::pair{"query_len8_h4", 8}, std::pair{"query_len6_h4", 6}}) {
       o = base(10 + rows, 4, 5, 1);
       o.decodeQueryLen = rows;
@@ -115,12 +116,15 @@ TEST_P(HostVsReference, MatchesInSm90PrefillForm) {
   expectMatches(host);
 }
 
-// Decode row tiles of 16 columns (a table choice: 8 rows x 4 heads as tiles of 4, 6 rows as 4 + 2).
-TEST_P(HostVsReference, MatchesInDecodeRowTiles) {
-  tuning::TargetTuning tiled = **tuning::tuningFor("sm_90");
-  tiled.decodeMaxColumns = 16;
-  runtime::HostBackend host(tiled);
-  expectMatches(host);
+// sm_90's table with the other decode forms: every request in row tiles of 16 columns (6 rows x 4
+// heads as tiles of 4 and 2), and none at all (32 columns with narrow masks).
+TEST_P(HostVsReference, MatchesInOtherDecodeForms) {
+  for (int maxColumns : {16, 0}) {
+    tuning::TargetTuning form = **tuning::tuningFor("sm_90");
+    form.decodeMaxColumns = maxColumns;
+    runtime::HostBackend host(form);
+    expectMatches(host);
+  }
 }
 
 void HostVsReference::expectMatches(runtime::HostBackend &host) {

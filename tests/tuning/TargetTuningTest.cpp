@@ -94,9 +94,9 @@ TEST(KernelConfig, MaskFormAndUnrollAreConfigFields) {
 }
 
 // A table may cap a decode program's columns: wider requests go as row tiles (a config field,
-// named; 6 rows of 4 heads as tiles of 4 and 2); sm_90 keeps up to 32 columns in one program and
-// compares masks in i32 above 16; the host keeps every row in one program. A row tile is only a
-// decode score field, below the rows.
+// named; 6 rows of 4 heads as tiles of 4 and 2); sm_90 keeps up to 24 columns in one program,
+// compares masks in i32 above 16 and splits 8 rows x 4 heads into tiles of 4; the host keeps every
+// row in one program. A row tile is only a decode score field, below the rows.
 TEST(TargetTuning, WideDecodeRequestsMaySplitIntoRowTiles) {
   TargetTuning tiled = sm90();
   tiled.decodeMaxColumns = 16;
@@ -105,7 +105,8 @@ TEST(TargetTuning, WideDecodeRequestsMaySplitIntoRowTiles) {
   EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 4, 6).decodeRowTiles(), 2);
   EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 4, 4).rowTile, 0);
   EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 2, 8).rowTile, 0);
-  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 8).str(), "heads=4,rows=8,unroll=4,narrow");
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 8).str(), "heads=4,rows=8,unroll=4,tile=4");
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 6).str(), "heads=4,rows=6,unroll=4,narrow");
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 2, 8).str(), "heads=2,rows=8,unroll=4");
   EXPECT_EQ(host().configFor(KernelKind::ScoreDecode, 4, 8).rowTile, 0);
   KernelConfig topk = host().configFor(KernelKind::TopkDecode, 1, 8);

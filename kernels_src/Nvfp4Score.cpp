@@ -21,8 +21,8 @@ namespace {
 // recorded in `status` (include/m3idx/Indexer.h's DeviceStatus words), page 0 is read in place of
 // a bad page, and every program writes its `program_flags` entry (0, then 1 if it meets a bad
 // page: written every step, so nothing is reset between steps or graph replays); topk_decode
-// gives a request with a bad seq_len or a flagged program no blocks. Prefill metadata is always validated on the
-// host.
+// gives a request with a bad seq_len or a flagged program no blocks. Prefill metadata is always
+// validated on the host.
 struct ScoreArgs {
   Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores, status, programFlags;
   Value numRows, maxBlocks, width, gridChunks, blocksPerProgram, initBlocks, localBlocks, blockBegin,
@@ -112,7 +112,7 @@ struct BlockRange {
 // tile is scored, as loop-carried values -- a prefetch across the two loops, which pipelinedFor
 // (one loop's next trip) does not express.
 void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Value req, const BlockRange &range,
-                  const RowTile &rt) {
+                 const RowTile &rt) {
   const int numHeads = c.numHeads, D = spec::kIndexHeadDim, T = c.tokenTile, steps = spec::kSparseBlockSize / T;
   const int N = rt.count * numHeads; // (row, head) pairs, row-major
 
@@ -124,8 +124,7 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   Value negInfSlots =
       slots == T ? negInf : b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * slots);
 
-  // Byte offset of the page of slot i (only slots in [first, last) are read), and in checked
-  // kernels the status word of an id outside [0, num_pages) (0: none), page 0 read in its place.
+  // Byte offset of the page of slot i; only slots in [first, last) are read.
   auto pageOf = [&](Value i) {
     Value blk = range.blockOf(i);
     Value page = loadI64(b, a.blockTable, req * a.maxBlocks + blk);

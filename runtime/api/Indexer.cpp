@@ -18,6 +18,13 @@ namespace {
 // The device-metadata decode's capacity limits (vLLM's CP_MAX_REQS; speculative decoding's rows).
 constexpr int kMaxNumDecodes = 256, kMaxDecodeQueryLen = 8;
 
+Status expectDevice(const TensorView &t, const std::string &name, Device device) {
+  if (t.device.kind != device.kind || t.device.index != device.index)
+    return invalidArgument(name, fmt::format("device {}:{}", deviceName(device.kind), device.index),
+                           fmt::format("{}:{}", deviceName(t.device.kind), t.device.index));
+  return Status();
+}
+
 Status expectTensor(const TensorView &t, const std::string &name, DType dtype, int ndim,
                     Device device) {
   if (t.dtype != dtype)
@@ -29,12 +36,20 @@ Status expectTensor(const TensorView &t, const std::string &name, DType dtype, i
       return invalidArgument(name, "non-negative sizes", t.shapeString());
   if (!t.isContiguous())
     return invalidArgument(name, "contiguous strides", "a strided view");
-  if (t.device.kind != device.kind || t.device.index != device.index)
-    return invalidArgument(name, fmt::format("device {}:{}", deviceName(device.kind), device.index),
-                           fmt::format("{}:{}", deviceName(t.device.kind), t.device.index));
+  M3IDX_RETURN_IF_ERROR(expectDevice(t, name, device));
   if (!t.data && t.numel() > 0)
     return invalidArgument(name, "a data pointer", "null");
   return Status();
+}
+
+// The caller's int32 [H, T, 16] top-k buffer on `device`, or null (the indexer's own) without one.
+StatusOr<int32_t *> topkBuffer(const TensorView *out, int H, int64_t T, Device device) {
+  if (!out)
+    return static_cast<int32_t *>(nullptr);
+  M3IDX_RETURN_IF_ERROR(expectTensor(*out, "topk_out", DType::I32, 3, device));
+  if (out->shape[0] != H || out->shape[1] != T || out->shape[2] != spec::kTopkBlocks)
+    return invalidArgument("topk_out", fmt::format("shape [{}, {}, {}]", H, T, spec::kTopkBlocks), out->shapeString());
+  return static_cast<int32_t *>(out->data);
 }
 
 Status expectDim(const TensorView &t, const std::string &name, int dim, int64_t want,
@@ -306,14 +321,10 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
                            q.shapeString());
   }
 
-  int32_t *topk = nullptr;
-  if (topkOut) {
-    M3IDX_RETURN_IF_ERROR(expectTensor(*topkOut, "topk_out", DType::I32, 3, dev));
-    if (topkOut->shape[0] != H || topkOut->shape[1] != T || topkOut->shape[2] != spec::kTopkBlocks)
-      return invalidArgument("topk_out", fmt::format("shape [{}, {}, {}]", H, T, spec::kTopkBlocks),
-                             topkOut->shapeString());
-    topk = static_cast<int32_t *>(topkOut->data);
-  }
+  StatusOr<int32_t *> out = topkBuffer(topkOut, H, T, dev);
+  if (!out.ok())
+    return out.status();
+  int32_t *topk = *out;
   im.lastCp = false;
   bool usedCp = false;
   StatusOr<int32_t *> written = im.engine->run(step, topk, stream, &usedCp);
@@ -368,19 +379,13 @@ StatusOr<TensorView> Indexer::decode(const TensorView &q, const TensorView &kv, 
   if (blockTable.strides[1] != 1 || blockTable.strides[0] < blockTable.shape[1])
     return invalidArgument("block_table", "contiguous columns and a row stride >= its columns",
                            fmt::format("strides [{}, {}]", blockTable.strides[0], blockTable.strides[1]));
-  if (blockTable.device.kind != dev.kind || blockTable.device.index != dev.index)
-    return invalidArgument("block_table", fmt::format("device {}:{}", deviceName(dev.kind), dev.index),
-                           fmt::format("{}:{}", deviceName(blockTable.device.kind), blockTable.device.index));
-  if (!blockTable.data || !seqLens.data && D > 0)
+  M3IDX_RETURN_IF_ERROR(expectDevice(blockTable, "block_table", dev));
+  if (!blockTable.data || (!seqLens.data && D > 0))
     return invalidArgument(blockTable.data ? "seq_lens" : "block_table", "a data pointer", "null");
-  int32_t *topk = nullptr;
-  if (topkOut) {
-    M3IDX_RETURN_IF_ERROR(expectTensor(*topkOut, "topk_out", DType::I32, 3, dev));
-    if (topkOut->shape[0] != H || topkOut->shape[1] != T || topkOut->shape[2] != spec::kTopkBlocks)
-      return invalidArgument("topk_out", fmt::format("shape [{}, {}, {}]", H, T, spec::kTopkBlocks),
-                             topkOut->shapeString());
-    topk = static_cast<int32_t *>(topkOut->data);
-  }
+  StatusOr<int32_t *> out = topkBuffer(topkOut, H, T, dev);
+  if (!out.ok())
+    return out.status();
+  int32_t *topk = *out;
   const bool syncCheck = im.checkDecodeSync();
   if (syncCheck) {
     StatusOr<bool> capturing = im.engine->capturing(stream);

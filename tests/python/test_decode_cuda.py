@@ -8,26 +8,16 @@ CUDA device is missing, as in CI here; `bench/gpu.sh python` runs it as a script
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
 import m3idx
+from cuda_support import run_as_script, run_under_pytest, torch_or_reason
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "data", "golden")
 ONE_M = 1 << 20
-
-
-def _torch_or_reason():
-    try:
-        import torch
-    except ImportError:
-        return None, "PyTorch is not installed"
-    if not torch.cuda.is_available():
-        return None, "no CUDA device"
-    return torch, ""
 
 
 def save_case(folder, H, init, local, q, kv, table, lens, Q):
@@ -173,7 +163,7 @@ def compiled(torch, work):
 
 
 def check_all():
-    torch, reason = _torch_or_reason()
+    torch, reason = torch_or_reason()
     if torch is None:
         return reason
     with tempfile.TemporaryDirectory() as work:
@@ -184,13 +174,8 @@ def check_all():
 
 
 def test_decode_cuda():
-    import pytest
-    reason = check_all()
-    if reason:
-        pytest.skip(reason)
+    run_under_pytest(check_all)
 
 
 if __name__ == "__main__":
-    reason = check_all()
-    print(f"skipped: {reason}" if reason else "python cuda decode: all checked")
-    sys.exit(77 if reason else 0)
+    run_as_script(check_all, "python cuda decode: all checked")

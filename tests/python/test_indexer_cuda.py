@@ -5,25 +5,15 @@ on the GPU machine `bench/gpu.sh python` runs it as a script (no pytest needed t
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
 import m3idx
+from cuda_support import run_as_script, run_under_pytest, torch_or_reason
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "data", "golden")
-
-
-def _torch_or_reason():
-    try:
-        import torch
-    except ImportError:
-        return None, "PyTorch is not installed"
-    if not torch.cuda.is_available():
-        return None, "no CUDA device"
-    return torch, ""
 
 
 def _cases(work):
@@ -43,7 +33,7 @@ def _cases(work):
 
 
 def check_cases():
-    torch, reason = _torch_or_reason()
+    torch, reason = torch_or_reason()
     if torch is None:
         return reason
     with tempfile.TemporaryDirectory() as work:
@@ -81,13 +71,8 @@ def check_cases():
 
 
 def test_cuda_cases():
-    import pytest
-    reason = check_cases()
-    if reason:
-        pytest.skip(reason)
+    run_under_pytest(check_cases)
 
 
 if __name__ == "__main__":
-    reason = check_cases()
-    print(f"skipped: {reason}" if reason else "python cuda: all cases checked")
-    sys.exit(77 if reason else 0)
+    run_as_script(check_cases, "python cuda: all cases checked")

@@ -42,30 +42,6 @@ private:
   size_t bytes_ = 0;
 };
 
-// Kernel parameters as convert-gpu-to-nvvm / -rocdl lay them out: per buffer its memref descriptor
-// (allocated, aligned, offset, size, stride), then the scalars.
-class LaunchArgs {
-public:
-  LaunchArgs &buffer(uint64_t address, int64_t elements) {
-    for (uint64_t v : {address, address, uint64_t{0}, static_cast<uint64_t>(elements), uint64_t{1}})
-      values_.push_back(v);
-    return *this;
-  }
-  LaunchArgs &scalar(int64_t v) {
-    values_.push_back(static_cast<uint64_t>(v));
-    return *this;
-  }
-  std::vector<void *> pointers() {
-    std::vector<void *> p;
-    for (uint64_t &v : values_)
-      p.push_back(&v);
-    return p;
-  }
-
-private:
-  std::vector<uint64_t> values_;
-};
-
 } // namespace
 
 StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(const DeviceApi *api, std::string name,
@@ -141,9 +117,13 @@ StatusOr<uint64_t> GpuBackend::statusWords() {
   StatusOr<uint64_t> p = status_.ensure(bytes);
   if (!p.ok())
     return p.status();
-  const int64_t zero[kernels::kStatusWords] = {};
-  M3IDX_RETURN_IF_ERROR(api_->check(api_->upload(*p, zero, bytes), "host-to-device copy"));
+  M3IDX_RETURN_IF_ERROR(clearStatus(*p));
   return p;
+}
+
+Status GpuBackend::clearStatus(uint64_t words) {
+  const int64_t zero[kernels::kStatusWords] = {};
+  return api_->check(api_->upload(words, zero, sizeof zero), "host-to-device copy");
 }
 
 Status GpuBackend::readStatus(void *stream, int64_t *words, bool clear) {
@@ -153,10 +133,7 @@ Status GpuBackend::readStatus(void *stream, int64_t *words, bool clear) {
   M3IDX_RETURN_IF_ERROR(api_->check(api_->streamSynchronize(stream), "stream synchronize"));
   const size_t bytes = kernels::kStatusWords * 8;
   M3IDX_RETURN_IF_ERROR(api_->check(api_->download(words, *p, bytes), "device-to-host copy"));
-  if (!clear)
-    return Status();
-  const int64_t zero[kernels::kStatusWords] = {};
-  return api_->check(api_->upload(*p, zero, bytes), "host-to-device copy");
+  return clear ? clearStatus(*p) : Status();
 }
 
 Status GpuBackend::reserveDeviceDecode(int heads, int64_t maxRows, int64_t width) {
@@ -195,7 +172,10 @@ StatusOr<GpuBackend::BoundPlan> GpuBackend::bindPlan(const kernels::StepPlan &pl
     l.threads = threads_ * static_cast<unsigned>(launch.config.warps);
     M3IDX_RETURN_IF_ERROR(kernels::bindLaunch(
         (*fn)->signature, launch,
-        [&](StepBuffer role, int64_t elements) { // a memref descriptor, as LaunchArgs lays it out
+        // Kernel parameters as convert-gpu-to-nvvm / -rocdl lay them out: per buffer its memref
+        // descriptor (allocated, aligned, offset, size, stride; the addresses filled per step),
+        // then the scalars.
+        [&](StepBuffer role, int64_t elements) {
           l.slots.push_back({l.values.size(), role});
           for (uint64_t v : {uint64_t{0}, uint64_t{0}, uint64_t{0}, static_cast<uint64_t>(elements), uint64_t{1}})
             l.values.push_back(v);
@@ -243,12 +223,7 @@ Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_
   bind(StepBuffer::Partial, *partial);
   bind(StepBuffer::Status, *status);
   bind(StepBuffer::ProgramFlags, *flags);
-  for (BoundLaunch &l : decodePlan_->launches) {
-    for (auto [at, role] : l.slots)
-      l.values[at] = l.values[at + 1] = address[static_cast<int>(role)]; // allocated, aligned
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->launch(l.fn, l.programs, l.threads, stream, l.params.data()), l.name));
-  }
-  return Status();
+  return launchPlan(*decodePlan_, address, stream, /*timed=*/false, nullptr);
 }
 
 Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &io,
@@ -319,7 +294,10 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
     M3IDX_RETURN_IF_ERROR(api_->check(api_->streamWaitEvent(stream, stepDone_), "stream wait"));
   M3IDX_RETURN_IF_ERROR(
       api_->check(api_->uploadAsync(*meta, host, total * 4, stream), "host-to-device copy"));
-  M3IDX_RETURN_IF_ERROR(launchPlan(*plan, address, stream, timed, options.beforeLaunches));
+  StatusOr<BoundPlan> bound = bindPlan(*plan);
+  if (!bound.ok())
+    return bound.status();
+  M3IDX_RETURN_IF_ERROR(launchPlan(*bound, address, stream, timed, options.beforeLaunches));
   if (!stepDone_) {
     void *e = nullptr;
     M3IDX_RETURN_IF_ERROR(api_->check(api_->eventCreate(&e), "event creation"));
@@ -331,9 +309,8 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
   return Status();
 }
 
-Status GpuBackend::launchPlan(const kernels::StepPlan &plan, const uint64_t *address, void *stream, bool timed,
+Status GpuBackend::launchPlan(BoundPlan &plan, const uint64_t *address, void *stream, bool timed,
                               const std::function<Status(void *)> &beforeLaunches) {
-  using kernels::StepBuffer;
   if (timed) {
     launched_.clear();
     if (beforeLaunches)
@@ -343,23 +320,13 @@ Status GpuBackend::launchPlan(const kernels::StepPlan &plan, const uint64_t *add
       return first.status();
     M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(*first, stream), "event record"));
   }
-  for (const kernels::Launch &launch : plan.launches) {
-    auto fn = function(launch.kind, launch.config);
-    if (!fn.ok())
-      return fn.status();
-    LaunchArgs a;
-    M3IDX_RETURN_IF_ERROR(kernels::bindLaunch(
-        (*fn)->signature, launch,
-        [&](StepBuffer role, int64_t elements) { a.buffer(address[static_cast<int>(role)], elements); },
-        [&](int64_t v) { a.scalar(v); }));
-    std::vector<void *> params = a.pointers();
-    const unsigned threads = threads_ * static_cast<unsigned>(launch.config.warps);
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->launch((*fn)->fn, static_cast<unsigned>(launch.programs), threads,
-                                                   stream, params.data()),
-                                      kernels::kernelName(launch.kind)));
+  for (BoundLaunch &l : plan.launches) {
+    for (auto [at, role] : l.slots)
+      l.values[at] = l.values[at + 1] = address[static_cast<int>(role)]; // allocated, aligned
+    M3IDX_RETURN_IF_ERROR(api_->check(api_->launch(l.fn, l.programs, l.threads, stream, l.params.data()), l.name));
     if (!timed)
       continue;
-    launched_.push_back(kernels::kernelName(launch.kind));
+    launched_.push_back(l.name);
     auto after = event(launched_.size());
     if (!after.ok())
       return after.status();

@@ -98,10 +98,6 @@ private:
     kernels::KernelSignature signature;
   };
   StatusOr<const Function *> function(kernels::KernelKind kind, const kernels::KernelConfig &config);
-  // The plan's launches over buffers by role, on `stream` (timed: events between them, after
-  // beforeLaunches).
-  Status launchPlan(const kernels::StepPlan &plan, const uint64_t *address, void *stream, bool timed,
-                    const std::function<Status(void *)> &beforeLaunches);
   StatusOr<uint64_t> statusWords(); // allocated and zeroed on first use
 
   // A plan's launches with functions and argument values bound, each buffer a slot that a step
@@ -121,6 +117,11 @@ private:
     std::vector<BoundLaunch> launches;
   };
   StatusOr<BoundPlan> bindPlan(const kernels::StepPlan &plan);
+  // The bound launches with buffers at `address` (by role), on `stream` (timed: events between
+  // them, after beforeLaunches).
+  Status launchPlan(BoundPlan &plan, const uint64_t *address, void *stream, bool timed,
+                    const std::function<Status(void *)> &beforeLaunches);
+  Status clearStatus(uint64_t words); // zeroes the status words at `words`
   StatusOr<void *> event(size_t i); // the i-th timing event, created on first use
   Status collectTimes(); // after a timed enqueue: waits for it, fills the times below
 

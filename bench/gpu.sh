@@ -33,6 +33,13 @@
 #   sanitize every kernel config (decode_query_len 1/4/8 x 1/2/4 heads, prefill, 1M-token rows) under
 #            compute-sanitizer memcheck, racecheck, initcheck and synccheck (memcheck also through
 #            --indexer --device-tables), on generated cases with garbage in unused slots and pages
+#   variants decode steps (the shapes of bench, and 8 rows a request for 64 x 128K at H=1 and 4)
+#            under each tuning variant of $VARIANTS (';'-separated `m3idx bench` knobs, '' the
+#            table's own), side by side in one process per shape and variant; each variant also
+#            checked against exact scores on small steps (1, 4 heads; 4, 8 rows)
+#   profile  Nsight Compute (clocks left alone) on the score kernels of the bench shapes and of
+#            prefill 4 x 32K (or $PROFILE_DECODE / $PROFILE_PREFILL): speed of light, pipes,
+#            occupancy, warp stalls
 #   sass     the machine code of the score kernels (the archive's PTX, the machine's ptxas)
 #   ceiling, wgmma   the probes bench/page_read_ceiling.cu and bench/wgmma_probe.cu (nvcc)
 # Usage: bench/gpu.sh STAGE...
@@ -149,6 +156,39 @@ for stage in "${stages[@]}"; do
       cmake -S examples/indexer_step -B /tmp/m3idx-example -DCMAKE_PREFIX_PATH="$root" >/dev/null
       cmake --build /tmp/m3idx-example 2>&1 | tail -1
       for device in cuda host; do /tmp/m3idx-example/indexer_step "$device"; done 2>&1 | tee "$OUT/gpu-example.log" ;;
+    variants)
+      IFS=';' read -r -a variants <<<"${VARIANTS:-}"
+      [[ ${#variants[@]} -eq 0 ]] && variants=("")
+      {
+        for v in "${variants[@]}"; do for shape in 16:32768:1 16:32768:4 8:32768:1:8 8:32768:4:8; do
+          # shellcheck disable=SC2086
+          "$m3idx" bench --backend cuda --decode $shape --repeat 1 --check $v 2>&1 |
+            grep -E "top-k|rror|score_decode" | sed "s/^/[$v] $shape: /"
+        done; done
+        for shape in "${decode_shapes[@]}" 64:131072:1:8 64:131072:4:8; do for v in "${variants[@]}"; do
+          # shellcheck disable=SC2086
+          echo "== variant [$v] $shape"; "$m3idx" bench --backend cuda --decode "$shape" --repeat 25 $v
+        done; done
+      } 2>&1 | tee "$OUT/gpu-variants.log" ;;
+    profile) # PROFILE_DECODE / PROFILE_PREFILL: the shapes (bench's decode steps and 4 x 32K by default)
+      ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+        --section Occupancy --section SchedulerStats --section WarpStateStats --section LaunchStats
+        --metrics "regex:sm__inst_executed_pipe_(alu|fma|fmaheavy|lsu|uniform|xu)\.avg\.pct_of_peak_sustained_active,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio")
+      read -r -a pdecode <<<"${PROFILE_DECODE:-${decode_shapes[*]}}"
+      read -r -a pprefill <<<"${PROFILE_PREFILL:-4:32768:1}"
+      {
+        for shape in "${pdecode[@]}"; do
+          echo "== profile decode $shape"
+          "$ncu" --clock-control none --kernel-name regex:score_decode --launch-skip 1 --launch-count 1 "${sections[@]}" \
+            "$m3idx" bench --backend cuda --decode "$shape" --repeat 1 --warmup 1
+        done
+        for shape in "${pprefill[@]}"; do
+          echo "== profile prefill $shape"
+          "$ncu" --clock-control none --kernel-name regex:score_prefill --launch-skip 1 --launch-count 1 "${sections[@]}" \
+            "$m3idx" bench --backend cuda --prefill "$shape" --repeat 1 --warmup 1
+        done
+      } 2>&1 | tee "$OUT/gpu-profile.log" ;;
     sass)
       ptxas=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
       dump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)

@@ -19,6 +19,8 @@ std::string KernelConfig::str() const {
     s += ",narrow";
   if (rowTile != 0)
     s += fmt::format(",tile={}", rowTile);
+  if (tilesAhead != 1)
+    s += fmt::format(",ahead={}", tilesAhead);
   return s;
 }
 
@@ -68,6 +70,10 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   if (c.rowTile != 0 && (k != KernelKind::ScoreDecode || c.rowTile < 1 || c.rowTile >= c.queryRows))
     return invalidArgument("row tile", "0, or in [1, queryRows) for score_decode",
                            fmt::format("{} for {} of {} rows", c.rowTile, kernelName(k), c.queryRows));
+  const int tilesPerBlock = spec::kSparseBlockSize / c.tokenTile;
+  if (c.tilesAhead < 1 || c.tilesAhead > (score ? tilesPerBlock : 1))
+    return invalidArgument("tiles ahead", fmt::format("1, or up to a block's {} tiles for a score kernel", tilesPerBlock),
+                           fmt::format("{} for {}", c.tilesAhead, kernelName(k)));
   switch (k) {
   case KernelKind::ScoreDecode: return buildScoreDecode(c);
   case KernelKind::ScorePrefill: return buildScorePrefill(c);

@@ -39,17 +39,21 @@ struct KernelConfig {
   // rows are split into tiles of rowTile, each tile's programs reading the keys (from L2 after
   // the first) where one program for every column would hold too many registers.
   int rowTile = 0;
+  // Score kernels: key tiles whose loads are in flight while one is dotted (1: the next tile
+  // only). More cover longer memory latency at the cost of their registers.
+  int tilesAhead = 1;
 
   auto tied() const {
-    return std::tie(numHeads, queryRows, tokenTile, warps, foldTokenPairs, blockUnroll, narrowMask, rowTile);
+    return std::tie(numHeads, queryRows, tokenTile, warps, foldTokenPairs, blockUnroll, narrowMask, rowTile,
+                    tilesAhead);
   }
   // Row tiles of a decode request (1 without rowTile).
   int decodeRowTiles() const { return rowTile > 0 ? (queryRows + rowTile - 1) / rowTile : 1; }
   bool operator==(const KernelConfig &o) const { return tied() == o.tied(); }
   bool operator<(const KernelConfig &o) const { return tied() < o.tied(); }
   // "heads=4,rows=4", then ",tokens=T,warps=W" unless 16 and 1, ",fold" if folding, ",unroll=U"
-  // unless 1, ",narrow" for i32 masks, ",tile=R" for a decode row tile: every field, so two
-  // configs never print alike.
+  // unless 1, ",narrow" for i32 masks, ",tile=R" for a decode row tile, ",ahead=A" unless 1:
+  // every field, so two configs never print alike.
   std::string str() const;
 };
 

@@ -107,10 +107,10 @@ struct BlockRange {
 // Loops nest as blocks, then tiles: a tile's address is its block's page plus a constant step,
 // and the max starts afresh per block, so the per-tile work is the decode, the dot and the max
 // (one loop over all tiles spends about 1.6x the instructions per tile, on index arithmetic and
-// block-end selects: bench/RESULTS.md). Software-pipelined by hand: the next tile's loads (the
-// next block's first tile at a block's end, its page read one block ahead) are in flight while a
-// tile is scored, as loop-carried values -- a prefetch across the two loops, which pipelinedFor
-// (one loop's next trip) does not express.
+// block-end selects: bench/RESULTS.md). Software-pipelined by hand: the loads of the next
+// c.tilesAhead tiles (the next block's first ones near a block's end, its page read one block
+// ahead) are in flight while a tile is scored, as loop-carried values -- a prefetch across the two
+// loops, which pipelinedFor (one loop's next trip) does not express.
 void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Value req, const BlockRange &range,
                  const RowTile &rt) {
   const int numHeads = c.numHeads, D = spec::kIndexHeadDim, T = c.tokenTile, steps = spec::kSparseBlockSize / T;
@@ -158,20 +158,26 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
     Value at = (slotHead * a.numRows + rt.firstRow + slotRow) * a.width + blk;
     b.storeScatter(a.scores, at, s, blk < nblk);
   };
-  // Slots [lo, hi); carried: the page of slot lo and its first tile's (data, scales). The last
-  // block reloads its own first tile as the "next" one (in the page, unused). Only masked loops
-  // compare token positions: fmaxf drops NaN dots; invisible tokens count as -inf.
+  // Slots [lo, hi); carried: the page of slot lo and its first `ahead` tiles' (data, scales), in
+  // order. The last block reloads its own first tiles as the "next" ones (in the page, unused).
+  // Only masked loops compare token positions: fmaxf drops NaN dots; invisible tokens count as -inf.
+  const int ahead = c.tilesAhead;
   auto blockLoop = [&](Value lo, Value hi, const Values &init, bool masked) {
     return b.forLoop(lo, hi, b.constInt(1), init, [&](Value i, const Values &it) {
       Value page = it[0], nextPage = pageOf(b.minS(i + 1, range.last - 1));
       Value blk = range.blockOf(i);
       // The loop over a whole block's tiles may run blockUnroll per trip (a hint to the
       // lowering); the masked one runs once or twice per program and stays rolled.
+      Values carried = {negInfSlots};
+      carried.insert(carried.end(), it.begin() + 1, it.end());
       Values tiles = b.forLoop(
-          b.constInt(0), b.constInt(steps), b.constInt(1), Values{negInfSlots, it[1], it[2]},
+          b.constInt(0), b.constInt(steps), b.constInt(1), carried,
           [&](Value t, const Values &jt) {
-            Value blockEnds = t == b.constInt(steps - 1);
-            Values next = loadTile(b.select(blockEnds, nextPage, page), b.select(blockEnds, b.constInt(0), t + 1));
+            // tile t + ahead of the stream: in the next block's page from t = steps - ahead on
+            Value inNext = ahead == 1 ? t == b.constInt(steps - 1) : t >= b.constInt(steps - ahead);
+            Value at = ahead == 1 ? b.select(inNext, b.constInt(0), t + 1)
+                                  : b.select(inNext, t + (ahead - steps), t + ahead);
+            Values next = loadTile(b.select(inNext, nextPage, page), at);
             Value dots = b.dotTiles(b.decodeNvfp4(jt[1], jt[2]), q, D);
             // a dot.tiles result is rows x heads x tokens (the lanes are made here, not before the
             // loops: live across the unmasked loop, they cost it registers)
@@ -191,11 +197,16 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
             }
             if (c.foldTokenPairs) // tokens m and m + 8 of each 16
               dots = b.foldMax(dots, 8);
-            return Values{b.maxNumF(jt[0], dots), next[0], next[1]};
+            Values out = {b.maxNumF(jt[0], dots)};
+            out.insert(out.end(), jt.begin() + 3, jt.end());
+            out.insert(out.end(), next.begin(), next.end());
+            return out;
           },
           masked ? 1 : c.blockUnroll);
       storeBlock(blk, b.reduceMaxGroups(tiles[0], N));
-      return Values{nextPage, tiles[1], tiles[2]};
+      Values out = {nextPage};
+      out.insert(out.end(), tiles.begin() + 1, tiles.end());
+      return out;
     });
   };
   // Blocks every row of the tile sees whole come first and need no mask; the rest (the last block
@@ -205,8 +216,9 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
                        range.first);
   Value firstPage = pageOf(range.first);
   Values init = {firstPage};
-  for (Value v : loadTile(firstPage, b.constInt(0)))
-    init.push_back(v);
+  for (int t = 0; t < ahead; ++t)
+    for (Value v : loadTile(firstPage, b.constInt(t)))
+      init.push_back(v);
   blockLoop(whole, range.last, blockLoop(range.first, whole, init, false), true);
 }
 

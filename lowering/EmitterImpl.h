@@ -67,6 +67,7 @@ private:
     int64_t mmaColumnTiles = 0;          // the most mma column tiles (of 8) a dot spans
     bool keysAsF32 = false;              // some extf or FFMA dot.tiles takes a decode's keys as f32
     bool keyWords = false;               // decodes read the target's key table in shared memory
+    int64_t keyTilesInFlight = 0;        // the most packed key tiles one loop carries (loads ahead)
   };
   Status planProgram(); // each value's defining op and spread, the target's program checks
   StatusOr<WorkgroupPlan> planWorkgroupMemory();
@@ -185,8 +186,8 @@ private:
   // dot.tiles as f16 mma.sync m16n8k16 (tensor cores) on keys held in fragment order.
   mlir::Value sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales);
   // The .maxnreg of an sm_90 program whose mma.sync dots span `columnTiles` tiles of 8 columns
-  // (0: no mma, no cap).
-  static int32_t sm90RegisterCap(int64_t columnTiles);
+  // and whose score loop carries `keyTilesInFlight` packed key tiles (0: no mma, no cap).
+  static int32_t sm90RegisterCap(int64_t columnTiles, int64_t keyTilesInFlight);
   // Trips per iteration of a dsl for: its unroll hint in programs whose mma B fragments stay in
   // registers (one column tile) or two where they are in shared memory, else 1.
   int64_t sm90LoopUnroll(const dsl::Op &forOp) const;
@@ -268,6 +269,7 @@ private:
     mlir::Value keyWords;                      // workgroup memref<512xi32>, see sm90FillKeyWords
     std::map<int32_t, mlir::Value> mmaBShared; // b operand id -> its B fragments in shared memory
     int64_t mmaColumnTiles = 0;                // the most mma column tiles (of 8) a dot spans
+    int64_t keyTilesInFlight = 0;              // WorkgroupPlan's
     std::set<int32_t> wgmmaB;                  // b operand ids staged as wgmma B
     int64_t wgmmaColumns = 0;                  // N of the program's wgmma dots (one N per program)
     mlir::Value wgmmaExchange;   // the warps' column maxima (two of 4 x N floats, used in turn)

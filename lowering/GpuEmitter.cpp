@@ -565,6 +565,19 @@ StatusOr<Emitter::WorkgroupPlan> Emitter::planWorkgroupMemory() {
   plan.keyWords = target_.keyTables() && std::any_of(k_.ops.begin(), k_.ops.end(), [](const dsl::Op &op) {
     return op.kind == OpKind::DecodeNvfp4;
   });
+  // A loop's carried values of a decode's packed-key type are key tiles loaded ahead (each costs
+  // registers for its bytes until it is decoded).
+  std::vector<dsl::Type> packedTypes;
+  for (const dsl::Op &op : k_.ops)
+    if (op.kind == OpKind::DecodeNvfp4)
+      packedTypes.push_back(k_.typeOf(op.operands[0]));
+  auto packed = [&](dsl::ValueId v) {
+    return std::find(packedTypes.begin(), packedTypes.end(), k_.typeOf(v)) != packedTypes.end();
+  };
+  for (const dsl::Op &op : k_.ops)
+    if (op.kind == OpKind::For && !op.regions.empty() && !op.regions[0].args.empty())
+      plan.keyTilesInFlight = std::max<int64_t>(
+          plan.keyTilesInFlight, std::count_if(op.regions[0].args.begin() + 1, op.regions[0].args.end(), packed));
   return plan;
 }
 
@@ -585,6 +598,7 @@ gpu::GPUFuncOp Emitter::declareKernel(const WorkgroupPlan &plan) {
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
   sm90_.mmaColumnTiles = plan.mmaColumnTiles;
+  sm90_.keyTilesInFlight = plan.keyTilesInFlight;
   target_.annotate(*this, fn);
   return fn;
 }

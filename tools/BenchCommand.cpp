@@ -35,7 +35,8 @@ struct BenchArgs {
   int repeat = 20, warmup = 2, cpShare = 0;
   bool check = false, indexer = false;
   // Variants of the target's tuning table to measure (-1: the table's own).
-  int decodeColumns = -1, scoreUnroll = -1, decodeNarrowAbove = -1, topkPrograms = -1;
+  int decodeColumns = -1, scoreUnroll = -1, decodeNarrowAbove = -1, topkPrograms = -1, tilesAhead = -1;
+  int64_t decodePrograms = -1;
 };
 
 // "R:L:H" or "R:L:H:Q" -> positive numbers (Q, the decode rows a request, 4 when absent).
@@ -117,12 +118,13 @@ int runBench(const BenchArgs &a) {
   if (!backend.ok())
     return fail(backend.status().message());
   const BatchView v = c->view();
-  if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0) {
+  if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0 ||
+      a.tilesAhead >= 0 || a.decodePrograms >= 0) {
     // a variant of the target's table, to measure it
     auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
     if (!gpu)
-      return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs: expected --backend cuda "
-                  "or hip");
+      return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs/--tiles-ahead/"
+                  "--decode-programs: expected --backend cuda or hip");
     tuning::TargetTuning t = gpu->tuning();
     if (a.decodeColumns >= 0)
       t.decodeMaxColumns = a.decodeColumns;
@@ -132,6 +134,15 @@ int runBench(const BenchArgs &a) {
       t.decodeNarrowAbove = a.decodeNarrowAbove;
     if (a.topkPrograms >= 1)
       t.topkPrograms = a.topkPrograms;
+    if (a.tilesAhead >= 1 || a.decodePrograms >= 1) // one value for every width of program
+      for (tuning::TargetTuning::DecodeForm &f : t.decodeForms) {
+        f.tilesAhead = a.tilesAhead >= 1 ? a.tilesAhead : f.tilesAhead;
+        f.programs = a.decodePrograms >= 1 ? a.decodePrograms : f.programs;
+      }
+    if (a.tilesAhead >= 1)
+      t.decodeTilesAhead = a.tilesAhead;
+    if (a.decodePrograms >= 1)
+      t.decodeScorePrograms = a.decodePrograms;
     gpu->setTuning(t);
   }
   if (auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get()); gpu && a.indexer) {
@@ -242,6 +253,10 @@ void addBenchCommand(CLI::App &app, Runner &run) {
                   "GPU: measure a tuning variant: score_decode programs of more columns compare masks in i32");
   cmd->add_option("--topk-programs", args->topkPrograms,
                   "GPU: measure a tuning variant: the top-k grid's target (fewer rows are cut into segments)");
+  cmd->add_option("--tiles-ahead", args->tilesAhead,
+                  "GPU: measure a tuning variant: score_decode's key tiles loaded ahead of the one dotted");
+  cmd->add_option("--decode-programs", args->decodePrograms,
+                  "GPU: measure a tuning variant: the decode score grid's target programs");
   cmd->add_option("--prefill", args->prefill, "A generated prefill step PROMPTS:TOKENS:HEADS (causal, all rows new)");
   cmd->add_flag("--check", args->check, "Check the last step's top-k against exact scores");
   cmd->add_flag("--indexer", args->indexer,

@@ -36,6 +36,10 @@ TargetTuning makeSm90() {
   // (bench/RESULTS.md).
   t.decodeMaxColumns = 24;
   t.decodeNarrowAbove = 16;
+  // Two key tiles in flight gave programs of 8 columns 2.5% and ones of 4 nothing; 16-column
+  // programs (two mma column tiles, 104 registers) ran 8% faster on runs twice as long, which
+  // programs of up to 8 columns did not (bench/RESULTS.md).
+  t.decodeForms = {{4, t.decodeScorePrograms, 1}, {8, t.decodeScorePrograms, 2}, {16, 8192, 1}};
   return t;
 }
 
@@ -67,6 +71,7 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     if (decodeMaxColumns > 0 && numHeads * decodeQueryLen > decodeMaxColumns)
       c.rowTile = std::max(1, std::min(decodeMaxColumns, decodeTileColumns) / numHeads);
     c.narrowMask = numHeads * (c.rowTile > 0 ? c.rowTile : decodeQueryLen) > decodeNarrowAbove;
+    c.tilesAhead = decodeFormFor(numHeads * (c.rowTile > 0 ? c.rowTile : decodeQueryLen)).tilesAhead;
     return c;
   case KernelKind::ScorePrefill:
     c.numHeads = numHeads;
@@ -95,13 +100,29 @@ kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen) cons
   kernels::StepTuning s;
   for (KernelKind k : kernels::allKernels())
     s.configs[static_cast<int>(k)] = configFor(k, numHeads, decodeQueryLen);
-  s.decodeScorePrograms = decodeScorePrograms;
+  const KernelConfig &decode = s.config(KernelKind::ScoreDecode);
+  s.decodeScorePrograms =
+      decodeFormFor(numHeads * (decode.rowTile > 0 ? decode.rowTile : decodeQueryLen)).programs;
   s.decodeMaxBlocksPerProgram = decodeMaxBlocksPerProgram;
   s.prefillScorePrograms = prefill.programs;
   s.prefillMaxBlocksPerProgram = prefill.maxBlocksPerProgram;
   s.prefillMinBlocksPerProgram = prefill.minBlocksPerProgram;
   s.topkPrograms = topkPrograms;
   return s;
+}
+
+TargetTuning::DecodeForm TargetTuning::decodeFormFor(int columns) const {
+  for (const DecodeForm &f : decodeForms)
+    if (columns <= f.maxColumns)
+      return f;
+  return {columns, decodeScorePrograms, decodeTilesAhead};
+}
+
+int64_t TargetTuning::mostDecodeScorePrograms() const {
+  int64_t most = decodeScorePrograms;
+  for (const DecodeForm &f : decodeForms)
+    most = std::max(most, f.programs);
+  return most;
 }
 
 StatusOr<const TargetTuning *> tuningFor(const std::string &target) {

@@ -35,6 +35,16 @@ struct TargetTuning {
   int decodeNarrowAbove = 1 << 30;
   int64_t topkPrograms = 4096;
   int scoreUnroll = 4; // the unmasked block loop's unroll hint (KernelConfig::blockUnroll)
+  int decodeTilesAhead = 1; // score_decode's key tiles in flight (KernelConfig::tilesAhead)
+  // score_decode programs by their columns (rows x heads, a row tile's where split): the first
+  // form they fit (columns <= maxColumns) gives their grid target and tiles in flight in place of
+  // decodeScorePrograms and decodeTilesAhead.
+  struct DecodeForm {
+    int maxColumns;
+    int64_t programs;
+    int tilesAhead;
+  };
+  std::vector<DecodeForm> decodeForms = {};
 
   // Rows of one prefill program: columns / heads.
   int prefillRowTile(int numHeads) const;
@@ -42,6 +52,12 @@ struct TargetTuning {
   kernels::KernelConfig configFor(kernels::KernelKind kind, int numHeads, int decodeQueryLen) const;
   // Every kernel's config and the grid sizes of such a step, for kernels::planStep.
   kernels::StepTuning forStep(int numHeads, int decodeQueryLen) const;
+  // The largest decode score grid target of any form (scratch sized before the step is known).
+  int64_t mostDecodeScorePrograms() const;
+
+private:
+  // The decode form of a score_decode program of `columns` columns (the defaults' if none fits).
+  DecodeForm decodeFormFor(int columns) const;
 };
 
 // The table of a target ("host", "sm_90", "gfx950"); an unknown name is an error naming the known.

@@ -153,11 +153,16 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
 // loop needed 72: 0.688). Eight column tiles (prefill, B fragments in shared memory, two tiles
 // per trip): uncapped, ptxas takes 254 and that ran fastest (4 x 32K H=1 score 3.05 ms; 3.32 at
 // 232 registers, 3.55 at 200, spilling 12-220 bytes). Three and four column tiles in registers
-// (24- and 32-column decode programs): the fewest registers ptxas spills nothing under.
-int32_t Emitter::sm90RegisterCap(int64_t columnTiles) {
+// (24- and 32-column decode programs): the fewest registers ptxas spills nothing under. Each key
+// tile carried beyond the first (KernelConfig::tilesAhead) holds 9 more registers a thread: one
+// column tile's program still fits 96 with two, two column tiles need 112 (ptxas spills 20 bytes
+// under 104).
+int32_t Emitter::sm90RegisterCap(int64_t columnTiles, int64_t keyTilesInFlight) {
   if (columnTiles == 0 || columnTiles > kMmaBRegisterTiles)
     return 0;
-  return columnTiles == 1 ? 96 : columnTiles == 2 ? 104 : columnTiles == 3 ? 136 : 168;
+  const int32_t extra = columnTiles == 1 ? std::max<int32_t>(0, static_cast<int32_t>(keyTilesInFlight) - 2) * 8
+                                         : std::max<int32_t>(0, static_cast<int32_t>(keyTilesInFlight) - 1) * 8;
+  return std::min<int32_t>(255, (columnTiles == 1 ? 96 : columnTiles == 2 ? 104 : columnTiles == 3 ? 136 : 168) + extra);
 }
 
 // Unroll hints are taken on sm_90 in programs with one mma column tile: the score loop over a

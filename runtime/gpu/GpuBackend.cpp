@@ -143,7 +143,7 @@ Status GpuBackend::reserveDeviceDecode(int heads, int64_t maxRows, int64_t width
     partialKeys = std::max(partialKeys, kernels::topkSplit(heads * rows, width, t.topkPrograms).partialKeys(heads * rows));
   // Score programs (one flag each): units x ceil(target / units) (kernels::planDeviceDecode) is
   // below target + units, and units (requests x row tiles) are at most the rows.
-  const int64_t programs = t.decodeScorePrograms + maxRows;
+  const int64_t programs = tuning_.mostDecodeScorePrograms() + maxRows;
   for (auto [scratch, bytes] : {std::pair{&decodeScores_, heads * maxRows * width * 4},
                                 std::pair{&decodePartial_, 8 * partialKeys},
                                 std::pair{&programFlags_, 4 * programs}}) {

@@ -127,6 +127,19 @@ TEST_P(HostVsReference, MatchesInOtherDecodeForms) {
   }
 }
 
+// Decode programs with more key tiles in flight: 3 (loads crossing into the next block from the
+// 6th tile on, a count the unroll of 4 does not divide) and a whole block's 8 (row tiles).
+TEST_P(HostVsReference, MatchesWithMoreTilesAhead) {
+  for (auto [ahead, maxColumns] : {std::pair{3, 24}, std::pair{8, 16}}) {
+    tuning::TargetTuning form = **tuning::tuningFor("sm_90");
+    form.decodeForms.clear();
+    form.decodeTilesAhead = ahead;
+    form.decodeMaxColumns = maxColumns;
+    runtime::HostBackend host(form);
+    expectMatches(host);
+  }
+}
+
 void HostVsReference::expectMatches(runtime::HostBackend &host) {
   const Family &fam = GetParam();
   StatusOr<Case> c = generateCase(fam.options);

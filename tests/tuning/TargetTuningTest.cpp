@@ -91,6 +91,47 @@ TEST(KernelConfig, MaskFormAndUnrollAreConfigFields) {
   topk.blockUnroll = 1;
   topk.narrowMask = true;
   EXPECT_FALSE(buildKernel(KernelKind::TopkDecode, topk).ok());
+  topk.narrowMask = false;
+  topk.tilesAhead = 2;
+  EXPECT_FALSE(buildKernel(KernelKind::TopkDecode, topk).ok());
+}
+
+// sm_90's decode forms by a program's columns (a row tile's where split): 8 columns carry two key
+// tiles ahead, 16 run on half the grid target, 24 (one program) and the host take the defaults; the
+// scratch for program flags is sized by the largest target.
+TEST(TargetTuning, DecodeFormsFollowAProgramsColumns) {
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 1, 4).tilesAhead, 1);
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 1, 8).tilesAhead, 2);
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 2, 4).str(), "heads=2,rows=4,unroll=4,ahead=2");
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 4).tilesAhead, 1);
+  EXPECT_EQ(sm90().forStep(1, 4).decodeScorePrograms, sm90().decodeScorePrograms);
+  EXPECT_EQ(sm90().forStep(4, 4).decodeScorePrograms, 8192);
+  EXPECT_EQ(sm90().forStep(4, 8).decodeScorePrograms, 8192); // row tiles of 4 rows x 4 heads
+  EXPECT_EQ(sm90().forStep(4, 6).decodeScorePrograms, sm90().decodeScorePrograms);
+  EXPECT_EQ(sm90().mostDecodeScorePrograms(), sm90().decodeScorePrograms);
+  TargetTuning wider = sm90();
+  wider.decodeForms.push_back({32, 4 * wider.decodeScorePrograms, 1});
+  EXPECT_EQ(wider.mostDecodeScorePrograms(), 4 * wider.decodeScorePrograms);
+  EXPECT_EQ(host().forStep(4, 4).decodeScorePrograms, host().decodeScorePrograms);
+  EXPECT_EQ(host().configFor(KernelKind::ScoreDecode, 1, 8).tilesAhead, 1);
+}
+
+// Tiles in flight shape the score loop (more loop-carried tiles), up to a block's tiles.
+TEST(KernelConfig, TilesAheadAreAScoreField) {
+  KernelConfig decode = host().configFor(KernelKind::ScoreDecode, 1, 4), ahead = decode;
+  ahead.tilesAhead = 2;
+  EXPECT_EQ(ahead.str(), decode.str() + ",ahead=2");
+  auto a = buildKernel(KernelKind::ScoreDecode, decode), b = buildKernel(KernelKind::ScoreDecode, ahead);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->print(), b->print());
+  ahead.tilesAhead = 128 / decode.tokenTile;
+  EXPECT_TRUE(buildKernel(KernelKind::ScoreDecode, ahead).ok());
+  for (int bad : {0, 128 / decode.tokenTile + 1}) {
+    ahead.tilesAhead = bad;
+    auto k = buildKernel(KernelKind::ScoreDecode, ahead);
+    ASSERT_FALSE(k.ok());
+    EXPECT_NE(k.status().message().find("tiles ahead"), std::string::npos) << k.status().message();
+  }
 }
 
 // A table may cap a decode program's columns: wider requests go as row tiles (a config field,

@@ -124,7 +124,9 @@ public:
   // (readDeviceStatus); no out-of-range page is read. Decode steps of one indexer share its
   // scratch: calls on different streams must be ordered by the caller. topkOut as forward's
   // ([H, D x Q, 16]); without it the result is the indexer's own buffer (valid until the next
-  // decode()). D == 0 queues nothing.
+  // decode()). D == 0 queues nothing. Inside a capture, a call that would first have to load
+  // kernels (a decode_query_len not in decodeQueryLens at warmup()) or allocate (no warmup())
+  // fails naming the fix instead: those calls would invalidate the capture.
   StatusOr<TensorView> decode(const TensorView &indexQuery, const TensorView &kvCache,
                               const TensorView &blockTable, const TensorView &seqLens,
                               Stream stream = nullptr, const TensorView *topkOut = nullptr);

@@ -58,7 +58,16 @@ public:
   StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen, int32_t *topk,
                                 Stream stream) override {
     if (!topk) { // reserved at warm-up: no allocation inside a capture
-      StatusOr<uint64_t> own = decodeTopk_.ensure(shape.params.numHeads * shape.numRows * spec::kTopkBlocks * 4);
+      const size_t bytes = shape.params.numHeads * shape.numRows * spec::kTopkBlocks * 4;
+      if (!decodeTopk_.holds(bytes)) {
+        StatusOr<bool> inCapture = capturing(stream);
+        if (!inCapture.ok())
+          return inCapture.status();
+        if (*inCapture)
+          return Status::error("decode inside a graph capture would allocate its own top-k buffer (a call that "
+                               "invalidates the capture): pass topk_out, or call Indexer::warmup() first");
+      }
+      StatusOr<uint64_t> own = decodeTopk_.ensure(bytes);
       if (!own.ok())
         return own.status();
       topk = reinterpret_cast<int32_t *>(static_cast<uintptr_t>(*own));

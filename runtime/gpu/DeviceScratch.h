@@ -37,6 +37,8 @@ public:
     return ptr_;
   }
   uint64_t ptr() const { return ptr_; }
+  // Whether ensure(bytes) returns without allocating.
+  bool holds(size_t bytes) const { return std::max<size_t>(bytes, 4) <= capacity_; }
   int64_t allocations() const { return allocations_; }
 
 private:

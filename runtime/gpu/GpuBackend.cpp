@@ -155,6 +155,29 @@ Status GpuBackend::reserveDeviceDecode(int heads, int64_t maxRows, int64_t width
   return p.ok() ? Status() : p.status();
 }
 
+Status GpuBackend::refuseSetupInCapture(const kernels::StepPlan &plan, void *stream) {
+  using kernels::StepBuffer;
+  std::vector<std::string> setup;
+  for (const kernels::Launch &l : plan.launches)
+    if (!functions_.count({static_cast<int>(l.kind), l.config}))
+      setup.push_back(fmt::format("load {} ({})", kernels::kernelName(l.kind), l.config.str()));
+  if (!decodeScores_.holds(plan.elementsOf(StepBuffer::Scores) * 4) ||
+      !decodePartial_.holds(plan.elementsOf(StepBuffer::Partial) * 8) ||
+      !programFlags_.holds(plan.elementsOf(StepBuffer::ProgramFlags) * 4) || !status_.ptr())
+    setup.push_back("allocate its scratch");
+  if (setup.empty() || !api_->streamIsCapturing)
+    return Status();
+  bool capturing = false;
+  M3IDX_RETURN_IF_ERROR(api_->check(api_->streamIsCapturing(stream, &capturing), "stream capture query"));
+  if (!capturing)
+    return Status();
+  return Status::error(fmt::format(
+      "decode inside a graph capture would {} (calls that invalidate the capture): before capturing, "
+      "run one decode() of this shape, or warm it up (this decode_query_len in "
+      "IndexerConfig::decodeQueryLens, then Indexer::warmup())",
+      fmt::join(setup, ", ")));
+}
+
 StatusOr<GpuBackend::BoundPlan> GpuBackend::bindPlan(const kernels::StepPlan &plan) {
   using kernels::StepBuffer;
   BoundPlan bound;
@@ -199,6 +222,7 @@ Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_
         kernels::planDeviceDecode(shape, W, maxSeqLen, tuning_.forStep(p.numHeads, p.decodeQueryLen));
     if (!plan.ok())
       return plan.status();
+    M3IDX_RETURN_IF_ERROR(refuseSetupInCapture(*plan, stream));
     StatusOr<BoundPlan> bound = bindPlan(*plan);
     if (!bound.ok())
       return bound.status();

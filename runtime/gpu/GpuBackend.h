@@ -117,6 +117,10 @@ private:
     std::vector<BoundLaunch> launches;
   };
   StatusOr<BoundPlan> bindPlan(const kernels::StepPlan &plan);
+  // What a device decode of `plan` would do on the host besides launching (load a kernel,
+  // allocate scratch), as an error if `stream` is capturing a graph: such calls invalidate the
+  // caller's capture. Nothing is queried when there is nothing to do.
+  Status refuseSetupInCapture(const kernels::StepPlan &plan, void *stream);
   // The bound launches with buffers at `address` (by role), on `stream` (timed: events between
   // them, after beforeLaunches).
   Status launchPlan(BoundPlan &plan, const uint64_t *address, void *stream, bool timed,

@@ -134,7 +134,8 @@ struct EngineStep {
   std::unique_ptr<Indexer> indexer;
   TensorView q, kv;
 
-  explicit EngineStep(int decodes, int prefills, tuning::PrefillForm prefill = tuning::PrefillForm{}) {
+  explicit EngineStep(int decodes, int prefills, tuning::PrefillForm prefill = tuning::PrefillForm{},
+                      bool warm = true) {
     GenOptions o;
     o.seed = 11;
     o.mode = ValueMode::Exact;
@@ -158,7 +159,9 @@ struct EngineStep {
     indexer = std::move(createIndexer(config, Device{DeviceKind::Cuda, 0},
                                       makeGpuIndexerEngine(config, std::move(backend).value()))
                             .value());
-    EXPECT_TRUE(indexer->warmup().ok());
+    if (warm) {
+      EXPECT_TRUE(indexer->warmup().ok());
+    }
     uint64_t qAt, kvAt; // the engine never reads them: addresses are enough
     device.api.alloc(&qAt, v.numRows * 2 * 128);
     device.api.alloc(&kvAt, v.numPages * spec::kPageBytes);
@@ -345,6 +348,54 @@ TEST(GpuIndexerEngine, DecodeCpIsRefusedWithTheReason) {
   EXPECT_NE(st.message().find("decode CP: not served on cuda devices"), std::string::npos) << st.message();
 }
 
+// A decode whose kernels were not loaded at warm-up (decode_query_len 1; decodeQueryLens holds 4)
+// refuses to load them inside a graph capture, naming the fix, and launches nothing; outside one
+// it loads them, after which a capture replans new shapes (the plan is host arithmetic) freely.
+TEST(GpuIndexerEngine, DecodeRefusesToLoadKernelsInsideACapture) {
+  EngineStep s(4, 0);
+  const BatchView v = s.c.view();
+  const Device cuda{DeviceKind::Cuda, 0};
+  uint64_t tableAt, lensAt, outAt;
+  s.device.api.alloc(&tableAt, v.numRequests * v.maxBlocks * 4);
+  s.device.api.alloc(&lensAt, v.numRequests * 4);
+  s.device.api.alloc(&outAt, 2 * v.numRows * 16 * 4);
+  TensorView table = TensorView::contiguous(reinterpret_cast<void *>(tableAt), DType::I32,
+                                            {v.numRequests, v.maxBlocks}, cuda);
+  TensorView lens = TensorView::contiguous(reinterpret_cast<void *>(lensAt), DType::I32, {v.numRequests}, cuda);
+  TensorView oneRow = s.q;
+  oneRow.shape[0] = v.numRequests; // decode_query_len 1
+  TensorView out = TensorView::contiguous(reinterpret_cast<void *>(outAt), DType::I32, {2, v.numRequests, 16}, cuda);
+  s.device.capturing = true;
+  const int allocations = s.device.allocations;
+  auto refused = s.indexer->decode(oneRow, s.kv, table, lens, fakeStream(4), &out);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("would load score_decode (heads=2,rows=1"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("IndexerConfig::decodeQueryLens"), std::string::npos);
+  EXPECT_TRUE(s.device.launches.empty());
+  EXPECT_EQ(s.device.allocations, allocations);
+  s.device.capturing = false;
+  ASSERT_TRUE(s.indexer->decode(oneRow, s.kv, table, lens, fakeStream(4), &out).ok());
+  EXPECT_GT(s.indexer->compilesAfterWarmup(), 0);
+  s.device.capturing = true;
+  EXPECT_TRUE(s.indexer->decode(oneRow, s.kv, table, lens, fakeStream(4), &out).ok());
+  table.shape[0] = lens.shape[0] = oneRow.shape[0] = 2; // a new shape, its kernels loaded
+  out = TensorView::contiguous(out.data, DType::I32, {2, 2, 16}, cuda);
+  auto fewer = s.indexer->decode(oneRow, s.kv, table, lens, fakeStream(4), &out);
+  EXPECT_TRUE(fewer.ok()) << fewer.status().message();
+  EXPECT_EQ(s.device.allocations, allocations);
+
+  // Without warmup() nothing is reserved: the indexer's own top-k buffer would be allocated.
+  EngineStep cold(4, 0, tuning::PrefillForm{}, /*warm=*/false);
+  cold.device.capturing = true;
+  table.shape[0] = lens.shape[0] = v.numRequests;
+  auto own = cold.indexer->decode(cold.q, cold.kv, table, lens, fakeStream(4));
+  ASSERT_FALSE(own.ok());
+  EXPECT_NE(own.status().message().find("would allocate its own top-k buffer"), std::string::npos)
+      << own.status().message();
+  EXPECT_TRUE(cold.device.launches.empty());
+}
+
 // The graph-safe decode: after warm-up a step is its kernels on the caller's stream, over the
 // caller's device seq_lens and block table, with no upload, memset, allocation, event or wait;
 // its grids come from shapes, whatever the lengths hold.
@@ -384,8 +435,9 @@ TEST(GpuIndexerEngine, DeviceDecodeIsOnlyLaunchesWhateverTheLengths) {
         EXPECT_EQ(l.args[10], tableAt);
         EXPECT_EQ(l.args[15], lensAt);
       }
-      if (const size_t at = FakeDevice::topkArgOf(l.kernel))
+      if (const size_t at = FakeDevice::topkArgOf(l.kernel)) {
         EXPECT_EQ(l.args[at], outAt) << l.kernel;
+      }
     }
     return grids;
   };

@@ -189,6 +189,27 @@ struct EngineStep {
         TensorView::contiguous(reinterpret_cast<void *>(prefillAt), DType::I32, {R - D, M}, cuda);
     return at;
   }
+  // The case's block table and seq_lens in fake device memory (the device decode's metadata) and
+  // room for its top-k, as views.
+  struct DecodeIo {
+    uint64_t tableAt, lensAt, outAt;
+    TensorView table, lens, out;
+  };
+  DecodeIo deviceDecodeIo() {
+    const BatchView v = c.view();
+    const Device cuda{DeviceKind::Cuda, 0};
+    DecodeIo io;
+    device.api.alloc(&io.tableAt, v.numRequests * v.maxBlocks * 4);
+    device.api.alloc(&io.lensAt, v.numRequests * 4);
+    device.api.alloc(&io.outAt, 2 * v.numRows * 16 * 4);
+    device.api.upload(io.tableAt, v.blockTable, v.numRequests * v.maxBlocks * 4);
+    device.api.upload(io.lensAt, v.seqLens, v.numRequests * 4);
+    io.table = TensorView::contiguous(reinterpret_cast<void *>(io.tableAt), DType::I32,
+                                      {v.numRequests, v.maxBlocks}, cuda);
+    io.lens = TensorView::contiguous(reinterpret_cast<void *>(io.lensAt), DType::I32, {v.numRequests}, cuda);
+    io.out = TensorView::contiguous(reinterpret_cast<void *>(io.outAt), DType::I32, {2, v.numRows, 16}, cuda);
+    return io;
+  }
   // The int32 array a launch argument's memref descriptor (5 values from `first`) points at.
   std::vector<int32_t> array(const FakeDevice::Launch &l, size_t first) {
     const int32_t *p = reinterpret_cast<const int32_t *>(device.at(l.args[first]));
@@ -355,16 +376,10 @@ TEST(GpuIndexerEngine, DecodeRefusesToLoadKernelsInsideACapture) {
   EngineStep s(4, 0);
   const BatchView v = s.c.view();
   const Device cuda{DeviceKind::Cuda, 0};
-  uint64_t tableAt, lensAt, outAt;
-  s.device.api.alloc(&tableAt, v.numRequests * v.maxBlocks * 4);
-  s.device.api.alloc(&lensAt, v.numRequests * 4);
-  s.device.api.alloc(&outAt, 2 * v.numRows * 16 * 4);
-  TensorView table = TensorView::contiguous(reinterpret_cast<void *>(tableAt), DType::I32,
-                                            {v.numRequests, v.maxBlocks}, cuda);
-  TensorView lens = TensorView::contiguous(reinterpret_cast<void *>(lensAt), DType::I32, {v.numRequests}, cuda);
+  auto [tableAt, lensAt, outAt, table, lens, out] = s.deviceDecodeIo();
   TensorView oneRow = s.q;
   oneRow.shape[0] = v.numRequests; // decode_query_len 1
-  TensorView out = TensorView::contiguous(reinterpret_cast<void *>(outAt), DType::I32, {2, v.numRequests, 16}, cuda);
+  out = TensorView::contiguous(out.data, DType::I32, {2, v.numRequests, 16}, cuda);
   s.device.capturing = true;
   const int allocations = s.device.allocations;
   auto refused = s.indexer->decode(oneRow, s.kv, table, lens, fakeStream(4), &out);
@@ -401,18 +416,8 @@ TEST(GpuIndexerEngine, DecodeRefusesToLoadKernelsInsideACapture) {
 // its grids come from shapes, whatever the lengths hold.
 TEST(GpuIndexerEngine, DeviceDecodeIsOnlyLaunchesWhateverTheLengths) {
   EngineStep s(4, 0);
-  const BatchView v = s.c.view();
   const Device cuda{DeviceKind::Cuda, 0};
-  uint64_t tableAt, lensAt, outAt;
-  s.device.api.alloc(&tableAt, v.numRequests * v.maxBlocks * 4);
-  s.device.api.alloc(&lensAt, v.numRequests * 4);
-  s.device.api.alloc(&outAt, 2 * v.numRows * 16 * 4);
-  s.device.api.upload(tableAt, v.blockTable, v.numRequests * v.maxBlocks * 4);
-  s.device.api.upload(lensAt, v.seqLens, v.numRequests * 4);
-  TensorView table = TensorView::contiguous(reinterpret_cast<void *>(tableAt), DType::I32,
-                                            {v.numRequests, v.maxBlocks}, cuda);
-  TensorView lens = TensorView::contiguous(reinterpret_cast<void *>(lensAt), DType::I32, {v.numRequests}, cuda);
-  TensorView out = TensorView::contiguous(reinterpret_cast<void *>(outAt), DType::I32, {2, v.numRows, 16}, cuda);
+  auto [tableAt, lensAt, outAt, table, lens, out] = s.deviceDecodeIo();
 
   auto step = [&] {
     s.device.launches.clear();

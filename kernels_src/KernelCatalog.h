@@ -47,8 +47,11 @@ struct KernelConfig {
     return std::tie(numHeads, queryRows, tokenTile, warps, foldTokenPairs, blockUnroll, narrowMask, rowTile,
                     tilesAhead);
   }
-  // Row tiles of a decode request (1 without rowTile).
+  // Row tiles of a decode request (1 without rowTile), the rows of one, and its columns (rows x
+  // heads: what one score_decode program dots each key tile with).
   int decodeRowTiles() const { return rowTile > 0 ? (queryRows + rowTile - 1) / rowTile : 1; }
+  int decodeTileRows() const { return rowTile > 0 ? rowTile : queryRows; }
+  int decodeColumns() const { return numHeads * decodeTileRows(); }
   bool operator==(const KernelConfig &o) const { return tied() == o.tied(); }
   bool operator<(const KernelConfig &o) const { return tied() < o.tied(); }
   // "heads=4,rows=4", then ",tokens=T,warps=W" unless 16 and 1, ",fold" if folding, ",unroll=U"

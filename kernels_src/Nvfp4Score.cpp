@@ -234,7 +234,7 @@ BlockRange chunkOf(KernelBuilder &b, Value chunk, Value perProgram, Value slots,
 StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   KernelBuilder b("score_decode", c.warps);
   ScoreArgs a = declareArgs(b, /*prefill=*/false);
-  const int Q = c.queryRows, tiles = c.decodeRowTiles(), R = c.rowTile > 0 ? c.rowTile : Q;
+  const int Q = c.queryRows, tiles = c.decodeRowTiles(), R = c.decodeTileRows();
   Value pid = b.programId();
   // Programs are (request, row tile, chunk), chunk fastest.
   Value unit = pid / a.gridChunks, chunk = pid % a.gridChunks;

@@ -70,8 +70,8 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     c.blockUnroll = scoreUnroll;
     if (decodeMaxColumns > 0 && numHeads * decodeQueryLen > decodeMaxColumns)
       c.rowTile = std::max(1, std::min(decodeMaxColumns, decodeTileColumns) / numHeads);
-    c.narrowMask = numHeads * (c.rowTile > 0 ? c.rowTile : decodeQueryLen) > decodeNarrowAbove;
-    c.tilesAhead = decodeFormFor(numHeads * (c.rowTile > 0 ? c.rowTile : decodeQueryLen)).tilesAhead;
+    c.narrowMask = c.decodeColumns() > decodeNarrowAbove;
+    c.tilesAhead = decodeFormFor(c.decodeColumns()).tilesAhead;
     return c;
   case KernelKind::ScorePrefill:
     c.numHeads = numHeads;
@@ -100,9 +100,7 @@ kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen) cons
   kernels::StepTuning s;
   for (KernelKind k : kernels::allKernels())
     s.configs[static_cast<int>(k)] = configFor(k, numHeads, decodeQueryLen);
-  const KernelConfig &decode = s.config(KernelKind::ScoreDecode);
-  s.decodeScorePrograms =
-      decodeFormFor(numHeads * (decode.rowTile > 0 ? decode.rowTile : decodeQueryLen)).programs;
+  s.decodeScorePrograms = decodeFormFor(s.config(KernelKind::ScoreDecode).decodeColumns()).programs;
   s.decodeMaxBlocksPerProgram = decodeMaxBlocksPerProgram;
   s.prefillScorePrograms = prefill.programs;
   s.prefillMaxBlocksPerProgram = prefill.maxBlocksPerProgram;

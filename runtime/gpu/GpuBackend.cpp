@@ -42,6 +42,16 @@ private:
   size_t bytes_ = 0;
 };
 
+// Bytes of a plan's scratch buffers: scores (f32), top-k partials (i64), program flags (i32).
+struct PlanScratch {
+  int64_t scores, partial, flags;
+};
+PlanScratch scratchOf(const kernels::StepPlan &plan) {
+  using kernels::StepBuffer;
+  return {plan.elementsOf(StepBuffer::Scores) * 4, plan.elementsOf(StepBuffer::Partial) * 8,
+          plan.elementsOf(StepBuffer::ProgramFlags) * 4};
+}
+
 } // namespace
 
 StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(const DeviceApi *api, std::string name,
@@ -156,14 +166,13 @@ Status GpuBackend::reserveDeviceDecode(int heads, int64_t maxRows, int64_t width
 }
 
 Status GpuBackend::refuseSetupInCapture(const kernels::StepPlan &plan, void *stream) {
-  using kernels::StepBuffer;
   std::vector<std::string> setup;
   for (const kernels::Launch &l : plan.launches)
     if (!functions_.count({static_cast<int>(l.kind), l.config}))
       setup.push_back(fmt::format("load {} ({})", kernels::kernelName(l.kind), l.config.str()));
-  if (!decodeScores_.holds(plan.elementsOf(StepBuffer::Scores) * 4) ||
-      !decodePartial_.holds(plan.elementsOf(StepBuffer::Partial) * 8) ||
-      !programFlags_.holds(plan.elementsOf(StepBuffer::ProgramFlags) * 4) || !status_.ptr())
+  const PlanScratch bytes = scratchOf(plan);
+  if (!decodeScores_.holds(bytes.scores) || !decodePartial_.holds(bytes.partial) ||
+      !programFlags_.holds(bytes.flags) || !status_.ptr())
     setup.push_back("allocate its scratch");
   if (setup.empty() || !api_->streamIsCapturing)
     return Status();
@@ -181,9 +190,10 @@ Status GpuBackend::refuseSetupInCapture(const kernels::StepPlan &plan, void *str
 StatusOr<GpuBackend::BoundPlan> GpuBackend::bindPlan(const kernels::StepPlan &plan) {
   using kernels::StepBuffer;
   BoundPlan bound;
-  bound.scoresBytes = plan.elementsOf(StepBuffer::Scores) * 4;
-  bound.partialBytes = plan.elementsOf(StepBuffer::Partial) * 8;
-  bound.flagBytes = plan.elementsOf(StepBuffer::ProgramFlags) * 4;
+  const PlanScratch bytes = scratchOf(plan);
+  bound.scoresBytes = bytes.scores;
+  bound.partialBytes = bytes.partial;
+  bound.flagBytes = bytes.flags;
   for (const kernels::Launch &launch : plan.launches) {
     auto fn = function(launch.kind, launch.config);
     if (!fn.ok())

@@ -33,12 +33,12 @@
 #   sanitize every kernel config (decode_query_len 1/4/8 x 1/2/4 heads, prefill, 1M-token rows) under
 #            compute-sanitizer memcheck, racecheck, initcheck and synccheck (memcheck also through
 #            --indexer --device-tables), on generated cases with garbage in unused slots and pages
-#   variants decode steps (the shapes of bench, and 8 rows a request for 64 x 128K at H=1 and 4)
-#            under each tuning variant of $VARIANTS (';'-separated `m3idx bench` knobs, '' the
+#   variants decode steps (the shapes of bench, and 8 rows a request for 64 x 128K at H=1 and 4, or
+#            $VARIANT_SHAPES) under each tuning variant of $VARIANTS (';'-separated `m3idx bench` knobs, '' the
 #            table's own), side by side in one process per shape and variant; each variant also
 #            checked against exact scores on small steps (1, 4 heads; 4, 8 rows)
-#   profile  Nsight Compute (clocks left alone) on the score kernels of the bench shapes and of
-#            prefill 4 x 32K (or $PROFILE_DECODE / $PROFILE_PREFILL): speed of light, pipes,
+#   profile  Nsight Compute (clocks left alone) on the score kernels of the bench shapes and on the
+#            score and top-k of prefill 4 x 32K (or $PROFILE_DECODE / $PROFILE_PREFILL): speed of light, pipes,
 #            occupancy, warp stalls
 #   sass     the machine code of the score kernels (the archive's PTX, the machine's ptxas)
 #   ceiling, wgmma   the probes bench/page_read_ceiling.cu and bench/wgmma_probe.cu (nvcc)
@@ -70,6 +70,10 @@ make_cases() {
     --prefill-context 1048576
   gen prefill_h4 --seed 8 --heads 4 --decodes 0 --prefills 3 --prefill-len 1:300 --prefill-context 1:3000
   gen decode_q1_h4 --seed 9 --heads 4 --decodes 16 --decode-query-len 1 --context 0:20000 --prefills 0
+  gen decode_q8_h4 --seed 10 --mode exact --heads 4 --decodes 12 --decode-query-len 8 --context 0:9000 \
+    --prefills 1 --init 1 --local 1
+  gen decode_q6_h4 --seed 11 --heads 4 --decodes 20 --decode-query-len 6 --context 0:70000 --prefills 0 \
+    --nan-scales 0.01
   for c in tests/data/golden/*/; do cp -r "$c" "$cases/"; done
 }
 run_all() { # LABEL [VAR=VALUE...] [-- RUN ARGS...]: every case run and checked, the cases in parallel
@@ -165,7 +169,8 @@ for stage in "${stages[@]}"; do
           "$m3idx" bench --backend cuda --decode $shape --repeat 1 --check $v 2>&1 |
             grep -E "top-k|rror|score_decode" | sed "s/^/[$v] $shape: /"
         done; done
-        for shape in "${decode_shapes[@]}" 64:131072:1:8 64:131072:4:8; do for v in "${variants[@]}"; do
+        read -r -a vshapes <<<"${VARIANT_SHAPES:-${decode_shapes[*]} 64:131072:1:8 64:131072:4:8}"
+        for shape in "${vshapes[@]}"; do for v in "${variants[@]}"; do
           # shellcheck disable=SC2086
           echo "== variant [$v] $shape"; "$m3idx" bench --backend cuda --decode "$shape" --repeat 25 $v
         done; done
@@ -185,7 +190,7 @@ for stage in "${stages[@]}"; do
         done
         for shape in "${pprefill[@]}"; do
           echo "== profile prefill $shape"
-          "$ncu" --clock-control none --kernel-name regex:score_prefill --launch-skip 1 --launch-count 1 "${sections[@]}" \
+          "$ncu" --clock-control none --kernel-name regex:'score_prefill|topk_prefill' --launch-skip 2 --launch-count 2 "${sections[@]}" \
             "$m3idx" bench --backend cuda --prefill "$shape" --repeat 1 --warmup 1
         done
       } 2>&1 | tee "$OUT/gpu-profile.log" ;;

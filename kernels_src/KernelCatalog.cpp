@@ -57,12 +57,12 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
     return invalidArgument("query rows", fmt::format("1..{}", maxRows), c.queryRows);
   if (c.tokenTile < 1 || spec::kSparseBlockSize % c.tokenTile != 0)
     return invalidArgument("token tile", "a divisor of 128", c.tokenTile);
-  if (c.warps != 1 && k != KernelKind::ScorePrefill)
-    return invalidArgument("warps", "1 (only score_prefill runs on several)", c.warps);
-  if (c.foldTokenPairs && (k != KernelKind::ScorePrefill || c.tokenTile % 16 != 0))
-    return invalidArgument("token-pair folding", "score_prefill with a token tile that is a multiple of 16",
-                           fmt::format("{} with a token tile of {}", kernelName(k), c.tokenTile));
   const bool score = k == KernelKind::ScoreDecode || k == KernelKind::ScorePrefill;
+  if (c.warps < 1 || (c.warps != 1 && !score))
+    return invalidArgument("warps", "1, or more for a score kernel", fmt::format("{} for {}", c.warps, kernelName(k)));
+  if (c.foldTokenPairs && (!score || c.tokenTile % 16 != 0))
+    return invalidArgument("token-pair folding", "a score kernel with a token tile that is a multiple of 16",
+                           fmt::format("{} with a token tile of {}", kernelName(k), c.tokenTile));
   if (c.blockUnroll < 1 || (!score && c.blockUnroll != 1))
     return invalidArgument("block unroll", "1, or more for a score kernel", c.blockUnroll);
   if (c.narrowMask && !score)

@@ -213,15 +213,17 @@ private:
   // The A registers of MmaRows keys (vector<64 x f8E4M3FN> per thread), per f16 K step.
   std::vector<std::array<mlir::Value, 4>> mmaFragmentsA(mlir::Value keys);
   // sm_90a warpgroup programs (nvvm/Sm90Wgmma.cpp): dot.tiles of 64 MmaRows key tokens (16 per
-  // warp, A in registers) against 64 or 128 query columns (B, f16 in shared memory, 128-byte
-  // swizzled) as wgmma m64nNk16 with f32 sums.
+  // warp, A in registers) against N query columns, N a multiple of 8 up to 128 (B, f16 in shared
+  // memory, 128-byte swizzled) as wgmma m64nNk16 with f32 sums.
   static constexpr int64_t kWgmmaTokens = 64; // wgmma's M
   // The .maxnreg of wgmma programs of `columns` columns: 64 -> 128 (4 programs per SM), 128 -> 168
   // (3 per SM; the accumulators alone take 64). Measured on the H200, prefill 4 x 32K H=1 score
   // (bench/RESULTS.md): 64 columns, uncapped (243 registers, 2 programs per SM)
   // 2.46 ms, 168 2.15, 128 2.06; 128 columns with folded token pairs, 128 (1 KB
   // spilled) 1.81 ms, 168 1.35 (no spill in the loop over whole blocks), 200 1.45, 255 1.45.
-  static int32_t wgmmaRegisterCap(int64_t columns) { return columns > 64 ? 168 : 128; }
+  // Up to 32 columns (warpgroup decode programs): 96, the fewest ptxas spills nothing under for
+  // 32 columns (88 spills 20 bytes), 5 programs per SM where 128 gives 4.
+  static int32_t wgmmaRegisterCap(int64_t columns) { return columns > 64 ? 168 : columns > 32 ? 128 : 96; }
   bool wgmmaFits(const dsl::Op &dotTiles) const; // the shapes it takes
   bool wgmmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
   mlir::Value wgmmaDotTiles(const dsl::Op &op);

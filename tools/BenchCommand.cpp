@@ -35,7 +35,8 @@ struct BenchArgs {
   int repeat = 20, warmup = 2, cpShare = 0;
   bool check = false, indexer = false;
   // Variants of the target's tuning table to measure (-1: the table's own).
-  int decodeColumns = -1, scoreUnroll = -1, decodeNarrowAbove = -1, topkPrograms = -1, tilesAhead = -1;
+  int decodeColumns = -1, scoreUnroll = -1, decodeNarrowAbove = -1, topkPrograms = -1, tilesAhead = -1,
+      decodeWarpgroupAbove = -1;
   int64_t decodePrograms = -1;
 };
 
@@ -119,12 +120,12 @@ int runBench(const BenchArgs &a) {
     return fail(backend.status().message());
   const BatchView v = c->view();
   if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0 ||
-      a.tilesAhead >= 0 || a.decodePrograms >= 0) {
+      a.tilesAhead >= 0 || a.decodePrograms >= 0 || a.decodeWarpgroupAbove >= 0) {
     // a variant of the target's table, to measure it
     auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
     if (!gpu)
       return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs/--tiles-ahead/"
-                  "--decode-programs: expected --backend cuda or hip");
+                  "--decode-programs/--decode-warpgroup-above: expected --backend cuda or hip");
     tuning::TargetTuning t = gpu->tuning();
     if (a.decodeColumns >= 0)
       t.decodeMaxColumns = a.decodeColumns;
@@ -141,8 +142,12 @@ int runBench(const BenchArgs &a) {
       }
     if (a.tilesAhead >= 1)
       t.decodeTilesAhead = a.tilesAhead;
-    if (a.decodePrograms >= 1)
+    if (a.decodePrograms >= 1) {
       t.decodeScorePrograms = a.decodePrograms;
+      t.decodeWarpgroupPrograms = a.decodePrograms;
+    }
+    if (a.decodeWarpgroupAbove >= 0)
+      t.decodeWarpgroupAbove = a.decodeWarpgroupAbove;
     gpu->setTuning(t);
   }
   if (auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get()); gpu && a.indexer) {
@@ -257,6 +262,9 @@ void addBenchCommand(CLI::App &app, Runner &run) {
                   "GPU: measure a tuning variant: score_decode's key tiles loaded ahead of the one dotted");
   cmd->add_option("--decode-programs", args->decodePrograms,
                   "GPU: measure a tuning variant: the decode score grid's target programs");
+  cmd->add_option("--decode-warpgroup-above", args->decodeWarpgroupAbove,
+                  "GPU: measure a tuning variant: score_decode requests of more columns (rows x heads, a multiple "
+                  "of 8 up to 64) run as one warpgroup program");
   cmd->add_option("--prefill", args->prefill, "A generated prefill step PROMPTS:TOKENS:HEADS (causal, all rows new)");
   cmd->add_flag("--check", args->check, "Check the last step's top-k against exact scores");
   cmd->add_flag("--indexer", args->indexer,

@@ -40,6 +40,9 @@ TargetTuning makeSm90() {
   // programs (two mma column tiles, 104 registers) ran 8% faster on runs twice as long, which
   // programs of up to 8 columns did not (bench/RESULTS.md).
   t.decodeForms = {{4, t.decodeScorePrograms, 1}, {8, t.decodeScorePrograms, 2}, {16, 8192, 1}};
+  // Wider requests (24 and 32 columns: 6 and 8 rows x 4 heads) as one warpgroup on wgmma m64nN,
+  // which decodes each key once for all columns where row tiles decode it once per tile.
+  t.decodeWarpgroupAbove = 16;
   return t;
 }
 
@@ -68,6 +71,13 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     c.numHeads = numHeads;
     c.queryRows = decodeQueryLen;
     c.blockUnroll = scoreUnroll;
+    if (decodeAsWarpgroup(numHeads * decodeQueryLen)) {
+      c.tokenTile = 64; // a warp's 16 tokens each
+      c.warps = 4;
+      c.foldTokenPairs = true;
+      c.narrowMask = true;
+      return c;
+    }
     if (decodeMaxColumns > 0 && numHeads * decodeQueryLen > decodeMaxColumns)
       c.rowTile = std::max(1, std::min(decodeMaxColumns, decodeTileColumns) / numHeads);
     c.narrowMask = c.decodeColumns() > decodeNarrowAbove;
@@ -100,7 +110,9 @@ kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen) cons
   kernels::StepTuning s;
   for (KernelKind k : kernels::allKernels())
     s.configs[static_cast<int>(k)] = configFor(k, numHeads, decodeQueryLen);
-  s.decodeScorePrograms = decodeFormFor(s.config(KernelKind::ScoreDecode).decodeColumns()).programs;
+  const KernelConfig &decode = s.config(KernelKind::ScoreDecode);
+  s.decodeScorePrograms =
+      decode.warps > 1 ? decodeWarpgroupPrograms : decodeFormFor(decode.decodeColumns()).programs;
   s.decodeMaxBlocksPerProgram = decodeMaxBlocksPerProgram;
   s.prefillScorePrograms = prefill.programs;
   s.prefillMaxBlocksPerProgram = prefill.maxBlocksPerProgram;
@@ -116,8 +128,12 @@ TargetTuning::DecodeForm TargetTuning::decodeFormFor(int columns) const {
   return {columns, decodeScorePrograms, decodeTilesAhead};
 }
 
+bool TargetTuning::decodeAsWarpgroup(int columns) const {
+  return columns > decodeWarpgroupAbove && columns % 8 == 0 && columns <= 64;
+}
+
 int64_t TargetTuning::mostDecodeScorePrograms() const {
-  int64_t most = decodeScorePrograms;
+  int64_t most = std::max(decodeScorePrograms, decodeWarpgroupAbove < 64 ? decodeWarpgroupPrograms : 0);
   for (const DecodeForm &f : decodeForms)
     most = std::max(most, f.programs);
   return most;

@@ -45,6 +45,11 @@ struct TargetTuning {
     int tilesAhead;
   };
   std::vector<DecodeForm> decodeForms = {};
+  // score_decode programs of a request's rows x heads columns above this, a multiple of 8 up to
+  // 64, run as one warpgroup (4 warps on 64-token tiles, token pairs folded: sm_90's wgmma, each
+  // warp decoding its 16 tokens once for every column) on a grid of decodeWarpgroupPrograms.
+  int decodeWarpgroupAbove = 1 << 30;
+  int64_t decodeWarpgroupPrograms = 4096;
 
   // Rows of one prefill program: columns / heads.
   int prefillRowTile(int numHeads) const;
@@ -58,6 +63,8 @@ struct TargetTuning {
 private:
   // The decode form of a score_decode program of `columns` columns (the defaults' if none fits).
   DecodeForm decodeFormFor(int columns) const;
+  // Whether a request of `columns` columns (rows x heads) is scored by one warpgroup program.
+  bool decodeAsWarpgroup(int columns) const;
 };
 
 // The table of a target ("host", "sm_90", "gfx950"); an unknown name is an error naming the known.

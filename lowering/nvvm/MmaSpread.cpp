@@ -114,9 +114,9 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
           g.want(op.results[0].id, kAcc);
         }
         break;
-      case OpKind::ReduceMaxGroups: // accumulators: 16 tokens per column (mma), 64 or 128 columns (wgmma)
+      case OpKind::ReduceMaxGroups: // accumulators: 16 tokens per column (mma), N = 8..128 columns (wgmma)
         g.allow(op.operands[0].id, kBlocked | (k.typeOf(op.operands[0]).lanes == 16 * op.intAttr ? kAcc : 0) |
-                                       (op.intAttr == 64 || op.intAttr == 128 ? kWacc | kFold : 0));
+                                       (op.intAttr % 8 == 0 && op.intAttr <= 128 ? kWacc | kFold : 0));
         g.allow(op.results[0].id, kBlocked);
         break;
       case OpKind::For: {

@@ -43,13 +43,13 @@ mlir::Value pairBits(ImplicitLocOpBuilder &b, mlir::Value pair) {
 }
 } // namespace
 
-// 64 key tokens (16 per warp) against 64 or 128 query columns of 128-element rows, on a 4-warp
-// program.
+// 64 key tokens (16 per warp) against N query columns of 128-element rows (N a multiple of 8 up
+// to 128: wgmma's n), on a 4-warp program.
 bool Emitter::wgmmaFits(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
   return threads_ == 32 * kWarps && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
          b.elem == Elem::F8E4M3FN && a.lanes == kWgmmaTokens * kRowK &&
-         (b.lanes == 64 * kRowK || b.lanes == 128 * kRowK);
+         b.lanes % (8 * kRowK) == 0 && b.lanes <= 128 * kRowK;
 }
 
 bool Emitter::wgmmaRuns(const dsl::Op &op) const {
@@ -76,7 +76,9 @@ static mlir::Value swizzledChunk(ImplicitLocOpBuilder &b, int64_t rows, mlir::Va
 // wgmma (the async proxy) and every thread's awaited.
 void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t lanes) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type(), i8 = b_.getI8Type();
-  const int64_t N = lanes / kRowK, slots = 2 * N / threads_;
+  // 2N (row, half) slots, `slots` a thread; threads past the last slot (N not a multiple of 64)
+  // redo it, storing the same bytes, rather than branching around a barrier.
+  const int64_t N = lanes / kRowK, slots = (2 * N + threads_ - 1) / threads_;
   gpuStoreTile(bBuf, constant(i64, 0), queries, lanes);
   barrier();
   struct Slot {
@@ -86,8 +88,9 @@ void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t l
   std::vector<Slot> mine;
   for (int64_t p = 0; p < slots; ++p) {
     Slot s;
-    mlir::Value slot = arith::AddIOp::create(b_, arith::MulIOp::create(b_, laneI64(), constant(i64, slots)),
-                                             constant(i64, p));
+    mlir::Value slot = arith::MinUIOp::create(
+        b_, arith::AddIOp::create(b_, arith::MulIOp::create(b_, laneI64(), constant(i64, slots)), constant(i64, p)),
+        constant(i64, 2 * N - 1));
     s.row = arith::DivUIOp::create(b_, slot, constant(i64, 2));
     s.half = arith::RemUIOp::create(b_, slot, constant(i64, 2));
     // step S = 4 half + j / 2 = 2s + h with s = 2 half + j / 4, h = (j / 2) % 2; chunk parity j % 2

@@ -109,18 +109,20 @@ TEST_P(HostVsReference, Matches) {
 }
 
 // sm_90's prefill programs (128 columns, 64-token tiles, token pairs folded before the running
-// max) and decode row tiles (16 columns a program) are the same kernel source: run here, they must
-// give the same answers.
+// max), its warpgroup decode programs (8 and 6 rows x 4 heads: 32 and 24 columns in the same form)
+// and its other decode programs are the same kernel source: run here, they must give the same
+// answers.
 TEST_P(HostVsReference, MatchesInSm90PrefillForm) {
   runtime::HostBackend host(**tuning::tuningFor("sm_90"));
   expectMatches(host);
 }
 
-// sm_90's table with the other decode forms: every request in row tiles of 16 columns (6 rows x 4
-// heads as tiles of 4 and 2), and none at all (32 columns with narrow masks).
+// sm_90's table with the other decode forms: no warpgroups, and every request in row tiles of 16
+// columns (6 rows x 4 heads as tiles of 4 and 2), or none at all (32 columns with narrow masks).
 TEST_P(HostVsReference, MatchesInOtherDecodeForms) {
   for (int maxColumns : {16, 0}) {
     tuning::TargetTuning form = **tuning::tuningFor("sm_90");
+    form.decodeWarpgroupAbove = 1 << 30;
     form.decodeMaxColumns = maxColumns;
     runtime::HostBackend host(form);
     expectMatches(host);
@@ -133,6 +135,7 @@ TEST_P(HostVsReference, MatchesWithMoreTilesAhead) {
   for (auto [ahead, maxColumns] : {std::pair{3, 24}, std::pair{8, 16}}) {
     tuning::TargetTuning form = **tuning::tuningFor("sm_90");
     form.decodeForms.clear();
+    form.decodeWarpgroupAbove = 1 << 30;
     form.decodeTilesAhead = ahead;
     form.decodeMaxColumns = maxColumns;
     runtime::HostBackend host(form);

@@ -96,9 +96,10 @@ TEST(KernelConfig, MaskFormAndUnrollAreConfigFields) {
   EXPECT_FALSE(buildKernel(KernelKind::TopkDecode, topk).ok());
 }
 
-// sm_90's decode forms by a program's columns (a row tile's where split): 8 columns carry two key
-// tiles ahead, 16 run on half the grid target, 24 (one program) and the host take the defaults; the
-// scratch for program flags is sized by the largest target.
+// sm_90's decode forms by a program's columns: 8 columns carry two key tiles ahead, 16 run on half
+// the grid target, 24 and 32 (6 and 8 rows x 4 heads) as one warpgroup on a quarter of it, 12 and
+// 20 (not a multiple of wgmma's 8) as before; the host takes the defaults; the scratch for program
+// flags is sized by the largest target.
 TEST(TargetTuning, DecodeFormsFollowAProgramsColumns) {
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 1, 4).tilesAhead, 1);
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 1, 8).tilesAhead, 2);
@@ -106,14 +107,24 @@ TEST(TargetTuning, DecodeFormsFollowAProgramsColumns) {
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 4).tilesAhead, 1);
   EXPECT_EQ(sm90().forStep(1, 4).decodeScorePrograms, sm90().decodeScorePrograms);
   EXPECT_EQ(sm90().forStep(4, 4).decodeScorePrograms, 8192);
-  EXPECT_EQ(sm90().forStep(4, 8).decodeScorePrograms, 8192); // row tiles of 4 rows x 4 heads
-  EXPECT_EQ(sm90().forStep(4, 6).decodeScorePrograms, sm90().decodeScorePrograms);
+  EXPECT_EQ(sm90().forStep(4, 8).decodeScorePrograms, sm90().decodeWarpgroupPrograms);
+  EXPECT_EQ(sm90().forStep(4, 6).decodeScorePrograms, sm90().decodeWarpgroupPrograms);
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 8).str(),
+            "heads=4,rows=8,tokens=64,warps=4,fold,unroll=4,narrow");
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 6).warps, 4);
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 5).str(), "heads=4,rows=5,unroll=4,narrow");
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 3).warps, 1);
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 2, 8).warps, 1); // 16 columns
   EXPECT_EQ(sm90().mostDecodeScorePrograms(), sm90().decodeScorePrograms);
   TargetTuning wider = sm90();
   wider.decodeForms.push_back({32, 4 * wider.decodeScorePrograms, 1});
   EXPECT_EQ(wider.mostDecodeScorePrograms(), 4 * wider.decodeScorePrograms);
   EXPECT_EQ(host().forStep(4, 4).decodeScorePrograms, host().decodeScorePrograms);
   EXPECT_EQ(host().configFor(KernelKind::ScoreDecode, 1, 8).tilesAhead, 1);
+  EXPECT_EQ(host().configFor(KernelKind::ScoreDecode, 4, 8).warps, 1);
+  TargetTuning grids = sm90();
+  grids.decodeWarpgroupPrograms = 2 * grids.decodeScorePrograms;
+  EXPECT_EQ(grids.mostDecodeScorePrograms(), 2 * grids.decodeScorePrograms);
 }
 
 // Tiles in flight shape the score loop (more loop-carried tiles), up to a block's tiles.
@@ -135,19 +146,20 @@ TEST(KernelConfig, TilesAheadAreAScoreField) {
 }
 
 // A table may cap a decode program's columns: wider requests go as row tiles (a config field,
-// named; 6 rows of 4 heads as tiles of 4 and 2); sm_90 keeps up to 24 columns in one program,
-// compares masks in i32 above 16 and splits 8 rows x 4 heads into tiles of 4; the host keeps every
-// row in one program. A row tile is only a decode score field, below the rows.
+// named; 6 rows of 4 heads as tiles of 4 and 2); sm_90 without warpgroups keeps up to 24 columns in
+// one program, compares masks in i32 above 16 and splits 8 rows x 4 heads into tiles of 4; the host
+// keeps every row in one program. A row tile is only a decode score field, below the rows.
 TEST(TargetTuning, WideDecodeRequestsMaySplitIntoRowTiles) {
-  TargetTuning tiled = sm90();
+  TargetTuning tiled = sm90(), warps1 = sm90();
+  warps1.decodeWarpgroupAbove = tiled.decodeWarpgroupAbove = 1 << 30;
   tiled.decodeMaxColumns = 16;
   EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 4, 8).str(), "heads=4,rows=8,unroll=4,tile=4");
   EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 4, 8).decodeRowTiles(), 2);
   EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 4, 6).decodeRowTiles(), 2);
   EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 4, 4).rowTile, 0);
   EXPECT_EQ(tiled.configFor(KernelKind::ScoreDecode, 2, 8).rowTile, 0);
-  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 8).str(), "heads=4,rows=8,unroll=4,tile=4");
-  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 6).str(), "heads=4,rows=6,unroll=4,narrow");
+  EXPECT_EQ(warps1.configFor(KernelKind::ScoreDecode, 4, 8).str(), "heads=4,rows=8,unroll=4,tile=4");
+  EXPECT_EQ(warps1.configFor(KernelKind::ScoreDecode, 4, 6).str(), "heads=4,rows=6,unroll=4,narrow");
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 2, 8).str(), "heads=2,rows=8,unroll=4");
   EXPECT_EQ(host().configFor(KernelKind::ScoreDecode, 4, 8).rowTile, 0);
   KernelConfig topk = host().configFor(KernelKind::TopkDecode, 1, 8);

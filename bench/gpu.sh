@@ -164,7 +164,7 @@ for stage in "${stages[@]}"; do
       IFS=';' read -r -a variants <<<"${VARIANTS:-}"
       [[ ${#variants[@]} -eq 0 ]] && variants=("")
       {
-        for v in "${variants[@]}"; do for shape in 16:32768:1 16:32768:4 8:32768:1:8 8:32768:4:8; do
+        for v in "${variants[@]}"; do for shape in 16:32768:1 16:32768:4 8:32768:1:8 8:32768:4:8 8:32768:4:6; do
           # shellcheck disable=SC2086
           "$m3idx" bench --backend cuda --decode $shape --repeat 1 --check $v 2>&1 |
             grep -E "top-k|rror|score_decode" | sed "s/^/[$v] $shape: /"

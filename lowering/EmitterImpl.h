@@ -222,8 +222,13 @@ private:
   // 2.46 ms, 168 2.15, 128 2.06; 128 columns with folded token pairs, 128 (1 KB
   // spilled) 1.81 ms, 168 1.35 (no spill in the loop over whole blocks), 200 1.45, 255 1.45.
   // Up to 32 columns (warpgroup decode programs): 96, the fewest ptxas spills nothing under for
-  // 32 columns (88 spills 20 bytes), 5 programs per SM where 128 gives 4.
-  static int32_t wgmmaRegisterCap(int64_t columns) { return columns > 64 ? 168 : columns > 32 ? 128 : 96; }
+  // 32 columns (88 spills 20 bytes), 5 programs per SM where 128 gives 4; each key tile in flight
+  // past the first takes 8 more (a second: 100 used, 12 bytes spilled under 96).
+  static int32_t wgmmaRegisterCap(int64_t columns, int64_t keyTilesInFlight) {
+    if (columns > 32)
+      return columns > 64 ? 168 : 128;
+    return 96 + 8 * static_cast<int32_t>(std::max<int64_t>(0, keyTilesInFlight - 1));
+  }
   bool wgmmaFits(const dsl::Op &dotTiles) const; // the shapes it takes
   bool wgmmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
   mlir::Value wgmmaDotTiles(const dsl::Op &op);

@@ -76,6 +76,7 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
       c.warps = 4;
       c.foldTokenPairs = true;
       c.narrowMask = true;
+      c.tilesAhead = decodeFormFor(c.decodeColumns()).tilesAhead;
       return c;
     }
     if (decodeMaxColumns > 0 && numHeads * decodeQueryLen > decodeMaxColumns)

@@ -30,9 +30,10 @@
 #   graph    bench/graph_decode.py: forward(), decode() plain and graph-replayed, host us a call,
 #            next to vLLM's path plain and graph-replayed (carry/peers), one process
 #   example  examples/indexer_step built with CMake through find_package(m3idx) and run
-#   sanitize every kernel config (decode_query_len 1/4/8 x 1/2/4 heads, prefill, 1M-token rows) under
-#            compute-sanitizer memcheck, racecheck, initcheck and synccheck (memcheck also through
+#   sanitize every kernel config (decode_query_len 1/4/8 x 1/2/4 heads, 6 x 4, prefill, 1M-token rows)
+#            under compute-sanitizer memcheck, racecheck, initcheck and synccheck (memcheck also through
 #            --indexer --device-tables), on generated cases with garbage in unused slots and pages
+#            ($SANITIZE_CASES: only these case names, e.g. "mixed_q8_h4 mixed_q6_h4")
 #   variants decode steps (the shapes of bench, and 8 rows a request for 64 x 128K at H=1 and 4, or
 #            $VARIANT_SHAPES) under each tuning variant of $VARIANTS (';'-separated `m3idx bench` knobs, '' the
 #            table's own), side by side in one process per shape and variant; each variant also
@@ -227,12 +228,16 @@ for stage in "${stages[@]}"; do
             --context 0:3000 --prefills 2 --prefill-len 1:200 --prefill-context 1:3000 --nan-scales 0.01 \
             --init 1 --local 1 --extra-pages 3 >/dev/null
         done; done
+        "$m3idx" gen --out "$sc/mixed_q6_h4" --seed 51 --heads 4 --decodes 3 --decode-query-len 6 \
+          --context 0:3000 --prefills 1 --prefill-len 1:200 --prefill-context 1:3000 --nan-scales 0.01 \
+          --init 1 --local 1 --extra-pages 3 >/dev/null # 24 columns: a warpgroup staging fewer slots than threads
         "$m3idx" gen --out "$sc/decode_1m_h1" --seed 50 --mode exact --heads 1 --decodes 2 --context 1048576 \
           --prefills 0 --extra-pages 3 >/dev/null # few long rows: the top-k split and topk_merge
       fi
       for c in "$sc"/*/; do "$m3idx" run "$c" --backend cuda --out /tmp/m3idx-sanitize-warm >/dev/null; done
       for tool in memcheck racecheck initcheck synccheck; do
         for c in "$sc"/*/; do
+          [[ -n ${SANITIZE_CASES:-} && " $SANITIZE_CASES " != *" $(basename "$c") "* ]] && continue
           # the 1M-token rows: memcheck and initcheck (racecheck and synccheck see the same programs
           # on the shorter rows, and take minutes there)
           [[ $c == *decode_1m* && ($tool == racecheck || $tool == synccheck) ]] && continue

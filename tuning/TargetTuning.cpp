@@ -30,10 +30,10 @@ TargetTuning makeSm90() {
   TargetTuning t;
   t.target = "sm_90";
   t.prefill = PrefillForm{128, 64, 4, 2048, 64, 16, true};
-  // A decode program's warp holds its queries as mma B fragments and a running max per column;
-  // above 16 columns its masked tiles compare i32 offsets, which keeps it from spilling. 24
-  // columns (6 rows x 4 heads) ran fastest in one program, 32 (8 x 4) in two row tiles of 16
-  // (bench/RESULTS.md).
+  // A one-warp decode program holds its queries as mma B fragments and a running max per column;
+  // above 16 columns its masked tiles compare i32 offsets, which keeps it from spilling. Up to 24
+  // columns in one program, wider ones in row tiles of 16: what requests that are no warpgroup
+  // (below) take, and the forms measured before warpgroups (bench/RESULTS.md).
   t.decodeMaxColumns = 24;
   t.decodeNarrowAbove = 16;
   // Two key tiles in flight gave programs of 8 columns 2.5% and ones of 4 nothing; 16-column
@@ -41,7 +41,8 @@ TargetTuning makeSm90() {
   // programs of up to 8 columns did not (bench/RESULTS.md).
   t.decodeForms = {{4, t.decodeScorePrograms, 1}, {8, t.decodeScorePrograms, 2}, {16, 8192, 1}};
   // Wider requests (24 and 32 columns: 6 and 8 rows x 4 heads) as one warpgroup on wgmma m64nN,
-  // which decodes each key once for all columns where row tiles decode it once per tile.
+  // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
+  // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).
   t.decodeWarpgroupAbove = 16;
   return t;
 }

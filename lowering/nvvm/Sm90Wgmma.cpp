@@ -76,21 +76,22 @@ static mlir::Value swizzledChunk(ImplicitLocOpBuilder &b, int64_t rows, mlir::Va
 // wgmma (the async proxy) and every thread's awaited.
 void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t lanes) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type(), i8 = b_.getI8Type();
-  // 2N (row, half) slots, `slots` a thread; threads past the last slot (N not a multiple of 64)
-  // redo it, storing the same bytes, rather than branching around a barrier.
+  // 2N (row, half) slots, `slots` a thread; a thread past the last slot (N not a multiple of 64)
+  // reads the last one (every thread reaches both barriers) and stores nothing.
   const int64_t N = lanes / kRowK, slots = (2 * N + threads_ - 1) / threads_;
   gpuStoreTile(bBuf, constant(i64, 0), queries, lanes);
   barrier();
   struct Slot {
-    mlir::Value row, half;
+    mlir::Value row, half, real; // real: an i1, the slot is this thread's own
     std::vector<mlir::Value> pairs; // [chunk j][t'] as the low half of an i32
   };
   std::vector<Slot> mine;
   for (int64_t p = 0; p < slots; ++p) {
     Slot s;
-    mlir::Value slot = arith::MinUIOp::create(
-        b_, arith::AddIOp::create(b_, arith::MulIOp::create(b_, laneI64(), constant(i64, slots)), constant(i64, p)),
-        constant(i64, 2 * N - 1));
+    mlir::Value own =
+        arith::AddIOp::create(b_, arith::MulIOp::create(b_, laneI64(), constant(i64, slots)), constant(i64, p));
+    s.real = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult, own, constant(i64, 2 * N));
+    mlir::Value slot = arith::MinUIOp::create(b_, own, constant(i64, 2 * N - 1));
     s.row = arith::DivUIOp::create(b_, slot, constant(i64, 2));
     s.half = arith::RemUIOp::create(b_, slot, constant(i64, 2));
     // step S = 4 half + j / 2 = 2s + h with s = 2 half + j / 4, h = (j / 2) % 2; chunk parity j % 2
@@ -113,7 +114,12 @@ void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t l
     mine.push_back(std::move(s));
   }
   barrier(); // every raw byte is read before B is written over them
-  for (const Slot &s : mine)
+  for (const Slot &s : mine) {
+    OpBuilder::InsertionGuard guard(b_);
+    if (2 * N % threads_ != 0) {
+      auto own = scf::IfOp::create(b_, TypeRange{}, s.real, false);
+      b_.setInsertionPoint(own.thenBlock()->getTerminator());
+    }
     for (int64_t j = 0; j < 8; ++j) {
       SmallVector<mlir::Value> four; // the chunk's K pairs 2t' (t' = 0..3) as f16x2 words
       for (int64_t t = 0; t < 4; ++t)
@@ -124,6 +130,7 @@ void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t l
       vector::StoreOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({16}, i8), chunk), bBuf,
                               ValueRange{toIndex(swizzledChunk(b_, N, s.row, dim))}, false, llvm::MaybeAlign(16));
     }
+  }
   NVVM::FenceProxyOp::create(b_, NVVM::ProxyKind::async_shared,
                              NVVM::SharedSpaceAttr::get(b_.getContext(), NVVM::SharedSpace::shared_cta));
   barrier();

@@ -112,7 +112,7 @@ TEST_P(HostVsReference, Matches) {
 // max), its warpgroup decode programs (8 and 6 rows x 4 heads: 32 and 24 columns in the same form)
 // and its other decode programs are the same kernel source: run here, they must give the same
 // answers.
-TEST_P(HostVsReference, MatchesInSm90PrefillForm) {
+TEST_P(HostVsReference, MatchesInSm90Forms) {
   runtime::HostBackend host(**tuning::tuningFor("sm_90"));
   expectMatches(host);
 }

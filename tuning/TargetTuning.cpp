@@ -135,7 +135,8 @@ bool TargetTuning::decodeAsWarpgroup(int columns) const {
 }
 
 int64_t TargetTuning::mostDecodeScorePrograms() const {
-  int64_t most = std::max(decodeScorePrograms, decodeWarpgroupAbove < 64 ? decodeWarpgroupPrograms : 0);
+  // the widest warpgroup request is one iff any is
+  int64_t most = std::max(decodeScorePrograms, decodeAsWarpgroup(64) ? decodeWarpgroupPrograms : 0);
   for (const DecodeForm &f : decodeForms)
     most = std::max(most, f.programs);
   return most;

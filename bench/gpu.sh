@@ -232,7 +232,7 @@ for stage in "${stages[@]}"; do
           --context 0:3000 --prefills 1 --prefill-len 1:200 --prefill-context 1:3000 --nan-scales 0.01 \
           --init 1 --local 1 --extra-pages 3 >/dev/null # 24 columns: a warpgroup staging fewer slots than threads
         "$m3idx" gen --out "$sc/decode_1m_h1" --seed 50 --mode exact --heads 1 --decodes 2 --context 1048576 \
-          --prefills 0 --extra-pages 3 >/dev/null # few long rows: the top-k split and topk_merge
+          --prefills 0 --extra-pages 3 >/dev/null # few long rows: the top-k split and its merge
       fi
       for c in "$sc"/*/; do "$m3idx" run "$c" --backend cuda --out /tmp/m3idx-sanitize-warm >/dev/null; done
       for tool in memcheck racecheck initcheck synccheck; do

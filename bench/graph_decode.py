@@ -10,6 +10,10 @@ package next to vLLM's Triton path (../shared/peers, carried as carry/peers):
                     a synchronize; the same tensors each call, and a new q object each call as every
                     layer has its own), its parts (packing all five tensors anew, the stream query,
                     the C call), and the mean in bursts of 50 back-to-back calls
+  floors            the same two host times of what this machine's driver and PyTorch cost before
+                    any m3idx work: PyTorch's smallest eager op (x.add_(1)), and one and two
+                    cuLaunchKernel calls (a decode step's launches) of an empty kernel with 45
+                    parameters (as many as score_decode's) from Python through ctypes
 
 Each step time is the median of 25 with a 512 MiB memset before each (L2 flushed), CUDA events
 around the step, as METHOD.md and run_vllm_peer.py do. The copy bandwidth is measured in the same
@@ -17,6 +21,7 @@ process. Shapes: bench/'s four decode steps (4 rows a request) and 64 x 128K wit
 
 Usage: PYTHONPATH=<archive>/python python3 bench/graph_decode.py --peers carry/peers"""
 import argparse
+import ctypes
 import os
 import statistics
 import sys
@@ -95,6 +100,27 @@ def host_breakdown(idx, q, kv, table, lens, out):
         f"  | in bursts of 50: decode() {burst_us(parts['decode()']):.1f} C call {burst_us(c_call):.1f}"
 
 
+def launch_floors():
+    """Host us (after a synchronize / in bursts) of PyTorch's smallest op and of empty launches."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    n = 45
+    params = ", ".join(f".param .u64 p{i}" for i in range(n))
+    ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry empty({params})\n{{\n ret;\n}}\n"
+    x = torch.zeros(1, device=dev)  # the primary context current, as m3idx finds it
+    module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+    assert cuda.cuModuleLoadData(ctypes.byref(module), ptx.encode()) == 0, "cuModuleLoadData"
+    assert cuda.cuModuleGetFunction(ctypes.byref(fn), module, b"empty") == 0, "cuModuleGetFunction"
+    values = (ctypes.c_uint64 * n)()
+    args = (ctypes.c_void_p * n)(*[ctypes.addressof(values) + 8 * i for i in range(n)])
+    launch = cuda.cuLaunchKernel
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    stream = torch.cuda.current_stream().cuda_stream
+    one = lambda: launch(fn, 1, 1, 1, 32, 1, 1, 0, stream, args, None)
+    two = lambda: (one(), one())
+    parts = {"torch x.add_(1)": lambda: x.add_(1), "1 empty launch": one, "2 empty launches": two}
+    return "  ".join(f"{k} {host_us(f):.1f} / {burst_us(f):.1f}" for k, f in parts.items())
+
+
 def graphed(fn):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -134,6 +160,7 @@ def main():
     import run_vllm_peer as peer
 
     print("gpu", torch.cuda.get_device_name(), "torch", torch.__version__, "m3idx", m3idx.library_path())
+    print("floors, host us (after a synchronize / in bursts of 50):", launch_floors(), flush=True)
     gen = torch.Generator(device=dev).manual_seed(0)
     print(f"{'R':>4} {'L':>8} {'H':>2} {'Q':>2} | {'fwd ms':>7} {'dec ms':>7} {'graph ms':>8} "
           f"{'%copy':>6} | {'vllm ms':>7} {'vllm graph':>10} | {'fwd us':>6} {'dec us':>6} | graph/vllm-graph")

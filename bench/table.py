@@ -111,13 +111,13 @@ def tokens(n):
 def main():
     log_dir = Path(sys.argv[1])
     decode = decode_rows(log_dir)
-    print("| decode step | ours | score / top-k / merge | index-K GB/s | % of copy | vLLM Triton | vs vLLM | "
+    print("| decode step | ours | score / top-k | index-K GB/s | % of copy | vLLM Triton | vs vLLM | "
           "torch eager | torch.compile | vs eager | vs compile | targets |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     all_met = True
     for (R, L, H), r in decode.items():
         s = r["split"]
-        parts = " / ".join(f"{s.get(k, 0):.3f}" for k in ("score_decode", "topk_decode", "topk_merge"))
+        parts = " / ".join(f"{s.get(k, 0):.3f}" for k in ("score_decode", "topk_decode"))
         eager, comp = r.get("eager"), r.get("compile")
         vs_compile = comp / r["ms"] if comp else None
         met = [vs_compile is not None and vs_compile >= 10]

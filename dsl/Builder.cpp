@@ -301,7 +301,7 @@ Value KernelBuilder::load(Buffer buf, Value offset, SourceAt at) {
   check(buf.index >= 0 && buf.index < static_cast<int>(k_.buffers.size()), "load: unknown buffer");
   check(offset.type() == scalar(Elem::I64),
         fmt::format("load: offset must be i64, got {}", offset.type().str()));
-  check(buf.access == Access::Read, "load: buffer is write-only");
+  check(buf.access != Access::Write, "load: buffer is write-only");
   return emit1(OpKind::Load, {offset}, scalar(buf.elem), buf.index);
 }
 
@@ -314,7 +314,7 @@ Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, SourceAt at) 
   check(offset.type() == scalar(Elem::I64),
         fmt::format("load.tile: offset must be i64, got {}", offset.type().str()));
   check(lanes > 0, "load.tile: lanes must be > 0");
-  check(buf.access == Access::Read, "load.tile: buffer is write-only");
+  check(buf.access != Access::Write, "load.tile: buffer is write-only");
   return emit1(OpKind::LoadTile, {offset}, tile(buf.elem, lanes), buf.index);
 }
 
@@ -328,7 +328,7 @@ Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, Value limit, 
         fmt::format("load.tile.masked: offset and limit must be i64, got {} and {}",
                     offset.type().str(), limit.type().str()));
   check(lanes > 0, "load.tile.masked: lanes must be > 0");
-  check(buf.access == Access::Read, "load.tile.masked: buffer is write-only");
+  check(buf.access != Access::Write, "load.tile.masked: buffer is write-only");
   return emit1(OpKind::LoadTileMasked, {offset, limit}, tile(buf.elem, lanes), buf.index);
 }
 
@@ -351,8 +351,22 @@ void KernelBuilder::store(Buffer buf, Value offset, Value v, SourceAt at) {
         fmt::format("store: offset must be i64, got {}", offset.type().str()));
   check(v.type() == scalar(buf.elem), fmt::format("store: value {} into a buffer of {}",
                                                   v.type().str(), elemName(buf.elem)));
-  check(buf.access == Access::Write, "store: buffer is read-only");
+  check(buf.access != Access::Read, "store: buffer is read-only");
   emit(OpKind::Store, {offset, v}, {}, buf.index);
+}
+
+Value KernelBuilder::atomicAdd(Buffer buf, Value offset, Value v, SourceAt at) {
+  LocScope scope(*this, at);
+  if (!live({offset, v}))
+    return poison(scalar(buf.elem));
+  check(buf.index >= 0 && buf.index < static_cast<int>(k_.buffers.size()), "atomic.add: unknown buffer");
+  check(offset.type() == scalar(Elem::I64),
+        fmt::format("atomic.add: offset must be i64, got {}", offset.type().str()));
+  check((buf.elem == Elem::I32 || buf.elem == Elem::I64) && v.type() == scalar(buf.elem),
+        fmt::format("atomic.add: needs an i32 or i64 scalar into a buffer of its type, got {} into {}",
+                    v.type().str(), elemName(buf.elem)));
+  check(buf.access == Access::ReadWrite, "atomic.add: buffer is not read_write");
+  return emit1(OpKind::AtomicAdd, {offset, v}, scalar(buf.elem), buf.index);
 }
 
 void KernelBuilder::storeTile(Buffer buf, Value offset, Value v, SourceAt at) {
@@ -363,7 +377,7 @@ void KernelBuilder::storeTile(Buffer buf, Value offset, Value v, SourceAt at) {
         fmt::format("store.tile: offset must be i64, got {}", offset.type().str()));
   check(v.type().isTile() && v.type().elem == buf.elem,
         fmt::format("store.tile: value {} into a buffer of {}", v.type().str(), elemName(buf.elem)));
-  check(buf.access == Access::Write, "store.tile: buffer is read-only");
+  check(buf.access != Access::Read, "store.tile: buffer is read-only");
   emit(OpKind::StoreTile, {offset, v}, {}, buf.index);
 }
 
@@ -376,7 +390,7 @@ void KernelBuilder::storeScatter(Buffer buf, Value offsets, Value v, Value mask,
   check(offsets.type() == tile(Elem::I64, v.type().lanes) && mask.type() == tile(Elem::I1, v.type().lanes),
         fmt::format("store.scatter: offsets {} and mask {} must be i64 and i1 tiles of the value's {} lanes",
                     offsets.type().str(), mask.type().str(), v.type().lanes));
-  check(buf.access == Access::Write, "store.scatter: buffer is read-only");
+  check(buf.access != Access::Read, "store.scatter: buffer is read-only");
   emit(OpKind::StoreScatter, {offsets, v, mask}, {}, buf.index);
 }
 

@@ -101,6 +101,12 @@ public:
   // buf[offsets[i]] = v[i] for the lanes where mask[i] (offsets tile<N x i64>, mask tile<N x i1>);
   // masked-off lanes touch no memory, so their offsets may be anything.
   void storeScatter(Buffer buf, Value offsets, Value v, Value mask, SourceAt at = SourceAt::current());
+  // buf[offset] += v (i32 or i64 scalars, a ReadWrite buffer) as one atomic step of the whole
+  // program, returning the value before. Every store the program made before it is visible to a
+  // program that later reads this atomic's result or a later one's on the same word, and the
+  // program's loads after it see what such programs stored before theirs (the "last program to
+  // arrive finishes the work" pattern: a device-scope release before, an acquire after).
+  Value atomicAdd(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
 
   // e4m3_rn_satfinite(E2M1(nibble) * E4M3(scale)) for every element: packed is tile<N/2 x i8>
   // (element 2i in the low nibble of byte i), scales tile<N/16 x i8>; result tile<N x f8E4M3FN>.

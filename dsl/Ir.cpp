@@ -56,6 +56,7 @@ const char *opName(OpKind k) {
   case OpKind::Store: return "store";
   case OpKind::StoreTile: return "store.tile";
   case OpKind::StoreScatter: return "store.scatter";
+  case OpKind::AtomicAdd: return "atomic.add";
   case OpKind::DecodeNvfp4: return "nvfp4.decode";
   case OpKind::Dot: return "dot";
   case OpKind::DotTiles: return "dot.tiles";
@@ -101,7 +102,7 @@ void printOp(const Kernel &k, const Op &op, int indent, std::string &out, const 
       attrs = fmt::format(" unroll={}", op.intAttr);
     break;
   case OpKind::Load: case OpKind::LoadTile: case OpKind::LoadTileMasked: case OpKind::Store:
-  case OpKind::StoreTile: case OpKind::StoreScatter:
+  case OpKind::StoreTile: case OpKind::StoreScatter: case OpKind::AtomicAdd:
     attrs = fmt::format(" @{}", k.buffers[op.intAttr].name);
     if (op.alignAttr)
       attrs += fmt::format(" align={}", op.alignAttr);
@@ -146,7 +147,9 @@ std::string Kernel::print(const std::function<std::string(const Op &)> &note) co
   std::vector<std::string> args;
   for (const BufferArg &b : buffers)
     args.push_back(fmt::format("{}: buffer<{}> {}", b.name, elemName(b.elem),
-                               b.access == Access::Read ? "read" : "write"));
+                               b.access == Access::Read    ? "read"
+                               : b.access == Access::Write ? "write"
+                                                           : "read_write"));
   for (const ScalarArgDecl &s : scalars)
     args.push_back(fmt::format("{}: {}", s.name, elemName(s.elem)));
   out += fmt::format("{}){} {{\n", fmt::join(args, ", "), warps > 1 ? fmt::format(" warps={}", warps) : "");

@@ -25,6 +25,7 @@ enum class OpKind : uint8_t {
   Splat, Extract, ExtractAt, Shuffle, ReduceAdd, ReduceMax, ReduceMaxGroups, FoldMax,
   // memory (buffers are 1-D; offsets are i64 element indices)
   Load, LoadTile, LoadTileMasked, Store, StoreTile, StoreScatter,
+  AtomicAdd, // scalar: the old value; ordered after the program's stores, before its loads
   // domain ops
   DecodeNvfp4, Dot, DotTiles, PackScoreKey,
   // structure
@@ -64,7 +65,9 @@ struct Op {
   std::vector<Region> regions;    // for: body; if: then, else
 };
 
-enum class Access : uint8_t { Read, Write };
+// ReadWrite: a buffer the kernel both reads and writes (its own stores, or other programs' ones
+// published through atomicAdd), and the only access atomics take.
+enum class Access : uint8_t { Read, Write, ReadWrite };
 
 struct BufferArg {
   std::string name;

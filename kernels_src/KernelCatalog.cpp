@@ -26,8 +26,7 @@ std::string KernelConfig::str() const {
 
 const std::vector<KernelKind> &allKernels() {
   static const std::vector<KernelKind> all = {KernelKind::ScoreDecode, KernelKind::ScorePrefill,
-                                              KernelKind::TopkDecode, KernelKind::TopkPrefill,
-                                              KernelKind::TopkMerge};
+                                              KernelKind::TopkDecode, KernelKind::TopkPrefill};
   return all;
 }
 
@@ -37,7 +36,6 @@ const char *kernelName(KernelKind k) {
   case KernelKind::ScorePrefill: return "score_prefill";
   case KernelKind::TopkDecode: return "topk_decode";
   case KernelKind::TopkPrefill: return "topk_prefill";
-  case KernelKind::TopkMerge: return "topk_merge";
   }
   return "?";
 }
@@ -53,7 +51,7 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   if (!spec::isSupportedHeadCount(c.numHeads))
     return invalidArgument("heads", "1, 2 or 4", c.numHeads);
   const int maxRows = k == KernelKind::ScorePrefill ? 128 : 64; // prefill: up to 128 columns at H=1
-  if (k != KernelKind::TopkPrefill && k != KernelKind::TopkMerge && (c.queryRows < 1 || c.queryRows > maxRows))
+  if (k != KernelKind::TopkPrefill && (c.queryRows < 1 || c.queryRows > maxRows))
     return invalidArgument("query rows", fmt::format("1..{}", maxRows), c.queryRows);
   if (c.tokenTile < 1 || spec::kSparseBlockSize % c.tokenTile != 0)
     return invalidArgument("token tile", "a divisor of 128", c.tokenTile);
@@ -79,7 +77,6 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   case KernelKind::ScorePrefill: return buildScorePrefill(c);
   case KernelKind::TopkDecode: return buildTopkDecode(c);
   case KernelKind::TopkPrefill: return buildTopkPrefill(c);
-  case KernelKind::TopkMerge: return buildTopkMerge(c);
   }
   return Status::error("unknown kernel");
 }

@@ -12,7 +12,7 @@
 
 namespace m3idx::kernels {
 
-enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill, TopkMerge };
+enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill };
 
 // Key tokens a score program decodes and dots at once unless its config says otherwise: the M of
 // one 16x16 matrix tile.

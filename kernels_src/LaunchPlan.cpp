@@ -12,7 +12,7 @@ namespace m3idx::kernels {
 const char *stepBufferName(StepBuffer b) {
   static const char *const names[kStepBufferCount] = {
       "q",           "kv",        "block_table", "seq_lens", "query_start_loc", "tile_request",
-      "tile_row_begin", "row_nblk", "scores",     "topk",     "partial",  "status",
+      "tile_row_begin", "row_nblk", "scores",     "topk",     "partial",  "arrivals", "status",
       "program_flags"};
   return names[static_cast<int>(b)];
 }
@@ -102,8 +102,8 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
         .scalar("blocks_per_program", g.blocksPerProgram);
     M3IDX_RETURN_IF_ERROR(l.add());
   }
-  // Rows too few to fill the target are cut into segments, merged by topk_merge.
-  auto topkLaunches = [&](KernelKind kind, int64_t rowBegin, int64_t rows) -> Status {
+  // Rows too few to fill the target are cut into segments (topkSplit).
+  auto topkLaunch = [&](KernelKind kind, int64_t rowBegin, int64_t rows) -> Status {
     const TopkSplit split = topkSplit(H * rows, W, t.topkPrograms);
     const int64_t partial = split.partialKeys(H * T);
     LaunchBuilder l(plan, kind, t.config(kind), H * rows * split.segments);
@@ -112,24 +112,19 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
       l.buffer(StepBuffer::SeqLens, R).buffer(StepBuffer::ProgramFlags, std::max<int64_t>(D * flagPrograms, 1));
     else
       l.buffer(StepBuffer::RowBlocks, T);
-    l.buffer(StepBuffer::Topk, topk).buffer(StepBuffer::Partial, partial).scalar("num_rows", T).scalar("width", W);
+    l.buffer(StepBuffer::Topk, topk).buffer(StepBuffer::Partial, partial)
+        .buffer(StepBuffer::Arrivals, split.arrivals(H * T)).scalar("num_rows", T).scalar("width", W);
     if (kind == KernelKind::TopkDecode)
       l.scalar("decode_rows", rows).scalar("max_seq_len", maxSeqLen).scalar("flag_programs", flagPrograms);
     else
       l.scalar("row_begin", rowBegin).scalar("prefill_rows", rows);
     l.scalar("segments", split.segments);
-    M3IDX_RETURN_IF_ERROR(l.add());
-    if (split.segments == 1)
-      return Status();
-    LaunchBuilder merge(plan, KernelKind::TopkMerge, t.config(KernelKind::TopkMerge), H * rows);
-    merge.buffer(StepBuffer::Partial, partial).buffer(StepBuffer::Topk, topk).scalar("num_rows", T)
-        .scalar("row_begin", rowBegin).scalar("row_count", rows).scalar("segments", split.segments);
-    return merge.add();
+    return l.add();
   };
   if ((parts & kTopkDecode) && decodeRows > 0)
-    M3IDX_RETURN_IF_ERROR(topkLaunches(KernelKind::TopkDecode, 0, decodeRows));
+    M3IDX_RETURN_IF_ERROR(topkLaunch(KernelKind::TopkDecode, 0, decodeRows));
   if ((parts & kTopkPrefill) && prefillRows > 0)
-    M3IDX_RETURN_IF_ERROR(topkLaunches(KernelKind::TopkPrefill, decodeRows, prefillRows));
+    M3IDX_RETURN_IF_ERROR(topkLaunch(KernelKind::TopkPrefill, decodeRows, prefillRows));
   return plan;
 }
 

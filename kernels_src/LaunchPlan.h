@@ -21,6 +21,7 @@ enum class StepBuffer : uint8_t {
   Q, Kv, BlockTable, SeqLens, QueryStartLoc, // the batch (SPEC §3)
   TileRequest, TileRowBegin, RowBlocks,       // metadata the plan's owner fills (below)
   Scores, Topk, Partial,                      // [H, T, W] f32, [H, T, 16] i32, i64 segment keys
+  Arrivals, // i32 [H, T]: a row's segment programs done; zero before and after every step
   // i64 [kStatusWords], sticky (include/m3idx/Indexer.h's DeviceStatus); i32, one per
   // score_decode program, written by each every step (kernels_src/Nvfp4Score.cpp's checks)
   Status, ProgramFlags,
@@ -32,7 +33,7 @@ const char *stepBufferName(StepBuffer b);
 // A target's choices for one step's heads and decode_query_len (tuning/TargetTuning.h fills it):
 // every kernel's config and the sizes its grids aim at.
 struct StepTuning {
-  std::array<KernelConfig, 5> configs; // by KernelKind
+  std::array<KernelConfig, 4> configs; // by KernelKind
   int64_t decodeScorePrograms = 1, decodeMaxBlocksPerProgram = 8;
   int64_t prefillScorePrograms = 1, prefillMaxBlocksPerProgram = 8, prefillMinBlocksPerProgram = 1;
   int64_t topkPrograms = 1;
@@ -125,12 +126,13 @@ ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms, int64
 
 // Top-k of `rows` (head, row) pairs of up to `blocks` blocks: rows too few to fill the target are
 // cut into segments of segmentBlocks (a multiple of the 32-score step, at least 128) whose top 16s
-// topk_merge combines; with one segment the top-k kernels write block ids directly. Rows past the
+// the row's last segment program merges; with one segment each program writes its row's ids. Rows past the
 // target keep a program each (programs of several strided rows were slower: bench/RESULTS.md).
 inline constexpr int64_t kMinSegmentBlocks = 128;
 struct TopkSplit {
   int64_t segments = 1, segmentBlocks = 1;
   int64_t partialKeys(int64_t headRows) const { return segments > 1 ? headRows * segments * 16 : 1; }
+  int64_t arrivals(int64_t headRows) const { return segments > 1 ? headRows : 1; }
 };
 TopkSplit topkSplit(int64_t rows, int64_t blocks, int64_t targetPrograms);
 

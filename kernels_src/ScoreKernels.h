@@ -10,6 +10,5 @@ StatusOr<dsl::Kernel> buildScoreDecode(const KernelConfig &c);
 StatusOr<dsl::Kernel> buildScorePrefill(const KernelConfig &c);
 StatusOr<dsl::Kernel> buildTopkDecode(const KernelConfig &c);
 StatusOr<dsl::Kernel> buildTopkPrefill(const KernelConfig &c);
-StatusOr<dsl::Kernel> buildTopkMerge(const KernelConfig &c);
 
 } // namespace m3idx::kernels

@@ -1,7 +1,8 @@
-// Top-k kernels (SPEC §5): one program per (head, row) -- or per segment of a long row, merged by
-// topk_merge. A score row is read once, 32 scores a step, each lane keeping its 3 largest keys; the
-// row's top 16 are taken from those 96 by bitonic merges, and only a row where one lane held more
-// of them than it kept is streamed again through the running top (rare: see kLaneDepth).
+// Top-k kernels (SPEC §5): one program per (head, row) -- or per segment of a long row, the last
+// segment program of the row to finish merging the segments' top 16s. A score row is read once, 32
+// scores a step, each lane keeping its 3 largest keys; the row's top 16 are taken from those 96 by
+// bitonic merges, and only a row where one lane held more of them than it kept is streamed again
+// through the running top (rare: see kLaneDepth).
 #include "kernels_src/ScoreKernels.h"
 
 #include <climits>
@@ -111,7 +112,6 @@ Value topkOf(KernelBuilder &b, const KeyStream &ks, Value count) {
 // A bound no key of a key tile exceeds: its largest high half (the ordered score, compared as
 // signed after flipping the top bit) with every low bit set. Key 0 lanes never raise it.
 Value keyTileBound(KernelBuilder &b, Value keys) {
-  const int S = kScanTile;
   Value high = shrU(keys, 32).to(Elem::I32);
   Value best = b.reduceMax(high ^ INT32_MIN) ^ INT32_MIN;
   return best.zext(Elem::I64) << 32 | 0xFFFFFFFF;
@@ -185,18 +185,35 @@ Value blockIds(KernelBuilder &b, Value keys) {
 // Scalar arguments shared by the two top-k kernels: a long row is cut into `segments` pieces of
 // ceil(nblk / segments) blocks (rounded up to the 32-score step: the row's own length, read on
 // the device, so a grid sized from shapes alone splits every row evenly), each scored by its own
-// program into `partial` (its 16 keys, for topk_merge); with one segment the program writes the
-// row's block ids itself. A row's partial
-// keys are rank-major -- key s of segment g at (row * 16 + s) * segments + g -- so that the merge's
-// one pass, lane i reading keys i, i + 32, ..., sees the segments' best keys spread over its lanes
-// (segment-major, lane i would hold rank i % 16 of every other segment: lanes 0 and 16 most of the
-// answer, past what a lane keeps, and nearly every row read twice).
+// program into `partial` (its 16 keys); with one segment the program writes the row's block ids
+// itself. A row's partial keys are rank-major -- key s of segment g at (row * 16 + s) * segments
+// + g -- so that the merge's one pass, lane i reading keys i, i + 32, ..., sees the segments' best
+// keys spread over its lanes (segment-major, lane i would hold rank i % 16 of every other segment:
+// lanes 0 and 16 most of the answer, past what a lane keeps, and nearly every row read twice).
+// `arrivals` counts a row's segment programs that have written theirs: 0 between steps (the
+// runtime zeroes it once; the row's last program puts it back), so the step needs no merge launch.
 struct Segments {
-  Buffer partial;
+  Buffer partial, arrivals;
   Value segments;
 };
 
-// The program's part of row headRow (nblk blocks): its segment's top 16, written as ids or keys.
+// The row's segments' top 16s merged into its top 16: the segments x 16 keys are one stream through
+// the running top, a step merged only when its bound (its largest key: keyTileBound) can pass the
+// 16th. Rank-major, the first steps hold every segment's best keys, so the later ones are mostly
+// skipped; the one-pass form (topkSegment's) would emit its merge networks a second time, which
+// doubled the kernel's compile time for AVX2 CPUs (bench/README.md).
+Value mergedKeys(KernelBuilder &b, Buffer partial, Value headRow, Value segments) {
+  const int S = kScanTile;
+  Value base = headRow * segments * K;
+  KeyStream ks;
+  ks.loadStep = [&](Value from, Value left) { return b.loadTile(partial, base + from, S, left); };
+  ks.bound = [&](Value tile, Value, Value) { return keyTileBound(b, tile); }; // masked lanes: key 0
+  ks.keys = [&](Value tile, Value, Value) { return tile; }; // masked lanes read key 0
+  return topkOf(b, ks, segments * K);
+}
+
+// The program's part of row headRow (nblk blocks): its segment's top 16, written as ids, or as
+// keys that the row's last segment program to arrive merges into the ids.
 void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out,
                  const Segments &sg, Value headRow, Value segment) {
   Value segmentBlocks = ((nblk + (sg.segments - 1)) / sg.segments + (kScanTile - 1)) / kScanTile * kScanTile;
@@ -206,9 +223,13 @@ void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer
   b.ifThen(sg.segments > b.constInt(1), [&] {
     Value at = (b.iota(K) + headRow * K) * sg.segments + segment;
     b.storeScatter(sg.partial, at, keys, b.splat(b.constInt(1, Elem::I1), K));
+    Value arrived = b.atomicAdd(sg.arrivals, headRow, b.constInt(1, Elem::I32)).to(Elem::I64);
+    b.ifThen(arrived == sg.segments - 1, [&] {
+      b.store(sg.arrivals, headRow, b.constInt(0, Elem::I32));
+      b.storeTile(out, headRow * K, blockIds(b, mergedKeys(b, sg.partial, headRow, sg.segments)));
+    });
   });
 }
-
 
 } // namespace
 
@@ -221,7 +242,8 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   Buffer programFlags = b.buffer("program_flags", Elem::I32, Access::Read);
   Buffer out = b.buffer("topk", Elem::I32, Access::Write);
   Segments sg;
-  sg.partial = b.buffer("partial", Elem::I64, Access::Write);
+  sg.partial = b.buffer("partial", Elem::I64, Access::ReadWrite);
+  sg.arrivals = b.buffer("arrivals", Elem::I32, Access::ReadWrite);
   Value numRows = b.scalarArg("num_rows", Elem::I64);
   Value width = b.scalarArg("width", Elem::I64);
   Value decodeRows = b.scalarArg("decode_rows", Elem::I64);
@@ -256,7 +278,8 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   Buffer rowBlocks = b.buffer("row_nblk", Elem::I32, Access::Read);
   Buffer out = b.buffer("topk", Elem::I32, Access::Write);
   Segments sg;
-  sg.partial = b.buffer("partial", Elem::I64, Access::Write);
+  sg.partial = b.buffer("partial", Elem::I64, Access::ReadWrite);
+  sg.arrivals = b.buffer("arrivals", Elem::I32, Access::ReadWrite);
   Value numRows = b.scalarArg("num_rows", Elem::I64);
   Value width = b.scalarArg("width", Elem::I64);
   Value rowBegin = b.scalarArg("row_begin", Elem::I64);
@@ -268,30 +291,6 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   Value nblk = b.load(rowBlocks, row).to(Elem::I64);
   Value headRow = head * numRows + row;
   topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment);
-  return b.finish();
-}
-
-// The rows' segments' top 16s merged into the row's top 16 block ids: the row's segments x 16
-// keys (rank-major) are one stream, read in one pass; a step's bound, for the second read, is its
-// largest ordered score with the largest block id (the high halves compared as signed after
-// flipping their top bit).
-StatusOr<Kernel> buildTopkMerge(const KernelConfig &) {
-  KernelBuilder b("topk_merge");
-  Buffer partial = b.buffer("partial", Elem::I64, Access::Read);
-  Buffer out = b.buffer("topk", Elem::I32, Access::Write);
-  Value numRows = b.scalarArg("num_rows", Elem::I64);
-  Value rowBegin = b.scalarArg("row_begin", Elem::I64);
-  Value rowCount = b.scalarArg("row_count", Elem::I64);
-  Value segments = b.scalarArg("segments", Elem::I64);
-  Value pid = b.programId();
-  Value headRow = (pid / rowCount) * numRows + rowBegin + pid % rowCount;
-  Value base = headRow * segments * K;
-  const int S = kScanTile;
-  KeyStream ks;
-  ks.loadStep = [&](Value from, Value left) { return b.loadTile(partial, base + from, S, left); };
-  ks.bound = [&](Value tile, Value, Value) { return keyTileBound(b, tile); }; // masked lanes: key 0
-  ks.keys = [&](Value tile, Value, Value) { return tile; }; // masked lanes read key 0
-  b.storeTile(out, headRow * K, blockIds(b, onePassTopk(b, ks, segments * K)));
   return b.finish();
 }
 

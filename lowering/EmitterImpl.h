@@ -103,6 +103,9 @@ private:
   mlir::Value shuffleIdx(mlir::Value v, mlir::Value srcLane); // any int/float scalar
   mlir::Value shuffleXor(mlir::Value v, int32_t mask);
   void barrier(); // orders the program's workgroup-memory accesses
+  // dsl atomic.add: buf[at] += v for the whole program, between a release and an acquire fence
+  // of the device's scope; returns the old value (uniform).
+  mlir::Value atomicAdd(mlir::Value buf, mlir::Value at, mlir::Value v);
   mlir::Value warpReduce(mlir::Value perThread, int64_t lanes, bool add, bool isFloat);
   mlir::Value gpuExtract(mlir::Value t, int64_t tileLanes, int64_t lane);
   // splat[i]: operand i is a DSL splat (every lane the same value)

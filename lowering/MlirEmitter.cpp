@@ -193,6 +193,37 @@ void Emitter::emitRegion(const dsl::Region &r) {
   }
 }
 
+// On a GPU every thread's earlier stores reach the barrier before one thread's release fence
+// (cumulative: it orders what that thread has observed) and its atomic; the old value goes to all
+// lanes by a shuffle, and each lane's acquire fence orders its later loads after the atomic. On
+// the host a program is one thread: the fences only keep the compiler from moving memory across.
+mlir::Value Emitter::atomicAdd(mlir::Value buf, mlir::Value at, mlir::Value v) {
+  const char *scope = target_.deviceSyncScope();
+  auto add = [&] {
+    return memref::AtomicRMWOp::create(b_, arith::AtomicRMWKind::addi, v, buf, ValueRange{toIndex(at)})
+        .getResult();
+  };
+  if (!gpu_) {
+    LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::release, scope);
+    mlir::Value old = add();
+    LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::acquire, scope);
+    return old;
+  }
+  barrier();
+  LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::release, scope);
+  auto first = scf::IfOp::create(b_, TypeRange{v.getType()}, laneBelow(1), /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointToStart(first.thenBlock());
+    scf::YieldOp::create(b_, ValueRange{add()});
+    b_.setInsertionPointToStart(first.elseBlock());
+    scf::YieldOp::create(b_, ValueRange{constant(v.getType(), 0)});
+  }
+  mlir::Value old = shuffleIdx(first.getResult(0), constant(b_.getI64Type(), 0));
+  LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::acquire, scope);
+  return old;
+}
+
 void Emitter::emitOp(const dsl::Op &op) {
   if (!gpu_ && hostPiece_.lanes == 0 && hostOwns(op)) {
     emitHostOp(op);
@@ -419,6 +450,9 @@ void Emitter::emitOp(const dsl::Op &op) {
       return;
     }
     memref::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(in(0))});
+    return;
+  case OpKind::AtomicAdd:
+    set(atomicAdd(buffers_[op.intAttr], in(0), in(1)));
     return;
   case OpKind::StoreTile:
     if (gpu_) {

@@ -1,5 +1,6 @@
-// A grow-only, uninitialised host buffer: steady-state steps reuse it without allocating or
-// clearing (kernels write every entry they later read).
+// A grow-only host buffer: steady-state steps reuse it without allocating or clearing. Uninitialised
+// (kernels write every entry they later read), or zeroed when it grows (kernels that leave what
+// they read at zero, as the top-k's arrival counts).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,14 @@ public:
   T *ensure(int64_t n) {
     if (n > capacity_) {
       data_.reset(new T[n]);
+      capacity_ = n;
+      ++allocations_;
+    }
+    return data_.get();
+  }
+  T *ensureZeroed(int64_t n) {
+    if (n > capacity_) {
+      data_.reset(new T[n]());
       capacity_ = n;
       ++allocations_;
     }

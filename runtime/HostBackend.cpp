@@ -59,6 +59,7 @@ Status HostBackend::executePlan(const kernels::StepPlan &planned, const BatchVie
   bind(StepBuffer::Scores, scores);
   bind(StepBuffer::Topk, topk);
   bind(StepBuffer::Partial, partial_.ensure(plan->elementsOf(StepBuffer::Partial)));
+  bind(StepBuffer::Arrivals, arrivals_.ensureZeroed(std::max<int64_t>(1, plan->elementsOf(StepBuffer::Arrivals))));
   bind(StepBuffer::Status, status_);
   // Written by every score_decode program before the top-k reads them; kept for a top-k-only plan
   // after a scoring one (decode CP), which reads none.

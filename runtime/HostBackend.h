@@ -57,6 +57,7 @@ private:
   std::map<std::pair<int, kernels::KernelConfig>, kernels::KernelSignature> signatures_;
   GrowBuffer<int32_t> tileRequest_, tileRowBegin_, rowBlocks_;
   GrowBuffer<int64_t> partial_; // top-k segments' keys (kernels_src/LaunchPlan.h's TopkSplit)
+  GrowBuffer<int32_t> arrivals_; // their rows' arrival counts: zero between steps
   GrowBuffer<int32_t> programFlags_;
   int64_t status_[kernels::kStatusWords] = {};
 };

@@ -101,7 +101,6 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     c.queryRows = decodeQueryLen; // heads come from the grid
     return c;
   case KernelKind::TopkPrefill:
-  case KernelKind::TopkMerge:
     c.queryRows = 0;
     return c;
   }

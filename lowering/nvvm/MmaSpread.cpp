@@ -76,7 +76,7 @@ std::vector<Spread> assignMmaSpreads(const dsl::Kernel &k,
       const dsl::Op &op = k.ops[i];
       switch (op.kind) {
       case OpKind::ConstInt: case OpKind::ConstFloat: case OpKind::ScalarArg:
-      case OpKind::ProgramId: case OpKind::Load: case OpKind::Store: case OpKind::Yield:
+      case OpKind::ProgramId: case OpKind::Load: case OpKind::Store: case OpKind::AtomicAdd: case OpKind::Yield:
         break;
       case OpKind::Iota:
         allowAll(op.results, kBlocked | kAcc | kWacc);

@@ -20,6 +20,7 @@ public:
   const char *name() const override { return "sm_90"; }
   bool distributed() const override { return true; }
   int shuffleWidth(int threads) const override { return std::min(threads, 32); }
+  const char *deviceSyncScope() const override { return "device"; } // PTX's .gpu
 
   // A one-warp program's barrier only has to order that warp's shared-memory accesses:
   // bar.warp.sync (all lanes) does, and is cheaper than a CTA barrier.

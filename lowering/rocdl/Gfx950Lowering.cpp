@@ -14,6 +14,7 @@ class Gfx950Lowering final : public TargetLowering {
 public:
   const char *name() const override { return "gfx950"; }
   bool distributed() const override { return true; }
+  const char *deviceSyncScope() const override { return "agent"; }
   Status checkProgram(const dsl::Kernel &k) const override {
     if (k.warps == 1)
       return Status();

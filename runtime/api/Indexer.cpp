@@ -215,7 +215,6 @@ Status Indexer::warmup() {
   }
   needed.push_back({KernelKind::ScorePrefill, tuning.configFor(KernelKind::ScorePrefill, H, 4)});
   needed.push_back({KernelKind::TopkPrefill, tuning.configFor(KernelKind::TopkPrefill, H, 4)});
-  needed.push_back({KernelKind::TopkMerge, tuning.configFor(KernelKind::TopkMerge, H, 4)});
   for (const auto &k : impl_->engine->cpKernels())
     needed.push_back(k);
   for (const auto &[kind, cfg] : needed) {

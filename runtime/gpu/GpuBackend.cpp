@@ -42,14 +42,15 @@ private:
   size_t bytes_ = 0;
 };
 
-// Bytes of a plan's scratch buffers: scores (f32), top-k partials (i64), program flags (i32).
+// Bytes of a plan's scratch buffers: scores (f32), top-k partials (i64) and arrival counts (i32),
+// program flags (i32).
 struct PlanScratch {
-  int64_t scores, partial, flags;
+  int64_t scores, partial, arrivals, flags;
 };
 PlanScratch scratchOf(const kernels::StepPlan &plan) {
   using kernels::StepBuffer;
   return {plan.elementsOf(StepBuffer::Scores) * 4, plan.elementsOf(StepBuffer::Partial) * 8,
-          plan.elementsOf(StepBuffer::ProgramFlags) * 4};
+          plan.elementsOf(StepBuffer::Arrivals) * 4, plan.elementsOf(StepBuffer::ProgramFlags) * 4};
 }
 
 } // namespace
@@ -116,8 +117,11 @@ Status GpuBackend::prepare(KernelKind kind, const kernels::KernelConfig &config)
 }
 
 int64_t GpuBackend::scratchAllocations() const {
-  return scores_.allocations() + partial_.allocations() + metadata_.allocations() + stepFlags_.allocations() + decodeScores_.allocations() +
-         decodePartial_.allocations() + programFlags_.allocations() + status_.allocations();
+  int64_t n = 0;
+  for (const DeviceScratch *s : {&scores_, &partial_, &arrivals_, &metadata_, &stepFlags_, &decodeScores_,
+                                 &decodePartial_, &decodeArrivals_, &programFlags_, &status_})
+    n += s->allocations();
+  return n;
 }
 
 StatusOr<uint64_t> GpuBackend::statusWords() {
@@ -148,9 +152,12 @@ Status GpuBackend::readStatus(void *stream, int64_t *words, bool clear) {
 
 Status GpuBackend::reserveDeviceDecode(int heads, int64_t maxRows, int64_t width) {
   const kernels::StepTuning t = tuning_.forStep(heads, 1);
-  int64_t partialKeys = 1; // fewer rows may be cut into more segments: the most over row counts
-  for (int64_t rows = 1; rows <= maxRows; ++rows)
-    partialKeys = std::max(partialKeys, kernels::topkSplit(heads * rows, width, t.topkPrograms).partialKeys(heads * rows));
+  int64_t partialKeys = 1, arrivals = 1; // fewer rows may be cut into more segments: the most over row counts
+  for (int64_t rows = 1; rows <= maxRows; ++rows) {
+    const kernels::TopkSplit split = kernels::topkSplit(heads * rows, width, t.topkPrograms);
+    partialKeys = std::max(partialKeys, split.partialKeys(heads * rows));
+    arrivals = std::max(arrivals, split.arrivals(heads * rows));
+  }
   // Score programs (one flag each): units x ceil(target / units) (kernels::planDeviceDecode) is
   // below target + units, and units (requests x row tiles) are at most the rows.
   const int64_t programs = tuning_.mostDecodeScorePrograms() + maxRows;
@@ -161,6 +168,8 @@ Status GpuBackend::reserveDeviceDecode(int heads, int64_t maxRows, int64_t width
     if (!p.ok())
       return p.status();
   }
+  if (StatusOr<uint64_t> p = decodeArrivals_.ensureZeroed(4 * arrivals); !p.ok())
+    return p.status();
   StatusOr<uint64_t> p = statusWords();
   return p.ok() ? Status() : p.status();
 }
@@ -172,7 +181,7 @@ Status GpuBackend::refuseSetupInCapture(const kernels::StepPlan &plan, void *str
       setup.push_back(fmt::format("load {} ({})", kernels::kernelName(l.kind), l.config.str()));
   const PlanScratch bytes = scratchOf(plan);
   if (!decodeScores_.holds(bytes.scores) || !decodePartial_.holds(bytes.partial) ||
-      !programFlags_.holds(bytes.flags) || !status_.ptr())
+      !decodeArrivals_.holds(bytes.arrivals) || !programFlags_.holds(bytes.flags) || !status_.ptr())
     setup.push_back("allocate its scratch");
   if (setup.empty() || !api_->streamIsCapturing)
     return Status();
@@ -193,6 +202,7 @@ StatusOr<GpuBackend::BoundPlan> GpuBackend::bindPlan(const kernels::StepPlan &pl
   const PlanScratch bytes = scratchOf(plan);
   bound.scoresBytes = bytes.scores;
   bound.partialBytes = bytes.partial;
+  bound.arrivalBytes = bytes.arrivals;
   bound.flagBytes = bytes.flags;
   for (const kernels::Launch &launch : plan.launches) {
     auto fn = function(launch.kind, launch.config);
@@ -242,8 +252,9 @@ Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_
   // Sizes within the reservation allocate nothing (ensure only grows).
   StatusOr<uint64_t> scores = decodeScores_.ensure(decodePlan_->scoresBytes),
                      partial = decodePartial_.ensure(decodePlan_->partialBytes),
+                     arrivals = decodeArrivals_.ensureZeroed(decodePlan_->arrivalBytes),
                      flags = programFlags_.ensure(decodePlan_->flagBytes), status = statusWords();
-  for (const StatusOr<uint64_t> *s : {&scores, &partial, &flags, &status})
+  for (const StatusOr<uint64_t> *s : {&scores, &partial, &arrivals, &flags, &status})
     if (!s->ok())
       return s->status();
   uint64_t address[kernels::kStepBufferCount] = {};
@@ -255,6 +266,7 @@ Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_
   bind(StepBuffer::Scores, *scores);
   bind(StepBuffer::Topk, io.topk);
   bind(StepBuffer::Partial, *partial);
+  bind(StepBuffer::Arrivals, *arrivals);
   bind(StepBuffer::Status, *status);
   bind(StepBuffer::ProgramFlags, *flags);
   return launchPlan(*decodePlan_, address, stream, /*timed=*/false, nullptr);
@@ -300,8 +312,9 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
   }
   StatusOr<uint64_t> meta = metadata_.ensure(std::max<int64_t>(total, 1) * 4),
                      scores = scores_.ensure(plan->elementsOf(StepBuffer::Scores) * 4),
-                     partial = partial_.ensure(8 * std::max<int64_t>(plan->elementsOf(StepBuffer::Partial), 1));
-  for (const StatusOr<uint64_t> *p : {&meta, &scores, &partial})
+                     partial = partial_.ensure(8 * std::max<int64_t>(plan->elementsOf(StepBuffer::Partial), 1)),
+                     arrivals = arrivals_.ensureZeroed(4 * std::max<int64_t>(plan->elementsOf(StepBuffer::Arrivals), 1));
+  for (const StatusOr<uint64_t> *p : {&meta, &scores, &partial, &arrivals})
     if (!p->ok())
       return p->status();
   uint64_t address[kernels::kStepBufferCount] = {};
@@ -315,6 +328,7 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
   address[static_cast<int>(StepBuffer::Scores)] = *scores;
   address[static_cast<int>(StepBuffer::Topk)] = io.topk;
   address[static_cast<int>(StepBuffer::Partial)] = *partial;
+  address[static_cast<int>(StepBuffer::Arrivals)] = *arrivals;
   StatusOr<uint64_t> flags = stepFlags_.ensure(4 * std::max<int64_t>(plan->elementsOf(StepBuffer::ProgramFlags), 1)),
                      status = statusWords();
   for (const StatusOr<uint64_t> *p : {&flags, &status})
@@ -382,7 +396,7 @@ Status GpuBackend::collectTimes() {
     StatusOr<double> ms = elapsed(events_[i], events_[i + 1]);
     if (!ms.ok())
       return ms.status();
-    kernelMs_[launched_[i]] += *ms; // topk_merge may run for decode and for prefill rows
+    kernelMs_[launched_[i]] += *ms;
   }
   StatusOr<double> total = elapsed(events_[0], last);
   if (!total.ok())

@@ -91,8 +91,9 @@ private:
   GpuBackend(const DeviceApi *api, std::string name, std::string deviceName, unsigned threads,
              CodeSource source, const tuning::TargetTuning &tuning)
       : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), threads_(threads),
-        tuning_(tuning), source_(std::move(source)), scores_(api), partial_(api),
-        metadata_(api), stepFlags_(api), decodeScores_(api), decodePartial_(api), programFlags_(api), status_(api) {}
+        tuning_(tuning), source_(std::move(source)), scores_(api), partial_(api), arrivals_(api),
+        metadata_(api), stepFlags_(api), decodeScores_(api), decodePartial_(api), decodeArrivals_(api),
+        programFlags_(api), status_(api) {}
   struct Function {
     void *fn = nullptr;
     kernels::KernelSignature signature;
@@ -113,7 +114,7 @@ private:
   };
   struct BoundPlan {
     std::array<int64_t, 10> shape{}; // what the plan was made from (enqueueDeviceDecode)
-    int64_t scoresBytes = 0, partialBytes = 0, flagBytes = 0;
+    int64_t scoresBytes = 0, partialBytes = 0, arrivalBytes = 0, flagBytes = 0;
     std::vector<BoundLaunch> launches;
   };
   StatusOr<BoundPlan> bindPlan(const kernels::StepPlan &plan);
@@ -140,9 +141,12 @@ private:
   double lastKernelMs_ = 0;
   std::map<std::string, double> kernelMs_;
   std::vector<std::string> launched_; // kernels of the last timed enqueue, in order
-  DeviceScratch scores_, partial_, metadata_, stepFlags_;
-  // The device decode's own (captured graphs hold their addresses): scores, segment keys, flags.
-  DeviceScratch decodeScores_, decodePartial_, programFlags_, status_;
+  // arrivals_ and decodeArrivals_ (the top-k's per-row counts) are zeroed when they grow, and the
+  // kernels leave them zero.
+  DeviceScratch scores_, partial_, arrivals_, metadata_, stepFlags_;
+  // The device decode's own (captured graphs hold their addresses): scores, segment keys and
+  // arrival counts, flags.
+  DeviceScratch decodeScores_, decodePartial_, decodeArrivals_, programFlags_, status_;
   std::optional<BoundPlan> decodePlan_;
   GrowBuffer<int32_t> staging_; // the metadata's host side, one upload per step
   void *stepDone_ = nullptr;    // recorded at the end of every step, on lastStream_

@@ -96,6 +96,33 @@ TEST(DslBuilder, ScatterChecksOffsetsMaskAndBuffer) {
   expectError(scatter(4, Elem::I1, Access::Read), "store.scatter: buffer is read-only");
 }
 
+TEST(DslBuilder, AtomicAddTakesAnIntegerScalarOfAReadWriteBuffer) {
+  auto add = [](Elem elem, Access access, Value (*value)(KernelBuilder &)) {
+    return [=](KernelBuilder &b) {
+      Buffer counts = b.buffer("counts", elem, access);
+      b.atomicAdd(counts, b.constInt(0), value(b));
+    };
+  };
+  auto one32 = [](KernelBuilder &b) { return b.constInt(1, Elem::I32); };
+  expectError(add(Elem::I32, Access::Write, one32), "atomic.add: buffer is not read_write");
+  expectError(add(Elem::I32, Access::Read, one32), "atomic.add: buffer is not read_write");
+  expectError(add(Elem::F32, Access::ReadWrite, [](KernelBuilder &b) { return b.constF32(1); }),
+              "atomic.add: needs an i32 or i64 scalar into a buffer of its type, got f32 into f32");
+  expectError(add(Elem::I32, Access::ReadWrite, [](KernelBuilder &b) { return b.constInt(1); }),
+              "got i64 into i32");
+  expectError(add(Elem::I32, Access::ReadWrite, [](KernelBuilder &b) { return b.splat(b.constInt(1, Elem::I32), 4); }),
+              "got tile<4 x i32> into i32");
+  KernelBuilder b("k");
+  Buffer counts = b.buffer("counts", Elem::I32, Access::ReadWrite);
+  Value old = b.atomicAdd(counts, b.constInt(3), b.constInt(1, Elem::I32));
+  b.store(counts, b.constInt(0), old); // a read_write buffer takes stores and loads too
+  b.store(counts, b.constInt(1), b.load(counts, b.constInt(2)));
+  auto k = b.finish();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_NE(k->print().find("counts: buffer<i32> read_write"), std::string::npos) << k->print();
+  EXPECT_NE(k->print().find("atomic.add @counts"), std::string::npos) << k->print();
+}
+
 TEST(DslBuilder, ExtractAtNeedsATileAndAnI64Lane) {
   expectError([](KernelBuilder &b) { b.extractAt(b.iota(4), b.constInt(1, Elem::I32)); },
               "extract.at: needs a tile and an i64 lane, got tile<4 x i64> and i32");

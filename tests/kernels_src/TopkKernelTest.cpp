@@ -3,7 +3,8 @@
 // still come out whole), and a 32-score step is skipped when its best key cannot beat the 16th
 // (rows where every step enters, none does), ties (a later block with an equal score ranks
 // higher), NaN, -inf and signed zeros, and rows shorter than a step or than 16, must all give
-// SPEC §5's order -- whole, and cut into segments whose top 16s topk_merge combines.
+// SPEC §5's order -- whole, and cut into segments whose top 16s the row's last segment program to
+// finish merges, whichever segment that is, leaving the arrival counts at zero.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -69,7 +70,7 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
     EXPECT_TRUE(compiled.ok()) << compiled.status().message();
     return std::move(*compiled);
   };
-  auto topk = build(kernels::KernelKind::TopkPrefill), merge = build(kernels::KernelKind::TopkMerge);
+  auto topk = build(kernels::KernelKind::TopkPrefill);
 
   const int64_t T = static_cast<int64_t>(rows.size()), W = 8192;
   std::vector<float> scores(T * W, nan); // never read past a row's nblk
@@ -79,26 +80,27 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
     nblk[r] = static_cast<int32_t>(rows[r].size());
   }
   // Whole rows, and rows cut into segments (each row's own length over the count: runs of 32 for
-  // 256 segments, empty trailing segments where a row is short) merged by topk_merge.
-  for (int64_t segments : {int64_t{1}, int64_t{3}, int64_t{37}, int64_t{256}}) {
-    std::vector<int32_t> out(T * spec::kTopkBlocks, 12345);
-    std::vector<int64_t> partial(segments > 1 ? T * segments * spec::kTopkBlocks : 1, 777);
-    runtime::KernelArgs args;
-    args.buffer(scores.data(), T * W).buffer(nblk.data(), T).buffer(out.data(), T * spec::kTopkBlocks)
-        .buffer(partial.data(), static_cast<int64_t>(partial.size()));
-    args.scalar(T).scalar(W).scalar(0).scalar(T).scalar(segments); // num_rows, width, row_begin, prefill_rows, segments
-    args.call(*topk, 0, T * segments);
-    if (segments > 1) {
-      runtime::KernelArgs m;
-      m.buffer(partial.data(), static_cast<int64_t>(partial.size()))
-          .buffer(out.data(), T * spec::kTopkBlocks)
-          .scalar(T).scalar(0).scalar(T).scalar(segments); // num_rows, row_begin, row_count, segments
-      m.call(*merge, 0, T);
+  // 256 segments, empty trailing segments where a row is short), the programs run first to last
+  // and last to first: the merge is the last arriving segment's, whichever it is.
+  for (int64_t segments : {int64_t{1}, int64_t{3}, int64_t{37}, int64_t{256}})
+    for (bool reversed : {false, true}) {
+      std::vector<int32_t> out(T * spec::kTopkBlocks, 12345), arrivals(T, 0);
+      std::vector<int64_t> partial(segments > 1 ? T * segments * spec::kTopkBlocks : 1, 777);
+      runtime::KernelArgs args;
+      args.buffer(scores.data(), T * W).buffer(nblk.data(), T).buffer(out.data(), T * spec::kTopkBlocks)
+          .buffer(partial.data(), static_cast<int64_t>(partial.size())).buffer(arrivals.data(), T);
+      args.scalar(T).scalar(W).scalar(0).scalar(T).scalar(segments); // num_rows, width, row_begin, prefill_rows, segments
+      const int64_t programs = T * segments;
+      for (int64_t i = 0; i < programs; ++i) {
+        const int64_t p = reversed ? programs - 1 - i : i;
+        args.call(*topk, p, p + 1);
+      }
+      for (int64_t r = 0; r < T; ++r) {
+        std::vector<int32_t> got(out.begin() + r * spec::kTopkBlocks,
+                                 out.begin() + (r + 1) * spec::kTopkBlocks);
+        EXPECT_EQ(got, expectedTopk(rows[r])) << "row " << r << ", " << segments << " segments"
+                                              << (reversed ? ", last to first" : "");
+      }
+      EXPECT_EQ(arrivals, std::vector<int32_t>(T, 0)) << segments << " segments";
     }
-    for (int64_t r = 0; r < T; ++r) {
-      std::vector<int32_t> got(out.begin() + r * spec::kTopkBlocks,
-                               out.begin() + (r + 1) * spec::kTopkBlocks);
-      EXPECT_EQ(got, expectedTopk(rows[r])) << "row " << r << ", " << segments << " segments";
-    }
-  }
 }

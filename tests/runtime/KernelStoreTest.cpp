@@ -48,14 +48,14 @@ TEST(KernelStore, ConfigsDifferingInAnyFieldAreDifferentKernels) {
 
 TEST(KernelStore, AFreshStoreReadsWhatAnotherCompiled) {
   FreshCache cache;
-  const kernels::KernelConfig c = tuning::hostTuning().configFor(kernels::KernelKind::TopkMerge, 1, 4);
+  const kernels::KernelConfig c = tuning::hostTuning().configFor(kernels::KernelKind::TopkPrefill, 1, 4);
   {
     runtime::KernelStore first;
-    ASSERT_TRUE(first.get(kernels::KernelKind::TopkMerge, c).ok());
+    ASSERT_TRUE(first.get(kernels::KernelKind::TopkPrefill, c).ok());
     EXPECT_EQ(first.records().at(0).source, runtime::KernelSource::Compiled);
   }
   runtime::KernelStore second;
-  ASSERT_TRUE(second.get(kernels::KernelKind::TopkMerge, c).ok());
+  ASSERT_TRUE(second.get(kernels::KernelKind::TopkPrefill, c).ok());
   EXPECT_EQ(second.records().at(0).source, runtime::KernelSource::DiskCache);
   EXPECT_EQ(second.records()[0].key.size(), 64u); // BLAKE3, hex
 }

@@ -194,7 +194,7 @@ TEST(HostTiles, UnsupportedWideFormIsAnError) {
 }
 
 TEST(HostTiles, UnknownCpuIsAnError) {
-  auto k = kernels::buildKernel(kernels::KernelKind::TopkMerge, tuning::hostTuning().configFor(kernels::KernelKind::TopkMerge, 1, 4));
+  auto k = kernels::buildKernel(kernels::KernelKind::TopkPrefill, tuning::hostTuning().configFor(kernels::KernelKind::TopkPrefill, 1, 4));
   ASSERT_TRUE(k.ok());
   auto object = lowering::compileHostObject(*k, nullptr, "no-such-cpu");
   ASSERT_FALSE(object.ok());

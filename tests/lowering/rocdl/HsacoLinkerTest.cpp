@@ -11,8 +11,8 @@
 using namespace m3idx;
 
 TEST(HsacoLinker, LinksAKernelThatDisassemblesBack) {
-  auto k = kernels::buildKernel(kernels::KernelKind::TopkMerge,
-                                tuning::hostTuning().configFor(kernels::KernelKind::TopkMerge, 1, 4));
+  auto k = kernels::buildKernel(kernels::KernelKind::TopkPrefill,
+                                tuning::hostTuning().configFor(kernels::KernelKind::TopkPrefill, 1, 4));
   ASSERT_TRUE(k.ok());
   auto target = lowering::makeGfx950Target();
   auto hsaco = lowering::gpuStage(*k, *target, lowering::GpuStage::Binary);
@@ -21,7 +21,7 @@ TEST(HsacoLinker, LinksAKernelThatDisassemblesBack) {
   EXPECT_EQ(hsaco->substr(0, 4), std::string("\x7f" "ELF"));
   auto text = lowering::disassembleGfx950(*hsaco);
   ASSERT_TRUE(text.ok()) << text.status().message();
-  EXPECT_NE(text->find("<topk_merge>:"), std::string::npos);
+  EXPECT_NE(text->find("<topk_prefill>:"), std::string::npos);
   EXPECT_NE(text->find("s_endpgm"), std::string::npos);
   EXPECT_EQ(text->find("<unknown>"), std::string::npos);
 }

@@ -2,6 +2,7 @@
 // for. A mixed step goes up as one joined batch in one stream-ordered copy; every kernel runs on
 // the caller's stream and writes the caller's (or the indexer's own) top-k buffer; a step on a
 // second stream first waits for the last step; steady state allocates nothing; decode CP is refused.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -40,18 +41,27 @@ struct FakeDevice {
   std::map<void *, void *> lastRecordedOn;       // event -> stream
   std::vector<std::string> names;                // function handles point into this
   std::vector<void *> memsetStreams;
+  static constexpr uint8_t kUninitialised = 0xA5;
   int syncs = 0;
   bool capturing = false;
   runtime::DeviceApi api;
 
   // Values before the first scalar: every buffer's descriptor (5 values each) of score_prefill
-  // (8 buffers), score_decode (7), topk_decode (4), topk_prefill (3 of its 4), topk_merge (2).
+  // (8 buffers), score_decode (7), topk_decode (6), topk_prefill (3 of its 5).
   static size_t argsOf(const std::string &k) {
-    return k == "score_prefill" ? 40 : k == "score_decode" ? 35 : k == "topk_decode" ? 20 : k == "topk_merge" ? 10 : 15;
+    return k == "score_prefill" ? 40 : k == "score_decode" ? 35 : k == "topk_decode" ? 30 : 15;
   }
   // Where a top-k kernel's topk buffer is among those values.
   static size_t topkArgOf(const std::string &k) {
-    return k == "topk_merge" ? 5 : k == "topk_decode" ? 15 : k == "topk_prefill" ? 10 : 0;
+    return k == "topk_decode" ? 15 : k == "topk_prefill" ? 10 : 0;
+  }
+  // Bytes from `address` to the end of its allocation (0 outside every one).
+  size_t bytesFrom(uint64_t address) {
+    auto it = memory.upper_bound(address);
+    if (it == memory.begin())
+      return 0;
+    --it;
+    return address < it->first + it->second.size() ? it->first + it->second.size() - address : 0;
   }
   uint8_t *at(uint64_t address) {
     auto it = memory.upper_bound(address);
@@ -68,7 +78,7 @@ struct FakeDevice {
     api.openDevice = [](int, std::string *name) { *name = "fake"; return 0; };
     api.alloc = [this](uint64_t *p, size_t n) {
       *p = next;
-      memory[next].resize(n);
+      memory[next].assign(n, kUninitialised); // as cuMemAlloc: whatever was there
       next += (n + 0xfff) / 0x1000 * 0x1000 + 0x1000;
       ++allocations;
       return 0;
@@ -447,9 +457,14 @@ TEST(GpuIndexerEngine, DeviceDecodeIsOnlyLaunchesWhateverTheLengths) {
     return grids;
   };
   const auto first = step();
-  ASSERT_GE(first.size(), 2u);
+  ASSERT_EQ(first.size(), 2u); // the top-k's last segment program of a row merges: no third launch
   EXPECT_EQ(first[0].first, "score_decode");
   EXPECT_EQ(first[1].first, "topk_decode");
+  // Its arrival counts (buffer 5) were zeroed when reserved: kernels only ever put them back to 0.
+  const uint64_t arrivals = s.device.launches[1].args[25];
+  const size_t arrivalBytes = s.device.bytesFrom(arrivals);
+  ASSERT_GT(arrivalBytes, 0u);
+  EXPECT_EQ(std::count(s.device.at(arrivals), s.device.at(arrivals) + arrivalBytes, 0), static_cast<long>(arrivalBytes));
   // Other lengths (a padding request, a long one, a bad one): the same launches.
   std::vector<int32_t> other = {0, 1 << 20, 5, -3};
   s.device.api.upload(lensAt, other.data(), other.size() * 4);

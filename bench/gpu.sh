@@ -233,6 +233,8 @@ for stage in "${stages[@]}"; do
           --init 1 --local 1 --extra-pages 3 >/dev/null # 24 columns: a warpgroup staging fewer slots than threads
         "$m3idx" gen --out "$sc/decode_1m_h1" --seed 50 --mode exact --heads 1 --decodes 2 --context 1048576 \
           --prefills 0 --extra-pages 3 >/dev/null # few long rows: the top-k split and its merge
+        "$m3idx" gen --out "$sc/decode_64k_h2" --seed 52 --heads 2 --decodes 2 --context 60000:65536 \
+          --prefills 0 --nan-scales 0.01 --extra-pages 3 >/dev/null # rows in segments, short enough for all four tools
       fi
       for c in "$sc"/*/; do "$m3idx" run "$c" --backend cuda --out /tmp/m3idx-sanitize-warm >/dev/null; done
       for tool in memcheck racecheck initcheck synccheck; do

@@ -81,8 +81,9 @@ def burst_us(fn, calls=50, bursts=9):
 def host_breakdown(idx, q, kv, table, lens, out):
     """Where one decode() call's host time goes: Python packing, the stream query, the C call."""
     def packing():  # every tensor packed anew
-        idx._packed[:] = [(None,) * 5] * 5
-        return [idx._pack_torch(i, a, "x") for i, a in enumerate((q, kv, table, lens, out))]
+        idx._packed[:] = [None] * 5
+        return [idx._pack_torch(i, a, (a.data_ptr(), a.shape, a.stride(), a.dtype))
+                for i, a in enumerate((q, kv, table, lens, out))]
     packing()
     ptr = idx._decode_args.ptr
     stream = idx._stream()

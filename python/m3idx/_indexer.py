@@ -206,7 +206,7 @@ class Indexer:
                                         ctypes.byref(handle)))
         self._handle = handle
         self._decode_args = _DecodeArgs()
-        self._packed = [(None,) * 5] * 5  # what each slot of _decode_args last held
+        self._packed = [None] * 5  # (data_ptr, shape, stride, dtype) each slot of _decode_args holds
         self._lib = lib
         self._torch = None
         if self.device_kind == _capi.DEVICE_CUDA:
@@ -356,42 +356,55 @@ class Indexer:
                                       _capi.DEVICE_HOST, 0))
             stream = None
         else:
-            ptrs = [self._pack_torch(0, q, "q"), self._pack_torch(1, kv_cache, "kv_cache"),
-                    self._pack_torch(2, block_table, "block_table"), self._pack_torch(3, seq_lens, "seq_lens")]
             if out is None:
-                out = torch.empty((self.num_index_heads, q.shape[0], TOPK_BLOCKS), dtype=torch.int32,
-                                  device=q.device)
-            ptrs.append(self._pack_torch(4, out, "out"))
+                if not isinstance(q, torch.Tensor):
+                    raise TypeError(f"q: expected a torch.Tensor (device 'cuda'), got {type(q).__name__}")
+                out = torch.empty((self.num_index_heads, q.shape[0] if q.dim() else 0, TOPK_BLOCKS),
+                                  dtype=torch.int32, device=q.device)
+            # An engine passes the same kv_cache, block table and seq_lens to every layer of a step,
+            # and its q and out usually reuse one allocation: a slot whose tensor has the data
+            # pointer, shape, strides and dtype it holds (what the packed struct says; under UVA a
+            # pointer names its device) is not packed again. Inline, as calls per tensor were a
+            # fifth of the call's time; the library checks what the slots hold.
+            packed = self._packed
+            i = 0
+            try:
+                for a in (q, kv_cache, block_table, seq_lens, out):
+                    key = (a.data_ptr(), a.shape, a.stride(), a.dtype)
+                    if key != packed[i]:
+                        self._pack_torch(i, a, key)
+                    i += 1
+            except AttributeError:
+                self._pack_torch(i, (q, kv_cache, block_table, seq_lens, out)[i], None)  # raises, naming it
+            ptrs = args.ptr
             stream = self._stream()
         _check(self._lib.m3idx_indexer_decode(self._handle, ptrs[0], ptrs[1], ptrs[2], ptrs[3], stream,
                                               ptrs[4], None))
         return out
 
-    def _pack_torch(self, i, a, name):
-        """Tensor `a` as m3idx_tensor i of the decode buffer; the library checks what it holds. A
-        tensor packed last time in this slot with the same storage, shape and strides is not packed
-        again: an engine passes one kv_cache, block table and seq_lens to every layer of a step."""
-        last = self._packed[i]  # (id, data_ptr, shape, stride, dtype): no reference kept
-        if id(a) == last[0] and a.data_ptr() == last[1] and a.shape == last[2] and a.stride() == last[3] and \
-                a.dtype == last[4]:
-            return self._decode_args.ptr[i]
+    _SLOT_NAMES = ("q", "kv_cache", "block_table", "seq_lens", "out")
+
+    def _pack_torch(self, i, a, key):
+        """Tensor `a` as m3idx_tensor i of the decode buffer (`key`: its (data_ptr, shape, stride,
+        dtype), None when it is not a tensor); the library checks what it holds."""
+        name = self._SLOT_NAMES[i]
         try:
-            dtype = _TORCH_DTYPES[a.dtype]
-            device = a.get_device()
-            shape = a.shape
+            if key is None:
+                raise AttributeError
+            ptr, shape, stride, dtype = key
             n = len(shape)
-            pad = _PAD[n]
-            ptr, stride = a.data_ptr(), a.stride()
-            _TENSOR.pack_into(self._decode_args.buf, i * _TENSOR.size, ptr, dtype, n, *shape, *pad, *stride, *pad,
-                              _capi.DEVICE_CUDA if device >= 0 else _capi.DEVICE_HOST, device if device >= 0 else 0)
-            self._packed[i] = (id(a), ptr, shape, stride, a.dtype)
+            device = a.get_device()
+            _TENSOR.pack_into(self._decode_args.buf, i * _TENSOR.size, ptr, _TORCH_DTYPES[dtype], n, *shape,
+                              *_PAD[n], *stride, *_PAD[n], _capi.DEVICE_CUDA if device >= 0 else _capi.DEVICE_HOST,
+                              device if device >= 0 else 0)
+            self._packed[i] = key
         except (KeyError, AttributeError, IndexError, TypeError):
+            self._packed[i] = None
             if not isinstance(a, self._torch.Tensor):
                 raise TypeError(f"{name}: expected a torch.Tensor (device 'cuda'), got {type(a).__name__}") from None
             if a.dim() > 4:
                 raise Error(f"{name}: tensor of {a.dim()} dimensions (at most 4)") from None
             raise Error(f"{name}: expected dtype torch.{'uint8' if i < 2 else 'int32'}, got {a.dtype}") from None
-        return self._decode_args.ptr[i]
 
     def status(self, clear=True):
         """(seq_lens word, block_table word) of decode()'s device checks since the last clear,

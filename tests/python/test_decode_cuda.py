@@ -162,6 +162,43 @@ def compiled(torch, work):
     print("ok torch.compile(fullgraph=True): decode() and decode(out=) equal eager and forward()")
 
 
+def packing(torch, work):
+    """decode() packs a tensor again only when its data pointer, shape, strides or dtype differ from
+    its slot's: a view of the same storage with fewer rows, another dtype or another object, and
+    bad arguments between good calls, all give the right answer or the named error."""
+    rng = np.random.default_rng(10)
+    D, Q, H, pages = 4, 4, 1, 300
+    kv = torch.from_numpy(random_kv(rng, pages)).cuda()
+    q = torch.from_numpy(rng.integers(0, 120, size=(D * Q, H, 128)).astype(np.uint8)).cuda()
+    lens = torch.tensor([3000, 900, 5000, 77], dtype=torch.int32, device="cuda")
+    table = torch.from_numpy(rng.permutation(pages)[:D * 60].reshape(D, 60).astype(np.int32)).cuda()
+
+    def expect(error, what, call):
+        try:
+            call()
+        except (m3idx.Error, TypeError) as e:
+            assert isinstance(e, error) and what in str(e), f"{what}: got {type(e).__name__}: {e}"
+            return
+        raise AssertionError(f"{what}: no error")
+
+    with m3idx.Indexer(num_index_heads=H, device="cuda", max_num_decodes=8) as idx:
+        out = torch.empty((H, D * Q, 16), dtype=torch.int32, device="cuda")
+        want = forward_of(torch, idx, q, kv, table, lens, Q)
+        assert torch.equal(idx.decode(q, kv, table, lens, out=out), want)
+        # The first two requests through views of the same storage (same data pointers).
+        two = idx.decode(q[:2 * Q], kv, table[:2], lens[:2], out=torch.empty_like(out[:, :2 * Q]))
+        assert torch.equal(two, want[:, :2 * Q])
+        assert torch.equal(idx.decode(q.view(q.shape), kv, table, lens, out=out), want)
+        expect(TypeError, "kv_cache: expected a torch.Tensor", lambda: idx.decode(q, kv.cpu().numpy(), table, lens, out=out))
+        expect(m3idx.Error, "seq_lens: expected dtype torch.int32", lambda: idx.decode(q, kv, table, lens.long(), out=out))
+        expect(m3idx.Error, "block_table", lambda: idx.decode(q, kv, table.cpu(), lens, out=out))
+        expect(m3idx.Error, "out", lambda: idx.decode(q, kv, table, lens, out=out[:, :Q]))
+        expect(m3idx.Error, "q", lambda: idx.decode(q.view(torch.int8), kv, table, lens, out=out))
+        out.fill_(5)
+        assert torch.equal(idx.decode(q, kv, table, lens, out=out), want)
+    print("ok decode() packing: views of one storage, another object, bad arguments between good calls")
+
+
 def check_all():
     torch, reason = torch_or_reason()
     if torch is None:
@@ -170,6 +207,7 @@ def check_all():
         golden_eager(torch, work)
         graph_replays(torch, work)
         compiled(torch, work)
+        packing(torch, work)
     return ""
 
 

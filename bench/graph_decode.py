@@ -85,9 +85,9 @@ def host_breakdown(idx, q, kv, table, lens, out):
         return [idx._pack_torch(i, a, (a.data_ptr(), a.shape, a.stride(), a.dtype))
                 for i, a in enumerate((q, kv, table, lens, out))]
     packing()
-    ptr = idx._decode_args.ptr
-    stream = idx._stream()
-    c_call = lambda: idx._lib.m3idx_indexer_decode(idx._handle, ptr[0], ptr[1], ptr[2], ptr[3], stream, ptr[4], None)
+    idx.decode(q, kv, table, lens, out=out)  # the stream argument cached
+    raw, stream = idx._decode_args.raw, idx._stream_arg
+    c_call = lambda: idx._decode_untyped(idx._handle, raw[0], raw[1], raw[2], raw[3], stream, raw[4], None)
     views = [q.view(q.shape), q.view(q.shape)]  # another q object each call, as each layer has its own
     turn = [0]
 

@@ -114,6 +114,15 @@ def library():
                        "); set M3IDX_LIBRARY, or build with ./scripts/test")
 
 
+def untyped(lib, name, restype):
+    """Another handle on function `name` of `lib`, without argtypes: a caller that passes ctypes
+    objects only (c_void_p, None) skips ctypes' per-argument conversions, at the price of matching
+    the C signature itself (every argument pointer-sized)."""
+    fn = lib._FuncPtr((name, lib))
+    fn.restype = restype
+    return fn
+
+
 def library_path():
     library()
     return _path

@@ -29,6 +29,7 @@
 #            padding, a 1M-token row, a bad page id) and torch.compile, checked
 #   graph    bench/graph_decode.py: forward(), decode() plain and graph-replayed, host us a call,
 #            next to vLLM's path plain and graph-replayed (carry/peers), one process
+#   host-time  bench/decode_host_time.py: decode()'s host time per shape next to the floors of its moment
 #   example  examples/indexer_step built with CMake through find_package(m3idx) and run
 #   sanitize every kernel config (decode_query_len 1/4/8 x 1/2/4 heads, 6 x 4, prefill, 1M-token rows)
 #            under compute-sanitizer memcheck, racecheck, initcheck and synccheck (memcheck also through
@@ -157,6 +158,8 @@ for stage in "${stages[@]}"; do
       done 2>&1 | tee "$OUT/gpu-python.log" ;;
     graph)
       PYTHONPATH=$root/python python3 bench/graph_decode.py --peers carry/peers 2>&1 | tee "$OUT/gpu-graph.log" ;;
+    host-time)
+      PYTHONPATH=$root/python python3 bench/decode_host_time.py 2>&1 | tee "$OUT/gpu-host-time.log" ;;
     example)
       cmake -S examples/indexer_step -B /tmp/m3idx-example -DCMAKE_PREFIX_PATH="$root" >/dev/null
       cmake --build /tmp/m3idx-example 2>&1 | tail -1

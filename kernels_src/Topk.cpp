@@ -187,9 +187,7 @@ Value blockIds(KernelBuilder &b, Value keys) {
 // the device, so a grid sized from shapes alone splits every row evenly), each scored by its own
 // program into `partial` (its 16 keys); with one segment the program writes the row's block ids
 // itself. A row's partial keys are rank-major -- key s of segment g at (row * 16 + s) * segments
-// + g -- so that the merge's one pass, lane i reading keys i, i + 32, ..., sees the segments' best
-// keys spread over its lanes (segment-major, lane i would hold rank i % 16 of every other segment:
-// lanes 0 and 16 most of the answer, past what a lane keeps, and nearly every row read twice).
+// + g -- so that the merge's first steps hold every segment's best keys (mergedKeys).
 // `arrivals` counts a row's segment programs that have written theirs: 0 between steps (the
 // runtime zeroes it once; the row's last program puts it back), so the step needs no merge launch.
 struct Segments {
@@ -200,7 +198,7 @@ struct Segments {
 // The row's segments' top 16s merged into its top 16: the segments x 16 keys are one stream through
 // the running top, a step merged only when its bound (its largest key: keyTileBound) can pass the
 // 16th. Rank-major, the first steps hold every segment's best keys, so the later ones are mostly
-// skipped; the one-pass form (topkSegment's) would emit its merge networks a second time, which
+// skipped (segment-major, every step would hold some segment's best and enter); the one-pass form (topkSegment's) would emit its merge networks a second time, which
 // doubled the kernel's compile time for AVX2 CPUs (bench/README.md).
 Value mergedKeys(KernelBuilder &b, Buffer partial, Value headRow, Value segments) {
   const int S = kScanTile;

@@ -222,7 +222,6 @@ class Indexer:
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
             self._stream = (lambda: raw(self.device_index)) if raw else \
                 (lambda: torch.cuda.current_stream(self.device_index).cuda_stream)
-
             self._op_id = id(self)
             _LIVE[self._op_id] = weakref.ref(self)
         if warmup:

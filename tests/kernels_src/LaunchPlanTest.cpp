@@ -233,10 +233,12 @@ TEST(StepPlan, PartsAndDecodeBlockRanges) {
   const Launch &l = share->launches[0];
   EXPECT_EQ(l.kind, KernelKind::ScoreDecode);
   for (const LaunchArg &a : l.args) {
-    if (std::string(a.name) == "block_begin")
+    if (std::string(a.name) == "block_begin") {
       EXPECT_EQ(a.value, 1);
-    if (std::string(a.name) == "block_step")
+    }
+    if (std::string(a.name) == "block_step") {
       EXPECT_EQ(a.value, 4);
+    }
   }
   auto bad = planStep(c.view(), 64, hostTuning().forStep(1, 4), kScoreDecode, {4, 4});
   ASSERT_FALSE(bad.ok());

@@ -95,6 +95,11 @@ Status validateGenOptions(const GenOptions &o) {
 
 StatusOr<Case> generateCase(const GenOptions &o) {
   M3IDX_RETURN_IF_ERROR(validateGenOptions(o));
+  // Requests, rows and pages are int32 in the case files (query_start_loc, page ids): the sums
+  // below are formed in int64_t and checked before anything is sized by them.
+  if (int64_t{o.numDecodes} + o.numPrefills > INT32_MAX - 1)
+    return invalidArgument("--decodes/--prefills", fmt::format("at most {} requests in all", INT32_MAX - 1),
+                           int64_t{o.numDecodes} + o.numPrefills);
   Rng rng(o.seed);
   const int R = o.numDecodes + o.numPrefills;
   std::vector<int32_t> qLens(R), seqLens(R);
@@ -108,12 +113,17 @@ StatusOr<Case> generateCase(const GenOptions &o) {
       seqLens[i] = static_cast<int32_t>(std::max<int64_t>(L, qLens[i]));
     }
   }
-  int64_t maxBlocks = 0, usedPages = 0;
+  int64_t maxBlocks = 0, usedPages = 0, rows = 0;
   for (int i = 0; i < R; ++i) {
     maxBlocks = std::max(maxBlocks, spec::blocksFor(seqLens[i]));
     usedPages += spec::blocksFor(seqLens[i]);
+    rows += qLens[i];
   }
   const int64_t numPages = usedPages + o.extraPages;
+  if (rows > INT32_MAX)
+    return invalidArgument("--decodes/--prefills/--prefill-len", fmt::format("at most {} query rows", INT32_MAX), rows);
+  if (numPages > INT32_MAX)
+    return invalidArgument("--extra-pages", fmt::format("at most {} pages in all", INT32_MAX), numPages);
   const int64_t M = maxBlocks + 2; // columns past every request's blocks are never read
 
   Case c;

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/AtomicFile.h"
 
@@ -46,14 +47,28 @@ const char *dtypeName(DType t) {
 
 size_t dtypeSize(DType t) { return t == DType::U8 ? 1 : 4; }
 
+bool shapeFits(const std::vector<int64_t> &shape, DType dtype) {
+  // Every partial product, not only the whole: a 0 after dimensions whose product overflows makes
+  // the whole 0 while numel()'s running product has already overflowed.
+  int64_t elements = 1;
+  size_t bytes = dtypeSize(dtype);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(elements, d, &elements) ||
+        __builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes))
+      return false;
+  return true;
+}
+
 int64_t Array::numel() const {
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    n *= d; // cannot overflow: decode() and makeArray() admit only shapes that shapeFits()
   return n;
 }
 
 Array makeArray(DType dtype, std::vector<int64_t> shape) {
+  if (!shapeFits(shape, dtype))
+    throw std::length_error("npy::makeArray: shape " + shapeString(shape) + " does not fit in memory");
   Array a;
   a.dtype = dtype;
   a.shape = std::move(shape);
@@ -129,10 +144,9 @@ StatusOr<Array> decode(std::string_view content, const std::string &path) {
     a.shape.push_back(std::stoll(digits));
   }
   const size_t available = content.size() - headerStart - headerLen;
-  size_t dataBytes = dtypeSize(a.dtype);
-  for (int64_t d : a.shape)
-    if (__builtin_mul_overflow(dataBytes, static_cast<size_t>(d), &dataBytes))
-      return bad(fmt::format("a shape {} too large to address", shapeString(a.shape)));
+  if (!shapeFits(a.shape, a.dtype))
+    return bad(fmt::format("a shape {} whose element count or bytes overflow 64 bits", shapeString(a.shape)));
+  const size_t dataBytes = static_cast<size_t>(a.numel()) * dtypeSize(a.dtype);
   if (available != dataBytes)
     return invalidArgument(path, fmt::format("{} data bytes for shape {} of {}", dataBytes,
                                              shapeString(a.shape), dtypeName(a.dtype)),

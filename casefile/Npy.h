@@ -20,11 +20,15 @@ struct Array {
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes; // numel * itemsize, C order
 
-  int64_t numel() const;
+  int64_t numel() const; // never overflows: every Array's shape satisfies shapeFits()
   template <typename T> const T *as() const { return reinterpret_cast<const T *>(bytes.data()); }
   template <typename T> T *as() { return reinterpret_cast<T *>(bytes.data()); }
 };
 
+// Whether every partial product of `shape` (zero dimensions included) fits in int64_t elements
+// and in size_t bytes of `dtype`; decode() refuses other shapes, so numel() cannot overflow.
+bool shapeFits(const std::vector<int64_t> &shape, DType dtype);
+// Throws std::length_error for a shape that does not fit (a caller's bug, never file input).
 Array makeArray(DType dtype, std::vector<int64_t> shape);
 std::string shapeString(const std::vector<int64_t> &shape); // "[2, 3]"
 

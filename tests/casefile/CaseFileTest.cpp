@@ -183,3 +183,21 @@ TEST(CaseGenerator, RejectsBadOptions) {
   o.decodeContext = {2, 1};
   EXPECT_FALSE(generateCase(o).ok());
 }
+
+// The generator's requests, rows and pages land in int32 files: their sums are checked in int64_t
+// before anything is sized by them (INT32_MAX + 1 requests overflowed an int; 2^31 pages were
+// sized, then allocated as 19 TB of kv).
+TEST(CaseGenerator, CountsPastInt32AreRefused) {
+  GenOptions o;
+  o.numDecodes = INT32_MAX;
+  o.numPrefills = 1;
+  StatusOr<Case> c = generateCase(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("--decodes/--prefills"), std::string::npos) << c.status().message();
+  o = GenOptions();
+  o.extraPages = INT32_MAX;
+  c = generateCase(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("--extra-pages: expected at most 2147483647 pages"), std::string::npos)
+      << c.status().message();
+}

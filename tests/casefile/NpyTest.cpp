@@ -116,3 +116,55 @@ TEST(Npy, RejectsExtraTrailingBytes) {
   writeRaw(p, npy::encode(npy::makeArray(npy::DType::U8, {4})) + "zz");
   ASSERT_FALSE(npy::read(p).ok());
 }
+
+namespace {
+
+std::vector<uint8_t> fromHex(const std::string &hex) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+StatusOr<npy::Array> decodeV2(const std::string &dict) {
+  return npy::decode(v2Header(dict, ""), "big.npy");
+}
+
+} // namespace
+
+// The fuzzer's finding (issue 41): dimensions whose product lies in [2^63, 2^64), then a 0. The
+// size_t byte count did not wrap and the 0 made it match the 0 data bytes, while numel()'s int64_t
+// product overflowed before it reached the 0 (UBSan: signed integer overflow in Array::numel).
+TEST(Npy, RefusesShapesWhosePartialProductOverflowsBeforeAZero) {
+  StatusOr<npy::Array> a = decodeV2("{'descr': '|u1', 'fortran_order': False, 'shape': (3037000500, 3037000500, 0), }");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("[3037000500, 3037000500, 0]"), std::string::npos) << a.status().message();
+  EXPECT_NE(a.status().message().find("overflow"), std::string::npos) << a.status().message();
+  // The same dimensions in size_t bytes of an i4 array overflow too; and a product that fits is fine.
+  EXPECT_FALSE(decodeV2("{'descr': '<i4', 'fortran_order': False, 'shape': (2147483648, 2147483648, 0), }").ok());
+  StatusOr<npy::Array> fits = decodeV2("{'descr': '<i4', 'fortran_order': False, 'shape': (1000000, 1000000, 0), }");
+  ASSERT_TRUE(fits.ok()) << fits.status().message();
+  EXPECT_EQ(fits->numel(), 0);
+}
+
+TEST(Npy, RefusesTheFuzzersInput) {
+  const std::vector<uint8_t> bytes = fromHex(
+      "934e554d505901090101934e554d5059010076007b275a65736372273a20277c75316f72646572273a276465736372"
+      "273a20277c7531272c2027666f727472616e5f6f72646572273a2046616c73652c20277368617065273a2028382c33"
+      "2c382c352c382c312c342c38352c2c332c382c35342c342c38352c2c382c312c2c382c382c312c352c352c312c342c"
+      "38352c2c332c302c373633373835323631292c20202020200a81030000276465736372273a20273c69342750ffffff"
+      "7065273a20283030373633373835323631292c20202020200a81030000276465736372273a20273c69342750ffffff"
+      "fffffb0000666f333029202020277a2020202020202000b93e20202059e5202d");
+  ASSERT_EQ(bytes.size(), 267u);
+  StatusOr<npy::Array> a = npy::decode(std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()), "fuzz.npy");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("overflow"), std::string::npos) << a.status().message();
+}
+
+TEST(Npy, ShapeFitsChecksEveryPartialProduct) {
+  EXPECT_TRUE(npy::shapeFits({}, npy::DType::I32));
+  EXPECT_TRUE(npy::shapeFits({0, int64_t{1} << 62}, npy::DType::U8));
+  EXPECT_FALSE(npy::shapeFits({int64_t{1} << 62, 0}, npy::DType::I32)); // 2^64 bytes before the 0
+  EXPECT_FALSE(npy::shapeFits({-1}, npy::DType::U8));
+  EXPECT_THROW(npy::makeArray(npy::DType::U8, {int64_t{1} << 40, int64_t{1} << 40}), std::length_error);
+}

@@ -115,7 +115,8 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
     l.buffer(StepBuffer::Topk, topk).buffer(StepBuffer::Partial, partial)
         .buffer(StepBuffer::Arrivals, split.arrivals(H * T)).scalar("num_rows", T).scalar("width", W);
     if (kind == KernelKind::TopkDecode)
-      l.scalar("decode_rows", rows).scalar("max_seq_len", maxSeqLen).scalar("flag_programs", flagPrograms);
+      l.scalar("decode_rows", rows).scalar("max_seq_len", maxSeqLen).scalar("flag_programs", flagPrograms)
+          .scalar("flag_chunks", flagPrograms > 0 ? decodeChunks : 0);
     else
       l.scalar("row_begin", rowBegin).scalar("prefill_rows", rows);
     l.scalar("segments", split.segments);

@@ -127,8 +127,10 @@ ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms, int64
 // Top-k of `rows` (head, row) pairs of up to `blocks` blocks: rows too few to fill the target are
 // cut into segments of segmentBlocks (a multiple of the 32-score step, at least 128) whose top 16s
 // the row's last segment program merges; with one segment each program writes its row's ids.
-// Rows past the target keep a program each (programs of several strided rows were slower:
-// bench/RESULTS.md).
+// The kernels use fewer segments on a row shorter than `blocks` (one per kMinSegmentBlocks of its
+// own length, read on the device: kernels_src/Topk.cpp), so a grid sized for capacity costs a short
+// row what one sized for it would. Rows past the target keep a program each (programs of several
+// strided rows were slower: bench/RESULTS.md).
 inline constexpr int64_t kMinSegmentBlocks = 128;
 struct TopkSplit {
   int64_t segments = 1, segmentBlocks = 1;

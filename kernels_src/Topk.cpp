@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/Spec.h"
+#include "kernels_src/LaunchPlan.h"
 
 namespace m3idx::kernels {
 
@@ -182,12 +183,15 @@ Value blockIds(KernelBuilder &b, Value keys) {
   return b.select(keys != 0, ids, b.constInt(-1, Elem::I32));
 }
 
-// Scalar arguments shared by the two top-k kernels: a long row is cut into `segments` pieces of
-// ceil(nblk / segments) blocks (rounded up to the 32-score step: the row's own length, read on
-// the device, so a grid sized from shapes alone splits every row evenly), each scored by its own
-// program into `partial` (its 16 keys); with one segment the program writes the row's block ids
-// itself. A row's partial keys are rank-major -- key s of segment g at (row * 16 + s) * segments
-// + g -- so that the merge's first steps hold every segment's best keys (mergedKeys).
+// Scalar arguments shared by the two top-k kernels: a long row is cut into at most `segments`
+// pieces (the grid's, sized from shapes: the width a plan or a graph was made for), in fact into
+// usedSegments(nblk) of ceil(nblk / used) blocks rounded up to the 32-score step -- the row's own
+// length, read on the device, so a grid sized for capacity splits every row by its length and a
+// short row costs what it would on a grid sized for it (programs past a row's used segments leave
+// at once). Each segment program writes its 16 keys into `partial`; with one used segment the
+// program writes the row's block ids itself. A row's partial keys sit in its region of segments x
+// 16 keys, rank-major over the used segments -- key s of segment g at row * segments * 16 + s *
+// used + g -- so that the merge's first steps hold every segment's best keys (mergedKeys).
 // `arrivals` counts a row's segment programs that have written theirs: 0 between steps (the
 // runtime zeroes it once; the row's last program puts it back), so the step needs no merge launch.
 struct Segments {
@@ -195,36 +199,45 @@ struct Segments {
   Value segments;
 };
 
+// Segments a row of nblk blocks uses: one per kMinSegmentBlocks (topkSplit's rule, on the row's
+// own length), at least 1 and at most the grid's.
+Value usedSegments(KernelBuilder &b, Value nblk, Value segments) {
+  return b.minS(b.maxS(nblk / kMinSegmentBlocks, b.constInt(1)), segments);
+}
+
 // The row's segments' top 16s merged into its top 16: the segments x 16 keys are one stream through
 // the running top, a step merged only when its bound (its largest key: keyTileBound) can pass the
 // 16th. Rank-major, the first steps hold every segment's best keys, so the later ones are mostly
 // skipped (segment-major, every step would hold some segment's best and enter); the one-pass form (topkSegment's) would emit its merge networks a second time, which
 // doubled the kernel's compile time for AVX2 CPUs (bench/README.md).
-Value mergedKeys(KernelBuilder &b, Buffer partial, Value headRow, Value segments) {
+Value mergedKeys(KernelBuilder &b, Buffer partial, Value base, Value used) {
   const int S = kScanTile;
-  Value base = headRow * segments * K;
   KeyStream ks;
   ks.loadStep = [&](Value from, Value left) { return b.loadTile(partial, base + from, S, left); };
   ks.bound = [&](Value tile, Value, Value) { return keyTileBound(b, tile); }; // masked lanes: key 0
   ks.keys = [&](Value tile, Value, Value) { return tile; }; // masked lanes read key 0
-  return topkOf(b, ks, segments * K);
+  return topkOf(b, ks, used * K);
 }
 
 // The program's part of row headRow (nblk blocks): its segment's top 16, written as ids, or as
 // keys that the row's last segment program to arrive merges into the ids.
 void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out,
                  const Segments &sg, Value headRow, Value segment) {
-  Value segmentBlocks = ((nblk + (sg.segments - 1)) / sg.segments + (kScanTile - 1)) / kScanTile * kScanTile;
-  Value first = segment * segmentBlocks;
-  Value keys = topkKeys(b, scores, base, b.minS(first, nblk), b.minS(first + segmentBlocks, nblk));
-  b.ifThen(sg.segments == b.constInt(1), [&] { b.storeTile(out, headRow * K, blockIds(b, keys)); });
-  b.ifThen(sg.segments > b.constInt(1), [&] {
-    Value at = (b.iota(K) + headRow * K) * sg.segments + segment;
-    b.storeScatter(sg.partial, at, keys, b.splat(b.constInt(1, Elem::I1), K));
-    Value arrived = b.atomicAdd(sg.arrivals, headRow, b.constInt(1, Elem::I32)).to(Elem::I64);
-    b.ifThen(arrived == sg.segments - 1, [&] {
-      b.store(sg.arrivals, headRow, b.constInt(0, Elem::I32));
-      b.storeTile(out, headRow * K, blockIds(b, mergedKeys(b, sg.partial, headRow, sg.segments)));
+  Value used = usedSegments(b, nblk, sg.segments);
+  b.ifThen(segment < used, [&] {
+    Value segmentBlocks = ((nblk + (used - 1)) / used + (kScanTile - 1)) / kScanTile * kScanTile;
+    Value first = segment * segmentBlocks;
+    Value keys = topkKeys(b, scores, base, b.minS(first, nblk), b.minS(first + segmentBlocks, nblk));
+    b.ifThen(used == b.constInt(1), [&] { b.storeTile(out, headRow * K, blockIds(b, keys)); });
+    b.ifThen(used > b.constInt(1), [&] {
+      Value region = headRow * sg.segments * K;
+      Value at = region + b.iota(K) * used + segment;
+      b.storeScatter(sg.partial, at, keys, b.splat(b.constInt(1, Elem::I1), K));
+      Value arrived = b.atomicAdd(sg.arrivals, headRow, b.constInt(1, Elem::I32)).to(Elem::I64);
+      b.ifThen(arrived == used - 1, [&] {
+        b.store(sg.arrivals, headRow, b.constInt(0, Elem::I32));
+        b.storeTile(out, headRow * K, blockIds(b, mergedKeys(b, sg.partial, region, used)));
+      });
     });
   });
 }
@@ -235,8 +248,9 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   KernelBuilder b("topk_decode");
   Buffer scores = b.buffer("scores", Elem::F32, Access::Read);
   Buffer seqLens = b.buffer("seq_lens", Elem::I32, Access::Read);
-  // score_decode's per-program flags, flag_programs a request, request-major (a bad page id:
-  // kernels_src/Nvfp4Score.cpp); flag_programs 0: none to read (host-validated steps).
+  // score_decode's per-program flags: flag_programs a request, request-major, flag_chunks a row
+  // tile, chunk fastest (a bad page id: kernels_src/Nvfp4Score.cpp); flag_programs 0: none to
+  // read (host-validated steps).
   Buffer programFlags = b.buffer("program_flags", Elem::I32, Access::Read);
   Buffer out = b.buffer("topk", Elem::I32, Access::Write);
   Segments sg;
@@ -248,21 +262,33 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   sg.segments = b.scalarArg("segments", Elem::I64);
   Value maxSeqLen = b.scalarArg("max_seq_len", Elem::I64);
   Value flagPrograms = b.scalarArg("flag_programs", Elem::I64);
+  Value flagChunks = b.scalarArg("flag_chunks", Elem::I64);
   Value pid = b.programId();
+  flagChunks = b.maxS(flagChunks, b.constInt(1)); // 0 with flag_programs 0
   Value segment = pid % sg.segments, rowId = pid / sg.segments;
   Value head = rowId / decodeRows, row = rowId % decodeRows;
   Value req = row / c.queryRows;
   // A request whose seq_len is outside [0, max_seq_len] or one of whose score programs met a bad
-  // page id gets no blocks (score_decode reported it).
+  // page id gets no blocks (score_decode reported it). Only programs that had blocks can have met
+  // one: score_decode splits a request's blocks over its flag_chunks programs a row tile in runs of
+  // ceil(blocks / flag_chunks), so the first ceil(blocks / run) of each tile -- the request's own
+  // length, not the grid's, which a graph sizes for capacity.
   const int S = kScanTile;
-  Value flagSteps = (flagPrograms + (S - 1)) / S, flagBase = req * flagPrograms;
+  Value given = b.load(seqLens, req).to(Elem::I64);
+  Value badLen = ltU(maxSeqLen, given);
+  Value blocks = spec::blocksFor(b.select(badLen, b.constInt(0), given));
+  Value run = b.maxS((blocks + (flagChunks - 1)) / flagChunks, b.constInt(1));
+  Value active = (blocks + (run - 1)) / run;
+  Value tileSteps = (active + (S - 1)) / S, flagBase = req * flagPrograms;
+  Value flagSteps = flagPrograms / flagChunks * tileSteps; // row tiles x steps of each
+  tileSteps = b.maxS(tileSteps, b.constInt(1));            // a divisor (no step when 0)
   Value anyFlag = b.forLoop(b.constInt(0), flagSteps, b.constInt(1), Values{b.constInt(0, Elem::I32)},
                             [&](Value i, const Values &acc) {
-    Value flags = b.loadTile(programFlags, flagBase + i * S, S, flagPrograms - i * S);
+    Value from = (i % tileSteps) * S;
+    Value flags = b.loadTile(programFlags, flagBase + i / tileSteps * flagChunks + from, S, active - from);
     return Values{b.maxS(acc[0], b.reduceMax(flags))};
   })[0];
-  Value given = b.load(seqLens, req).to(Elem::I64);
-  Value flagged = b.select(ltU(maxSeqLen, given), b.constInt(1, Elem::I32), anyFlag) != 0;
+  Value flagged = b.select(badLen, b.constInt(1, Elem::I32), anyFlag) != 0;
   Value seqLen = b.select(flagged, b.constInt(0), given);
   Value causal = b.maxS(seqLen - c.queryRows + row % c.queryRows + 1, b.constInt(0));
   Value headRow = head * numRows + row;

@@ -4,7 +4,8 @@
 // (rows where every step enters, none does), ties (a later block with an equal score ranks
 // higher), NaN, -inf and signed zeros, and rows shorter than a step or than 16, must all give
 // SPEC §5's order -- whole, and cut into segments whose top 16s the row's last segment program to
-// finish merges, whichever segment that is, leaving the arrival counts at zero.
+// finish merges, whichever segment that is, leaving the arrival counts at zero; a row uses only
+// the segments its own length fills, whatever the grid was sized for.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "core/Spec.h"
 #include "core/TopkKey.h"
 #include "kernels_src/KernelCatalog.h"
+#include "kernels_src/LaunchPlan.h"
 #include "tuning/TargetTuning.h"
 #include "lowering/host/HostCompiler.h"
 #include "runtime/KernelArgs.h"
@@ -102,5 +104,15 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
                                               << (reversed ? ", last to first" : "");
       }
       EXPECT_EQ(arrivals, std::vector<int32_t>(T, 0)) << segments << " segments";
+      // A row uses one segment per 128 of its blocks, at most the grid's: the programs past those
+      // leave its partial keys alone, and a row under 256 blocks writes its ids without any.
+      for (int64_t r = 0; r < T && segments > 1; ++r) {
+        const int64_t used = std::clamp<int64_t>(nblk[r] / kernels::kMinSegmentBlocks, 1, segments);
+        const int64_t region = r * segments * spec::kTopkBlocks;
+        const auto untouched = std::count(partial.begin() + region + (used > 1 ? used * spec::kTopkBlocks : 0),
+                                          partial.begin() + region + segments * spec::kTopkBlocks, 777);
+        EXPECT_EQ(untouched, (segments - (used > 1 ? used : 0)) * spec::kTopkBlocks)
+            << "row " << r << " (" << nblk[r] << " blocks), " << segments << " segments";
+      }
     }
 }

@@ -36,17 +36,23 @@ Status HostBackend::execute(const BatchView &b, int64_t width, float *scores, in
   return executePlan(*plan, b, scores, topk);
 }
 
-Status HostBackend::executeDeviceDecode(const BatchView &b, int64_t width, int64_t maxSeqLen, float *scores,
+Status HostBackend::executeDeviceDecode(const BatchView &b, int64_t width, int64_t maxSeqLen,
+                                        const kernels::DecodeWorkspaceLayout &layout, uint8_t *workspace,
                                         int32_t *topk) {
   StatusOr<kernels::StepPlan> plan = kernels::planDeviceDecode(
       b, width, maxSeqLen, tuning_.forStep(b.params.numHeads, b.params.decodeQueryLen));
   if (!plan.ok())
     return plan.status();
-  return executePlan(*plan, b, scores, topk);
+  M3IDX_RETURN_IF_ERROR(kernels::planFitsWorkspace(*plan, layout, topk == nullptr));
+  const StepScratch scratch{reinterpret_cast<int64_t *>(workspace + layout.partial),
+                            reinterpret_cast<int32_t *>(workspace + layout.arrivals),
+                            reinterpret_cast<int32_t *>(workspace + layout.flags)};
+  return executePlan(*plan, b, reinterpret_cast<float *>(workspace + layout.scores),
+                     topk ? topk : reinterpret_cast<int32_t *>(workspace + layout.topk), &scratch);
 }
 
 Status HostBackend::executePlan(const kernels::StepPlan &planned, const BatchView &b, float *scores,
-                                int32_t *topk) {
+                                int32_t *topk, const StepScratch *scratch) {
   const kernels::StepPlan *plan = &planned;
   using kernels::StepBuffer;
   const void *memory[kernels::kStepBufferCount] = {};
@@ -58,12 +64,18 @@ Status HostBackend::executePlan(const kernels::StepPlan &planned, const BatchVie
   bind(StepBuffer::QueryStartLoc, b.queryStartLoc);
   bind(StepBuffer::Scores, scores);
   bind(StepBuffer::Topk, topk);
-  bind(StepBuffer::Partial, partial_.ensure(plan->elementsOf(StepBuffer::Partial)));
-  bind(StepBuffer::Arrivals, arrivals_.ensureZeroed(std::max<int64_t>(1, plan->elementsOf(StepBuffer::Arrivals))));
   bind(StepBuffer::Status, status_);
-  // Written by every score_decode program before the top-k reads them; kept for a top-k-only plan
-  // after a scoring one (decode CP), which reads none.
-  bind(StepBuffer::ProgramFlags, programFlags_.ensure(std::max<int64_t>(1, plan->elementsOf(StepBuffer::ProgramFlags))));
+  if (scratch) {
+    bind(StepBuffer::Partial, scratch->partial);
+    bind(StepBuffer::Arrivals, scratch->arrivals);
+    bind(StepBuffer::ProgramFlags, scratch->flags);
+  } else {
+    bind(StepBuffer::Partial, partial_.ensure(plan->elementsOf(StepBuffer::Partial)));
+    bind(StepBuffer::Arrivals, arrivals_.ensureZeroed(std::max<int64_t>(1, plan->elementsOf(StepBuffer::Arrivals))));
+    // Written by every score_decode program before the top-k reads them; kept for a top-k-only
+    // plan after a scoring one (decode CP), which reads none.
+    bind(StepBuffer::ProgramFlags, programFlags_.ensure(std::max<int64_t>(1, plan->elementsOf(StepBuffer::ProgramFlags))));
+  }
   if (const int64_t tiles = plan->prefillTiles; tiles > 0) {
     int32_t *request = tileRequest_.ensure(tiles), *rowBegin = tileRowBegin_.ensure(tiles);
     kernels::fillPrefillTiles(b, plan->rowTile, request, rowBegin);

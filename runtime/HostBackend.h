@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "kernels_src/DecodeWorkspace.h"
 #include "kernels_src/KernelCatalog.h"
 #include "kernels_src/LaunchPlan.h"
 #include "lowering/host/HostCompiler.h"
@@ -41,16 +42,24 @@ public:
   // `topk` [H, T, 16] (unused without top-k parts); decode scoring covers `blocks` only.
   Status execute(const BatchView &b, int64_t width, float *scores, int32_t *topk,
                  unsigned parts = kernels::kAllParts, kernels::DecodeBlocks blocks = {});
-  // A decode step over unvalidated seq_lens and block table (kernels::planDeviceDecode): the
-  // kernels check their values, recording bad ones in status().
-  Status executeDeviceDecode(const BatchView &b, int64_t width, int64_t maxSeqLen, float *scores,
-                             int32_t *topk);
+  // A decode step over unvalidated seq_lens and block table (kernels::planDeviceDecode) in
+  // `workspace` laid out as `layout` (its top-k region when `topk` is null): the kernels check
+  // their values, recording bad ones in status().
+  Status executeDeviceDecode(const BatchView &b, int64_t width, int64_t maxSeqLen,
+                             const kernels::DecodeWorkspaceLayout &layout, uint8_t *workspace, int32_t *topk);
   // The kernels' sticky status words (kernels::kStatusWords; 0: nothing found since the last clear).
   const int64_t *status() const { return status_; }
   void clearStatus() { std::fill_n(status_, kernels::kStatusWords, 0); }
 
 private:
-  Status executePlan(const kernels::StepPlan &plan, const BatchView &b, float *scores, int32_t *topk);
+  // Segment keys, arrival counts and program flags of a step: this backend's own buffers, or a
+  // decode workspace's regions.
+  struct StepScratch {
+    int64_t *partial = nullptr;
+    int32_t *arrivals = nullptr, *flags = nullptr;
+  };
+  Status executePlan(const kernels::StepPlan &plan, const BatchView &b, float *scores, int32_t *topk,
+                     const StepScratch *scratch = nullptr);
 
   tuning::TargetTuning tuning_;
   KernelStore store_;

@@ -141,6 +141,10 @@ int64_t TargetTuning::mostDecodeScorePrograms() const {
   return most;
 }
 
+kernels::DecodeWorkspaceLayout TargetTuning::decodeWorkspace(int heads, int64_t maxRows, int64_t width) const {
+  return kernels::decodeWorkspaceLayout(forStep(heads, 1), heads, maxRows, width, mostDecodeScorePrograms());
+}
+
 StatusOr<const TargetTuning *> tuningFor(const std::string &target) {
   for (const TargetTuning &t : tables())
     if (t.target == target)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/Status.h"
+#include "kernels_src/DecodeWorkspace.h"
 #include "kernels_src/KernelCatalog.h"
 #include "kernels_src/LaunchPlan.h"
 
@@ -59,6 +60,8 @@ struct TargetTuning {
   kernels::StepTuning forStep(int numHeads, int decodeQueryLen) const;
   // The largest decode score grid target of any form (scratch sized before the step is known).
   int64_t mostDecodeScorePrograms() const;
+  // The decode workspace of steps up to these bounds under this table (kernels_src/DecodeWorkspace.h).
+  kernels::DecodeWorkspaceLayout decodeWorkspace(int heads, int64_t maxRows, int64_t width) const;
 
 private:
   // The decode form of a score_decode program of `columns` columns (the defaults' if none fits).

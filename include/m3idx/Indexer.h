@@ -1,6 +1,21 @@
 // The host-app API, shaped like vLLM's MiniMaxM3IndexerRocmNvfp4Impl: construct once from the
 // model config (rejecting what cannot be served, with the reason), warm up, then forward() once
 // per layer and step on device buffers and a stream, with no compile or allocation in steady state.
+//
+// Threads and streams. An Indexer may be called from several threads at once: its calls take
+// turns on the host (a lock held while a call validates and queues its step, microseconds on a
+// GPU), and each gets its own step's answer. On the device:
+// - forward() steps share the indexer's scratch; one queued on another stream than the last first
+//   waits for the last (correct, not overlapped).
+// - decode() steps work in a decode workspace (decodeWorkspaceBytes(); caller-owned device
+//   memory, zeroed once). Steps given different workspaces are independent and overlap across
+//   streams; steps that share one must be ordered, as steps on one stream are: so one workspace
+//   can serve every layer of a step (layers run one after another), and each stream that runs
+//   decode steps at the same time (dual-batch overlap) needs its own. A graph keeps the workspace
+//   it was captured with: graphs that may replay at the same time need different workspaces.
+// - Without a workspace, decode() uses the indexer's own (reserved by warmup() unless
+//   reserveDecodeWorkspace is false): an eager step on another stream than the last first waits
+//   for the last; inside a capture nothing can wait, and the rule above applies to it.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +38,8 @@ struct IndexerConfig {
   std::string kvDtype = "nvfp4";
   int initBlocks = 0;
   int localBlocks = 1;
-  // Capacities of the device-metadata decode (Indexer::decode), fixed at creation: warmup()
-  // reserves its scratch for them (on a GPU H x maxNumDecodes x maxDecodeQueryLen x W floats of
+  // Capacities of the device-metadata decode (Indexer::decode), fixed at creation: a decode
+  // workspace is laid out for them (mostly H x maxNumDecodes x maxDecodeQueryLen x W floats of
   // scores, W = max_model_len's blocks rounded up: 32 MiB at the defaults), and its grids depend
   // on them and the step's shapes only.
   int maxNumDecodes = 256;      // 1..256
@@ -34,6 +49,9 @@ struct IndexerConfig {
   // decode() then waits for its stream and fails with the first bad value the device found
   // (a debug setting: it cannot run inside graph capture). Also on with M3IDX_CHECK_DECODE=1.
   bool checkDecodeSync = false;
+  // warmup() allocates the indexer's own decode workspace. An engine that passes one workspace
+  // to every layer's decode() turns this off and saves decodeWorkspaceBytes() per layer.
+  bool reserveDecodeWorkspace = true;
 };
 
 // What decode()'s device-side checks found since the status words were last cleared: each word is
@@ -121,15 +139,20 @@ public:
   // allocation or copy happens, so the call can be captured with stream capture and replayed.
   // Values are checked on the device: a request with seq_len 0 (padding) gets all -1, and one
   // with a bad seq_len or page id gets all -1 and is recorded in the status words
-  // (readDeviceStatus); no out-of-range page is read. Decode steps of one indexer share its
-  // scratch: calls on different streams must be ordered by the caller. topkOut as forward's
-  // ([H, D x Q, 16]); without it the result is the indexer's own buffer (valid until the next
-  // decode()). D == 0 queues nothing. Inside a capture, a call that would first have to load
-  // kernels (a decode_query_len not in decodeQueryLens at warmup()) or allocate (no warmup())
-  // fails naming the fix instead: those calls would invalidate the capture.
+  // (readDeviceStatus); no out-of-range page is read. `workspace`: uint8 [>= decodeWorkspaceBytes()]
+  // on the indexer's device, zeroed before its first step (null: the indexer's own; the
+  // stream rules are in this file's first comment). topkOut as forward's ([H, D x Q, 16]);
+  // without it the result lies in the workspace (valid until its next decode step). D == 0
+  // queues nothing. Inside a capture, a call that would first have to load kernels (a
+  // decode_query_len not in decodeQueryLens at warmup()) or allocate (its own workspace before
+  // warmup()) fails naming the fix instead: those calls would invalidate the capture.
   StatusOr<TensorView> decode(const TensorView &indexQuery, const TensorView &kvCache,
                               const TensorView &blockTable, const TensorView &seqLens,
-                              Stream stream = nullptr, const TensorView *topkOut = nullptr);
+                              Stream stream = nullptr, const TensorView *topkOut = nullptr,
+                              const TensorView *workspace = nullptr);
+  // Bytes of a decode workspace for this indexer's capacities. Indexers of one config need the
+  // same; one of them serves several configs when it is at least each one's size.
+  int64_t decodeWorkspaceBytes() const;
   // Waits for `stream`, reads the status words, and clears them if asked.
   StatusOr<DeviceStatus> readDeviceStatus(Stream stream = nullptr, bool clear = true);
 

@@ -11,7 +11,9 @@
 extern "C" {
 #endif
 
-#define M3IDX_API_VERSION 3 /* 2: device_block_table in the metadata structs; 3: decode() */
+/* 2: device_block_table in the metadata structs; 3: decode(); 4: decode workspaces
+ * (m3idx_indexer_decode's workspace, reserve_decode_workspace, decode_workspace_bytes) */
+#define M3IDX_API_VERSION 4
 
 typedef struct m3idx_indexer m3idx_indexer;
 typedef struct m3idx_error m3idx_error;
@@ -43,6 +45,7 @@ typedef struct {
   int32_t max_num_decodes;      /* capacities of m3idx_indexer_decode (Indexer.h) */
   int32_t max_decode_query_len;
   int32_t check_decode_sync;    /* nonzero: decode waits and fails on a bad device value */
+  int32_t reserve_decode_workspace; /* nonzero (default): warmup allocates the own workspace */
 } m3idx_config;
 
 typedef struct {
@@ -65,7 +68,7 @@ typedef struct {
 int32_t m3idx_api_version(void);
 
 /* Fills `config` with the model defaults (1 head, 128, 128, 16, "max", "nvfp4", 0, 1, 2^20, 4;
- * capacities 256 decodes of up to 4 rows; no synchronous check). */
+ * capacities 256 decodes of up to 4 rows; no synchronous check; the own workspace reserved). */
 void m3idx_config_init(m3idx_config *config);
 
 /* Writes the reason `config` cannot be served on `device_kind` into buf (truncated to buf_len,
@@ -89,11 +92,20 @@ m3idx_error *m3idx_indexer_forward(m3idx_indexer *indexer, const m3idx_tensor *i
 
 /* The graph-safe decode (Indexer::decode): seq_lens int32 [D] and block_table int32 [D, M] on
  * the indexer's device, index_query [D x Q, H, 128]; no host read, wait, allocation or copy.
- * topk_out may be NULL (the indexer's own buffer); *topk (may be NULL) is the [H, D x Q, 16] view. */
+ * workspace may be NULL (the indexer's own), else uint8 [>= decode_workspace_bytes] on the device,
+ * zeroed before its first step. topk_out may be NULL (the top-k then lies in the workspace);
+ * *topk (may be NULL) is the [H, D x Q, 16] view.
+ * Threads and streams (Indexer.h's first comment): calls from several threads take turns and each
+ * gets its own answer; decode steps on different workspaces overlap across streams, steps sharing
+ * one must be ordered (one stream); graphs that may replay at once need different workspaces. */
 m3idx_error *m3idx_indexer_decode(m3idx_indexer *indexer, const m3idx_tensor *index_query,
                                   const m3idx_tensor *kv_cache, const m3idx_tensor *block_table,
                                   const m3idx_tensor *seq_lens, void *stream,
-                                  const m3idx_tensor *topk_out, m3idx_tensor *topk);
+                                  const m3idx_tensor *topk_out, m3idx_tensor *topk,
+                                  const m3idx_tensor *workspace);
+
+/* Bytes of a decode workspace for the indexer's capacities (-1 for a NULL indexer). */
+int64_t m3idx_indexer_decode_workspace_bytes(const m3idx_indexer *indexer);
 
 /* Waits for `stream` and reads decode's device status words (each 0 when nothing was found; see
  * DeviceStatus in Indexer.h), clearing them when `clear` is nonzero. Either output may be NULL. */

@@ -1,4 +1,4 @@
-"""ctypes declarations of include/m3idx/m3idx.h (API version 3), and finding libm3idx.so.
+"""ctypes declarations of include/m3idx/m3idx.h (API version 4), and finding libm3idx.so.
 
 The package is Python over the C ABI, not an extension module: nothing is compiled for a given
 CPython, so the same files run on Debian's 3.11 here and the GPU machine's 3.12, next to the
@@ -6,7 +6,7 @@ archive's lib/libm3idx.so or a build's build/lib/libm3idx.so."""
 import ctypes
 import os
 
-API_VERSION = 3
+API_VERSION = 4
 
 DTYPE_U8, DTYPE_I32, DTYPE_F32 = 0, 1, 2
 DEVICE_HOST, DEVICE_CUDA, DEVICE_HIP = 0, 1, 2
@@ -25,7 +25,7 @@ class Config(ctypes.Structure):
                 ("init_blocks", ctypes.c_int32), ("local_blocks", ctypes.c_int32),
                 ("max_model_len", ctypes.c_int64), ("decode_query_len", ctypes.c_int32),
                 ("max_num_decodes", ctypes.c_int32), ("max_decode_query_len", ctypes.c_int32),
-                ("check_decode_sync", ctypes.c_int32)]
+                ("check_decode_sync", ctypes.c_int32), ("reserve_decode_workspace", ctypes.c_int32)]
 
 
 class DecodeMetadata(ctypes.Structure):
@@ -71,13 +71,15 @@ def _declare(lib):
                                           P(Tensor), P(Tensor)]
     lib.m3idx_indexer_forward.restype = ctypes.c_void_p
     lib.m3idx_indexer_decode.argtypes = [ctypes.c_void_p, P(Tensor), P(Tensor), P(Tensor), P(Tensor),
-                                         ctypes.c_void_p, P(Tensor), P(Tensor)]
+                                         ctypes.c_void_p, P(Tensor), P(Tensor), P(Tensor)]
     lib.m3idx_indexer_decode.restype = ctypes.c_void_p
     lib.m3idx_indexer_read_status.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
                                               P(ctypes.c_int64), P(ctypes.c_int64)]
     lib.m3idx_indexer_read_status.restype = ctypes.c_void_p
     lib.m3idx_indexer_check_status.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.m3idx_indexer_check_status.restype = ctypes.c_void_p
+    lib.m3idx_indexer_decode_workspace_bytes.argtypes = [ctypes.c_void_p]
+    lib.m3idx_indexer_decode_workspace_bytes.restype = ctypes.c_int64
     lib.m3idx_indexer_compiles_after_warmup.argtypes = [ctypes.c_void_p]
     lib.m3idx_indexer_compiles_after_warmup.restype = ctypes.c_int64
     lib.m3idx_error_message.argtypes = [ctypes.c_void_p]

@@ -26,6 +26,18 @@ def _check(err):
         raise Error(message)
 
 
+def _c_int(name, value, bits):
+    """`value` as a Python int that a ctypes c_int<bits> field holds unchanged (ctypes itself
+    wraps: 2**32 + 1 would reach the library as 1 and pass its checks)."""
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise Error(f"{name}: expected an integer, got {value!r}") from None
+    if not -(1 << (bits - 1)) <= v < (1 << (bits - 1)):
+        raise Error(f"{name}: expected a {bits}-bit integer, got {v}")
+    return v
+
+
 def _fill(t, data, dtype, shape, strides, device_kind, device_index):
     if len(shape) > 4:
         raise Error(f"tensor of {len(shape)} dimensions (at most 4)")
@@ -142,12 +154,13 @@ _PAD = [(0,) * (4 - n) for n in range(5)]  # shape / stride padding of an n-dime
 
 
 class _DecodeArgs:
-    """decode()'s five tensors as m3idx_tensor structs in one buffer, refilled per call."""
+    """decode()'s six tensors (q, kv_cache, block_table, seq_lens, out, workspace) as m3idx_tensor
+    structs in one buffer, refilled per call."""
 
     def __init__(self):
-        self.buf = ctypes.create_string_buffer(_TENSOR.size * 5)
+        self.buf = ctypes.create_string_buffer(_TENSOR.size * 6)
         base = ctypes.addressof(self.buf)
-        self.raw = [ctypes.c_void_p(base + i * _TENSOR.size) for i in range(5)]  # each struct's address
+        self.raw = [ctypes.c_void_p(base + i * _TENSOR.size) for i in range(6)]  # each struct's address
 
     def pack(self, i, data, dtype, shape, strides, device_kind, device_index):
         n = len(shape)
@@ -163,15 +176,24 @@ class Indexer:
 
     Indexer(num_index_heads=H, init_blocks=I, local_blocks=L, device="cpu" | "cuda",
             max_num_decodes=256, max_decode_query_len=4, max_model_len=1 << 20,
-            check_decode_sync=False)
+            check_decode_sync=False, reserve_decode_workspace=True)
 
     The kernels of the configured shapes are compiled (or read from the cache) at construction,
-    and decode()'s scratch is reserved for the capacities (max_num_decodes x
-    max_decode_query_len rows, max_model_len tokens)."""
+    and, unless reserve_decode_workspace is False, the indexer's own decode workspace is reserved
+    for the capacities (max_num_decodes x max_decode_query_len rows, max_model_len tokens).
+
+    Threads and streams (include/m3idx/Indexer.h): calls from several threads take turns and each
+    gets its own answer. decode() steps given different workspaces (new_workspace()) are
+    independent and overlap across streams; steps sharing one must be ordered, as on one stream,
+    so one workspace serves every layer of a step, and each stream decoding at the same time
+    (dual-batch overlap) needs its own; graphs that may replay at the same time need different
+    workspaces. Without a workspace decode() uses the indexer's own: an eager step on another
+    stream than the last waits for the last. forward() steps share the indexer's scratch and are
+    ordered the same way."""
 
     def __init__(self, num_index_heads=1, init_blocks=0, local_blocks=1, device="cpu",
                  max_num_decodes=256, max_decode_query_len=4, max_model_len=1 << 20, warmup=True,
-                 check_decode_sync=False):
+                 check_decode_sync=False, reserve_decode_workspace=True):
         self._handle = None  # first: __del__ runs even when construction fails
         self._op_id = None
         lib = _capi.library()
@@ -181,31 +203,32 @@ class Indexer:
             raise Error(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")
         if index and not index.isdigit():
             raise Error(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")
-        if not 1 <= int(max_num_decodes) <= 256:
+        if not 1 <= _c_int("max_num_decodes", max_num_decodes, 32) <= 256:
             raise Error(f"max_num_decodes: expected 1..256, got {max_num_decodes}")
-        if not 1 <= int(max_decode_query_len) <= 8:
+        if not 1 <= _c_int("max_decode_query_len", max_decode_query_len, 32) <= 8:
             raise Error(f"max_decode_query_len: expected 1..8, got {max_decode_query_len}")
         self.device_kind = kinds[kind]
         self.device_index = int(index or 0)
-        self.num_index_heads = int(num_index_heads)
+        self.num_index_heads = _c_int("num_index_heads", num_index_heads, 32)
         self.max_num_decodes = int(max_num_decodes)
         self.max_decode_query_len = int(max_decode_query_len)
         config = _capi.Config()
         lib.m3idx_config_init(ctypes.byref(config))
         config.num_index_heads = self.num_index_heads
-        config.init_blocks = int(init_blocks)
-        config.local_blocks = int(local_blocks)
-        config.max_model_len = int(max_model_len)
+        config.init_blocks = _c_int("init_blocks", init_blocks, 32)
+        config.local_blocks = _c_int("local_blocks", local_blocks, 32)
+        config.max_model_len = _c_int("max_model_len", max_model_len, 64)
         config.decode_query_len = self.max_decode_query_len
         config.max_num_decodes = self.max_num_decodes
         config.max_decode_query_len = self.max_decode_query_len
         config.check_decode_sync = 1 if check_decode_sync else 0
+        config.reserve_decode_workspace = 1 if reserve_decode_workspace else 0
         handle = ctypes.c_void_p()
         _check(lib.m3idx_indexer_create(ctypes.byref(config), self.device_kind, self.device_index,
                                         ctypes.byref(handle)))
         self._handle = handle
         self._decode_args = _DecodeArgs()
-        self._packed = [None] * 5  # (data_ptr, shape, stride, dtype) each slot of _decode_args holds
+        self._packed = [None] * 6  # (data_ptr, shape, stride, dtype) each slot of _decode_args holds
         self._lib = lib
         # decode()'s call without argtypes, every argument already a ctypes object: ctypes'
         # conversions of the eight arguments were 1.6-1.8 us of a 12-14 us call on the H200.
@@ -243,6 +266,20 @@ class Indexer:
 
     def __exit__(self, *exc):
         self.close()
+
+    def decode_workspace_bytes(self):
+        """Bytes of a decode workspace for this indexer's capacities (the same for every Indexer
+        of one configuration)."""
+        return int(self._lib.m3idx_indexer_decode_workspace_bytes(self._handle))
+
+    def new_workspace(self):
+        """A zeroed decode workspace on the indexer's device (NumPy uint8 on "cpu", a torch.uint8
+        tensor on "cuda"): pass it to decode() of every layer that runs on one stream."""
+        n = self.decode_workspace_bytes()
+        if self._torch is None:
+            import numpy
+            return numpy.zeros(n, dtype=numpy.uint8)
+        return self._torch.zeros(n, dtype=self._torch.uint8, device=f"cuda:{self.device_index}")
 
     def compiles_after_warmup(self):
         """Kernels compiled by steps after construction (a shape the warm-up did not cover)."""
@@ -316,24 +353,31 @@ class Indexer:
                                          ctypes.byref(args.tensor(out)), ctypes.byref(topk), None, None))
         return out
 
-    def decode(self, q, kv_cache, block_table, seq_lens, out=None):
+    def decode(self, q, kv_cache, block_table, seq_lens, out=None, workspace=None):
         """Top-k block ids, int32 [H, D x Q, 16], of a decode step whose metadata stays on the
         device: seq_lens int32 [D] (0: a padding request, all -1), block_table int32 [D, M] (rows
         may be a strided slice), q uint8 [D x Q, H, 128] (Q <= max_decode_query_len), D <=
         max_num_decodes. Graph-safe on "cuda": no host read of the metadata, no synchronisation,
         allocation (besides `out` when not given) or copy, so it can be captured by
         torch.cuda.graph and runs under torch.compile (as torch.ops.m3idx.decode). Bad values are
-        found on the device: the request's rows get -1 and status() / check() report them."""
+        found on the device: the request's rows get -1 and status() / check() report them.
+        `workspace`: a decode workspace (new_workspace()), else the indexer's own (the class
+        docstring gives the stream rules); the result is always `out` or a new tensor."""
         torch = self._torch
         if torch is not None and torch.compiler.is_compiling():
             ops = torch.ops.m3idx
             if out is None:
-                return ops.decode(self._op_id, q, kv_cache, block_table, seq_lens)
-            ops.decode_out(self._op_id, q, kv_cache, block_table, seq_lens, out)
+                if workspace is None:
+                    return ops.decode(self._op_id, q, kv_cache, block_table, seq_lens)
+                return ops.decode_ws(self._op_id, q, kv_cache, block_table, seq_lens, workspace)
+            if workspace is None:
+                ops.decode_out(self._op_id, q, kv_cache, block_table, seq_lens, out)
+            else:
+                ops.decode_out_ws(self._op_id, q, kv_cache, block_table, seq_lens, out, workspace)
             return out
-        return self._decode_now(q, kv_cache, block_table, seq_lens, out)
+        return self._decode_now(q, kv_cache, block_table, seq_lens, out, workspace)
 
-    def _decode_now(self, q, kv_cache, block_table, seq_lens, out):
+    def _decode_now(self, q, kv_cache, block_table, seq_lens, out, workspace=None):
         if not self._handle:
             raise Error("decode: the indexer is closed")
         args = self._decode_args
@@ -348,10 +392,13 @@ class Indexer:
                 out = np_.empty((self.num_index_heads, q.shape[0] if q.ndim else 0, TOPK_BLOCKS))
             elif not isinstance(out, np_.np.ndarray):
                 raise TypeError(f"out: expected a numpy.ndarray (device 'cpu'), got {type(out).__name__}")
-            for i, (name, a) in enumerate(zip(names + ("out",), (q, kv_cache, block_table, seq_lens, out))):
+            if workspace is not None and not isinstance(workspace, np_.np.ndarray):
+                raise TypeError(f"workspace: expected a numpy.ndarray (device 'cpu'), got {type(workspace).__name__}")
+            tensors = (q, kv_cache, block_table, seq_lens, out) + ((workspace,) if workspace is not None else ())
+            for i, (name, a) in enumerate(zip(self._SLOT_NAMES, tensors)):
                 dtype = _NUMPY_DTYPES.get(a.dtype.name)
                 if dtype is None:
-                    raise Error(f"{name}: expected dtype {'uint8' if i < 2 else 'int32'}, got {a.dtype}")
+                    raise Error(f"{name}: expected dtype {'uint8' if i in (0, 1, 5) else 'int32'}, got {a.dtype}")
                 if any(st < 0 or st % a.itemsize for st in a.strides):
                     raise Error(f"{name}: strides {a.strides} are not whole, non-negative elements; pass a copy")
                 args.pack(i, a.ctypes.data, dtype, a.shape, [st // a.itemsize for st in a.strides],
@@ -368,25 +415,28 @@ class Indexer:
             # pointer names its device) is not packed again. Inline, as calls per tensor were a
             # fifth of the call's time; the library checks what the slots hold.
             packed = self._packed
+            tensors = (q, kv_cache, block_table, seq_lens, out) if workspace is None else \
+                (q, kv_cache, block_table, seq_lens, out, workspace)
             i = 0
             try:
-                for a in (q, kv_cache, block_table, seq_lens, out):
+                for a in tensors:
                     key = (a.data_ptr(), a.shape, a.stride(), a.dtype)
                     if key != packed[i]:
                         self._pack_torch(i, a, key)
                     i += 1
             except AttributeError:
-                self._pack_torch(i, (q, kv_cache, block_table, seq_lens, out)[i], None)  # raises, naming it
+                self._pack_torch(i, tensors[i], None)  # raises, naming it
             stream = self._stream()
             if stream != self._stream_key:
                 self._stream_key, self._stream_arg = stream, ctypes.c_void_p(stream)
         raw = args.raw
-        err = self._decode_untyped(self._handle, raw[0], raw[1], raw[2], raw[3], self._stream_arg, raw[4], None)
+        err = self._decode_untyped(self._handle, raw[0], raw[1], raw[2], raw[3], self._stream_arg, raw[4], None,
+                                   None if workspace is None else raw[5])
         if err:
             _check(err)
         return out
 
-    _SLOT_NAMES = ("q", "kv_cache", "block_table", "seq_lens", "out")
+    _SLOT_NAMES = ("q", "kv_cache", "block_table", "seq_lens", "out", "workspace")
 
     def _pack_torch(self, i, a, key):
         """Tensor `a` as m3idx_tensor i of the decode buffer (`key`: its (data_ptr, shape, stride,
@@ -408,7 +458,7 @@ class Indexer:
                 raise TypeError(f"{name}: expected a torch.Tensor (device 'cuda'), got {type(a).__name__}") from None
             if a.dim() > 4:
                 raise Error(f"{name}: tensor of {a.dim()} dimensions (at most 4)") from None
-            raise Error(f"{name}: expected dtype torch.{'uint8' if i < 2 else 'int32'}, got {a.dtype}") from None
+            raise Error(f"{name}: expected dtype torch.{'uint8' if i in (0, 1, 5) else 'int32'}, got {a.dtype}") from None
 
     def status(self, clear=True):
         """(seq_lens word, block_table word) of decode()'s device checks since the last clear,

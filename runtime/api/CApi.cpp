@@ -40,6 +40,7 @@ IndexerConfig toConfig(const m3idx_config &c) {
   config.maxNumDecodes = c.max_num_decodes;
   config.maxDecodeQueryLen = c.max_decode_query_len;
   config.checkDecodeSync = c.check_decode_sync != 0;
+  config.reserveDecodeWorkspace = c.reserve_decode_workspace != 0;
   return config;
 }
 
@@ -113,6 +114,7 @@ void m3idx_config_init(m3idx_config *c) {
   c->max_num_decodes = 256;
   c->max_decode_query_len = 4;
   c->check_decode_sync = 0;
+  c->reserve_decode_workspace = 1;
 }
 
 size_t m3idx_unsupported_reason(const m3idx_config *config, int32_t device_kind, char *buf,
@@ -218,17 +220,20 @@ m3idx_error *m3idx_indexer_forward(m3idx_indexer *indexer, const m3idx_tensor *i
 m3idx_error *m3idx_indexer_decode(m3idx_indexer *indexer, const m3idx_tensor *index_query,
                                   const m3idx_tensor *kv_cache, const m3idx_tensor *block_table,
                                   const m3idx_tensor *seq_lens, void *stream,
-                                  const m3idx_tensor *topk_out, m3idx_tensor *topk) {
+                                  const m3idx_tensor *topk_out, m3idx_tensor *topk,
+                                  const m3idx_tensor *workspace) {
   return guarded([&]() -> m3idx_error * {
     if (!indexer)
       return makeError("m3idx_indexer_decode: expected an indexer, got NULL");
     std::string error;
-    TensorView q, kv, table, lens, out;
+    TensorView q, kv, table, lens, out, ws;
     if (!toTensor(index_query, "index_query", q, error) || !toTensor(kv_cache, "kv_cache", kv, error) ||
         !toTensor(block_table, "block_table", table, error) || !toTensor(seq_lens, "seq_lens", lens, error) ||
-        (topk_out && !toTensor(topk_out, "topk_out", out, error)))
+        (topk_out && !toTensor(topk_out, "topk_out", out, error)) ||
+        (workspace && !toTensor(workspace, "workspace", ws, error)))
       return makeError(error);
-    auto r = indexer->impl->decode(q, kv, table, lens, stream, topk_out ? &out : nullptr);
+    auto r = indexer->impl->decode(q, kv, table, lens, stream, topk_out ? &out : nullptr,
+                                   workspace ? &ws : nullptr);
     if (!r.ok())
       return fromStatus(r.status());
     fromTensor(*r, topk);
@@ -261,6 +266,14 @@ m3idx_error *m3idx_indexer_check_status(m3idx_indexer *indexer, void *stream) {
       return fromStatus(s.status());
     return s->ok() ? nullptr : makeError(s->message());
   });
+}
+
+int64_t m3idx_indexer_decode_workspace_bytes(const m3idx_indexer *indexer) {
+  try {
+    return indexer ? indexer->impl->decodeWorkspaceBytes() : -1;
+  } catch (...) {
+    return -1;
+  }
 }
 
 int64_t m3idx_indexer_compiles_after_warmup(const m3idx_indexer *indexer) {

@@ -3,6 +3,7 @@
 // waiting. Decode and prefill parts go as one batch, so every kernel writes its rows of the
 // [H, T, 16] output in place; a mixed step first joins the parts' block tables on the host.
 #include <algorithm>
+#include <optional>
 
 #include "core/Spec.h"
 #include "runtime/GrowBuffer.h"
@@ -18,7 +19,13 @@ namespace {
 class GpuIndexerEngine final : public IndexerEngine {
 public:
   GpuIndexerEngine(const IndexerConfig &config, std::unique_ptr<runtime::GpuBackend> backend)
-      : config_(config), ownTopk_(&backend->api()), decodeTopk_(&backend->api()), backend_(std::move(backend)) {}
+      : config_(config), ownTopk_(&backend->api()), ownWorkspace_(&backend->api()), backend_(std::move(backend)) {}
+  ~GpuIndexerEngine() override {
+    if (ownDone_) {
+      backend_->api().eventSynchronize(ownDone_);
+      backend_->api().eventDestroy(ownDone_);
+    }
+  }
 
   const tuning::TargetTuning &tuning() const override { return backend_->tuning(); }
   Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) override {
@@ -35,7 +42,7 @@ public:
     return notes;
   }
   int64_t scratchAllocations() const override {
-    return backend_->scratchAllocations() + ownTopk_.allocations() + decodeTopk_.allocations() +
+    return backend_->scratchAllocations() + ownTopk_.allocations() + ownWorkspace_.allocations() +
            joined_.allocations();
   }
   Status setCommunicator(std::shared_ptr<Communicator>) override {
@@ -49,38 +56,16 @@ public:
     return {};
   }
   StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
-  Status reserveDecode(int heads, int64_t maxRows, int64_t width) override {
-    StatusOr<uint64_t> own = decodeTopk_.ensure(heads * maxRows * spec::kTopkBlocks * 4);
-    if (!own.ok())
-      return own.status();
-    return backend_->reserveDeviceDecode(heads, maxRows, width);
+  int64_t decodeWorkspaceBytes() const override { return layout().bytes; }
+  Status reserveDecode() override {
+    M3IDX_RETURN_IF_ERROR(backend_->reserveDeviceDecode());
+    if (!config_.reserveDecodeWorkspace)
+      return Status();
+    StatusOr<uint64_t> own = ownWorkspace_.ensureZeroed(layout().bytes);
+    return own.ok() ? Status() : own.status();
   }
   StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen, int32_t *topk,
-                                Stream stream) override {
-    if (!topk) { // reserved at warm-up: no allocation inside a capture
-      const size_t bytes = shape.params.numHeads * shape.numRows * spec::kTopkBlocks * 4;
-      if (!decodeTopk_.holds(bytes)) {
-        StatusOr<bool> inCapture = capturing(stream);
-        if (!inCapture.ok())
-          return inCapture.status();
-        if (*inCapture)
-          return Status::error("decode inside a graph capture would allocate its own top-k buffer (a call that "
-                               "invalidates the capture): pass topk_out, or call Indexer::warmup() first");
-      }
-      StatusOr<uint64_t> own = decodeTopk_.ensure(bytes);
-      if (!own.ok())
-        return own.status();
-      topk = reinterpret_cast<int32_t *>(static_cast<uintptr_t>(*own));
-    }
-    runtime::DeviceTensors io;
-    io.q = reinterpret_cast<uintptr_t>(shape.q);
-    io.kv = reinterpret_cast<uintptr_t>(shape.kv);
-    io.topk = reinterpret_cast<uintptr_t>(topk);
-    io.blockTable = reinterpret_cast<uintptr_t>(shape.blockTable);
-    io.seqLens = reinterpret_cast<uintptr_t>(shape.seqLens);
-    M3IDX_RETURN_IF_ERROR(backend_->enqueueDeviceDecode(shape, width, maxSeqLen, io, stream));
-    return topk;
-  }
+                                void *workspace, Stream stream) override;
   Status readStatus(Stream stream, int64_t *words, bool clear) override {
     return backend_->readStatus(stream, words, clear);
   }
@@ -98,13 +83,74 @@ private:
   // The joined batch's block table on the device, if the caller's device tables are it.
   static const int32_t *deviceTable(const IndexerStep &step);
 
+  const kernels::DecodeWorkspaceLayout &layout() const {
+    if (!layout_) {
+      const DecodeCapacity cap = decodeCapacity(config_);
+      layout_ = backend_->tuning().decodeWorkspace(cap.heads, cap.rows, cap.width);
+    }
+    return *layout_;
+  }
+  // Orders an eager step in the own workspace after the last one when the stream changes (a
+  // capture can wait on nothing outside it: graphs follow the workspace rule of Indexer.h).
+  Status orderOwnWorkspace(Stream stream, bool capturing);
+
   IndexerConfig config_;
+  mutable std::optional<kernels::DecodeWorkspaceLayout> layout_;
   // Before backend_, so destroyed after it: the backend waits for its last step on the way out,
-  // and only then is the top-k buffer that step may write freed.
-  runtime::DeviceScratch ownTopk_, decodeTopk_;
+  // and only then is the memory that step may write freed.
+  runtime::DeviceScratch ownTopk_, ownWorkspace_;
+  void *ownDone_ = nullptr;      // recorded after each eager step in ownWorkspace_, on ownStream_
+  Stream ownStream_ = nullptr;
+  bool ownUsed_ = false;
   std::unique_ptr<runtime::GpuBackend> backend_;
   GrowBuffer<int32_t> joined_; // a mixed step's block table, seq_lens and query_start_loc
 };
+
+Status GpuIndexerEngine::orderOwnWorkspace(Stream stream, bool capturing) {
+  if (capturing)
+    return Status();
+  const runtime::DeviceApi &api = backend_->api();
+  if (ownUsed_ && stream != ownStream_) // the workspace is the last step's until it is done
+    M3IDX_RETURN_IF_ERROR(api.check(api.streamWaitEvent(stream, ownDone_), "stream wait"));
+  return Status();
+}
+
+StatusOr<int32_t *> GpuIndexerEngine::runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
+                                                int32_t *topk, void *workspace, Stream stream) {
+  const runtime::DeviceApi &api = backend_->api();
+  runtime::DeviceWorkspace ws{reinterpret_cast<uintptr_t>(workspace), layout()};
+  bool capturing = false;
+  if (!workspace) {
+    StatusOr<bool> inCapture = this->capturing(stream);
+    if (!inCapture.ok())
+      return inCapture.status();
+    capturing = *inCapture;
+    if (!ownWorkspace_.holds(ws.layout.bytes) && capturing)
+      return Status::error("decode inside a graph capture would allocate the indexer's own workspace (a call that "
+                           "invalidates the capture): call Indexer::warmup() first (with reserveDecodeWorkspace), "
+                           "or pass a workspace");
+    StatusOr<uint64_t> own = ownWorkspace_.ensureZeroed(ws.layout.bytes);
+    if (!own.ok())
+      return own.status();
+    ws.base = *own;
+    M3IDX_RETURN_IF_ERROR(orderOwnWorkspace(stream, capturing));
+  }
+  runtime::DeviceTensors io;
+  io.q = reinterpret_cast<uintptr_t>(shape.q);
+  io.kv = reinterpret_cast<uintptr_t>(shape.kv);
+  io.topk = reinterpret_cast<uintptr_t>(topk);
+  io.blockTable = reinterpret_cast<uintptr_t>(shape.blockTable);
+  io.seqLens = reinterpret_cast<uintptr_t>(shape.seqLens);
+  M3IDX_RETURN_IF_ERROR(backend_->enqueueDeviceDecode(shape, width, maxSeqLen, io, ws, stream));
+  if (!workspace && !capturing) {
+    if (!ownDone_)
+      M3IDX_RETURN_IF_ERROR(api.check(api.eventCreate(&ownDone_), "event creation"));
+    M3IDX_RETURN_IF_ERROR(api.check(api.eventRecord(ownDone_, stream), "event record"));
+    ownStream_ = stream;
+    ownUsed_ = true;
+  }
+  return topk ? topk : reinterpret_cast<int32_t *>(static_cast<uintptr_t>(ws.base + ws.layout.topk));
+}
 
 BatchView GpuIndexerEngine::joined(const IndexerStep &step) {
   const BatchView &d = step.decode, &p = step.prefill;

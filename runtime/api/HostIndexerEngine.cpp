@@ -2,6 +2,7 @@
 // Communicator (SPEC §6), decode and prefill parts run one after the other.
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "core/DecodeCpPolicy.h"
@@ -47,7 +48,7 @@ public:
   }
   int64_t scratchAllocations() const override {
     return decodeTopk_.allocations() + prefillTopk_.allocations() + ownTopk_.allocations() +
-           scores_.allocations() + cpSend_.allocations() + cpRecv_.allocations() +
+           scores_.allocations() + ownWorkspace_.allocations() + cpSend_.allocations() + cpRecv_.allocations() +
            cpMerged_.allocations() + cpGathered_.allocations() + cpQuery_.allocations();
   }
   Status setCommunicator(std::shared_ptr<Communicator> communicator) override {
@@ -62,15 +63,18 @@ public:
                                 communicator_->worldSize() * config_.numIndexHeads, spec::kCpQueryLen)}};
   }
   StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
-  Status reserveDecode(int, int64_t, int64_t) override { return Status(); } // grows on use
+  int64_t decodeWorkspaceBytes() const override { return layout().bytes; }
+  Status reserveDecode() override {
+    if (config_.reserveDecodeWorkspace)
+      ownWorkspace_.ensureZeroed(layout().bytes);
+    return Status();
+  }
   StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen, int32_t *topk,
-                                Stream) override {
-    const int64_t H = shape.params.numHeads;
-    if (!topk)
-      topk = ownTopk_.ensure(std::max<int64_t>(1, H * shape.numRows * spec::kTopkBlocks));
-    float *s = scores_.ensure(std::max<int64_t>(1, H * shape.numRows * width));
-    M3IDX_RETURN_IF_ERROR(backend_.executeDeviceDecode(shape, width, maxSeqLen, s, topk));
-    return topk;
+                                void *workspace, Stream) override {
+    const kernels::DecodeWorkspaceLayout &l = layout();
+    uint8_t *ws = workspace ? static_cast<uint8_t *>(workspace) : ownWorkspace_.ensureZeroed(l.bytes);
+    M3IDX_RETURN_IF_ERROR(backend_.executeDeviceDecode(shape, width, maxSeqLen, l, ws, topk));
+    return topk ? topk : reinterpret_cast<int32_t *>(ws + l.topk);
   }
   Status readStatus(Stream, int64_t *words, bool clear) override {
     std::copy_n(backend_.status(), kernels::kStatusWords, words);
@@ -84,8 +88,18 @@ private:
   Status decodeLocal(const BatchView &v, int64_t width, int32_t *topk);
   Status decodeCp(const BatchView &v, int64_t width, int32_t *topk, Stream stream);
 
+  const kernels::DecodeWorkspaceLayout &layout() const {
+    if (!layout_) {
+      const DecodeCapacity cap = decodeCapacity(config_);
+      layout_ = backend_.tuning().decodeWorkspace(cap.heads, cap.rows, cap.width);
+    }
+    return *layout_;
+  }
+
   IndexerConfig config_;
+  mutable std::optional<kernels::DecodeWorkspaceLayout> layout_;
   runtime::HostBackend backend_;
+  GrowBuffer<uint8_t> ownWorkspace_; // 16-byte aligned (operator new[]); regions at 256-byte offsets
   std::shared_ptr<Communicator> communicator_;
   std::set<std::string> warned_;
   GrowBuffer<int32_t> decodeTopk_, prefillTopk_, ownTopk_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <mutex>
 
 #include "core/Spec.h"
 #include "kernels_src/LaunchPlan.h"
@@ -25,15 +26,41 @@ Status expectDevice(const TensorView &t, const std::string &name, Device device)
   return Status();
 }
 
+// Sizes and strides come from the caller: before numel(), isContiguous() or an offset multiplies
+// them, every partial product of the sizes and the farthest element the view reaches must fit in
+// int64_t bytes (a 0 size after sizes whose product overflows is refused too: the products are
+// formed left to right). Checked on t.ndim dimensions, which the caller has checked is in [0, 4].
+Status expectAddressable(const TensorView &t, const std::string &name) {
+  const int64_t item = t.dtype == DType::U8 ? 1 : 4;
+  int64_t bytes = item, last = 0; // last: the farthest element's offset, in elements
+  bool overflow = false;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] < 0)
+      return invalidArgument(name, "non-negative sizes", t.shapeString());
+    overflow |= __builtin_mul_overflow(bytes, t.shape[d], &bytes);
+    if (t.shape[d] > 1) {
+      if (t.strides[d] < 0)
+        return invalidArgument(name, "non-negative strides", fmt::format("stride {} in dimension {}", t.strides[d], d));
+      int64_t span = 0;
+      overflow |= __builtin_mul_overflow(t.shape[d] - 1, t.strides[d], &span);
+      overflow |= __builtin_add_overflow(last, span, &last);
+    }
+  }
+  int64_t reach = 0;
+  overflow |= __builtin_mul_overflow(last, item, &reach);
+  if (overflow)
+    return invalidArgument(name, "sizes and strides whose bytes fit in 64 bits",
+                           fmt::format("shape {}", t.shapeString()));
+  return Status();
+}
+
 Status expectTensor(const TensorView &t, const std::string &name, DType dtype, int ndim,
                     Device device) {
   if (t.dtype != dtype)
     return invalidArgument(name, fmt::format("dtype {}", dtypeName(dtype)), dtypeName(t.dtype));
   if (t.ndim != ndim)
     return invalidArgument(name, fmt::format("{} dimensions", ndim), t.ndim);
-  for (int d = 0; d < ndim; ++d)
-    if (t.shape[d] < 0)
-      return invalidArgument(name, "non-negative sizes", t.shapeString());
+  M3IDX_RETURN_IF_ERROR(expectAddressable(t, name));
   if (!t.isContiguous())
     return invalidArgument(name, "contiguous strides", "a strided view");
   M3IDX_RETURN_IF_ERROR(expectDevice(t, name, device));
@@ -156,6 +183,9 @@ public:
   int64_t reportedCompiles = 0;
   bool lastCp = false;
   GrowBuffer<int32_t> decodeQsl;
+  // Held by every call that touches the engine or the fields above: calls from several threads
+  // take turns (Indexer.h's thread rule); a GPU step's device work is not waited for under it.
+  std::mutex mutex;
 
   IndexerParams params(int numDecodes, int decodeQueryLen, int heads) const {
     return IndexerParams{heads, config.initBlocks, config.localBlocks, numDecodes, decodeQueryLen};
@@ -167,6 +197,7 @@ public:
     return config.checkDecodeSync || (env && std::string(env) == "1");
   }
   void reportLateCompiles();
+  StatusOr<DeviceStatus> readStatus(Stream stream, bool clear); // under `mutex`
 };
 
 void IndexerImpl::reportLateCompiles() {
@@ -196,15 +227,18 @@ const IndexerConfig &Indexer::config() const { return impl_->config; }
 bool Indexer::decodeCpActive() const { return impl_->lastCp; }
 
 int64_t Indexer::compilesAfterWarmup() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
   const int64_t obtained = impl_->engine->kernelsObtained();
   return impl_->compilesAtWarmup < 0 ? obtained : obtained - impl_->compilesAtWarmup;
 }
 
 int64_t Indexer::scratchAllocations() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->decodeQsl.allocations() + impl_->engine->scratchAllocations();
 }
 
 Status Indexer::warmup() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
   using kernels::KernelKind;
   const int H = impl_->config.numIndexHeads;
   const tuning::TargetTuning &tuning = impl_->engine->tuning();
@@ -222,15 +256,14 @@ Status Indexer::warmup() {
       continue; // a group whose heads CP cannot serve falls back to local scoring
     M3IDX_RETURN_IF_ERROR(impl_->engine->prepare(kind, cfg));
   }
-  const IndexerConfig &c = impl_->config;
-  M3IDX_RETURN_IF_ERROR(
-      impl_->engine->reserveDecode(H, int64_t{c.maxNumDecodes} * c.maxDecodeQueryLen, impl_->decodeWidth()));
+  M3IDX_RETURN_IF_ERROR(impl_->engine->reserveDecode());
   impl_->compilesAtWarmup = impl_->engine->kernelsObtained();
   impl_->reportedCompiles = impl_->compilesAtWarmup;
   return Status();
 }
 
 Status Indexer::initDecodeCp(std::shared_ptr<Communicator> communicator) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
   if (!communicator)
     return invalidArgument("communicator", "a communicator", "null");
   M3IDX_RETURN_IF_ERROR(impl_->engine->setCommunicator(std::move(communicator)));
@@ -243,6 +276,7 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
                                          const IndexerMetadata &md, Stream stream,
                                          const TensorView *topkOut) {
   IndexerImpl &im = *impl_;
+  std::lock_guard<std::mutex> lock(im.mutex);
   const int H = im.config.numIndexHeads;
   const Device dev = im.device;
   // Metadata is read on the host (validation, launch planning), whatever the device.
@@ -253,6 +287,9 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
   M3IDX_RETURN_IF_ERROR(expectTensor(kv, "kv_cache", DType::U8, 2, dev));
   M3IDX_RETURN_IF_ERROR(expectDim(kv, "kv_cache", 1, spec::kPageBytes, "bytes per page"));
   const int64_t T = q.shape[0];
+  // Row offsets are int32 (query_start_loc, and the decode offsets made below).
+  if (T > INT32_MAX)
+    return invalidArgument("index_query", fmt::format("at most {} rows", INT32_MAX), q.shapeString());
 
   IndexerStep step;
   step.rows = T;
@@ -271,7 +308,8 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
     step.decodeDeviceTable = *table;
     if (d->decodeQueryLen < 1)
       return invalidArgument("decode.decode_query_len", ">= 1", d->decodeQueryLen);
-    if (D * d->decodeQueryLen > T)
+    // D <= T first: then D x decode_query_len (< 2^31 x 2^31) cannot overflow.
+    if (D > T || D * d->decodeQueryLen > T)
       return invalidArgument("index_query", fmt::format("at least {} rows ({} decodes x {})",
                                                         D * d->decodeQueryLen, D, d->decodeQueryLen),
                              q.shapeString());
@@ -344,9 +382,16 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
   return r;
 }
 
+int64_t Indexer::decodeWorkspaceBytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->engine->decodeWorkspaceBytes();
+}
+
 StatusOr<TensorView> Indexer::decode(const TensorView &q, const TensorView &kv, const TensorView &blockTable,
-                                     const TensorView &seqLens, Stream stream, const TensorView *topkOut) {
+                                     const TensorView &seqLens, Stream stream, const TensorView *topkOut,
+                                     const TensorView *workspace) {
   IndexerImpl &im = *impl_;
+  std::lock_guard<std::mutex> lock(im.mutex);
   const IndexerConfig &c = im.config;
   const int H = c.numIndexHeads;
   const Device dev = im.device;
@@ -372,6 +417,7 @@ StatusOr<TensorView> Indexer::decode(const TensorView &q, const TensorView &kv, 
   if (blockTable.dtype != DType::I32 || blockTable.ndim != 2)
     return invalidArgument("block_table", "int32 [num_decodes, max_blocks]",
                            fmt::format("{} {}", dtypeName(blockTable.dtype), blockTable.shapeString()));
+  M3IDX_RETURN_IF_ERROR(expectAddressable(blockTable, "block_table"));
   if (blockTable.shape[0] != D || blockTable.shape[1] < 1)
     return invalidArgument("block_table", fmt::format("shape [{}, >= 1] (one row per request)", D),
                            blockTable.shapeString());
@@ -385,6 +431,17 @@ StatusOr<TensorView> Indexer::decode(const TensorView &q, const TensorView &kv, 
   if (!out.ok())
     return out.status();
   int32_t *topk = *out;
+  void *ws = nullptr;
+  if (workspace) {
+    M3IDX_RETURN_IF_ERROR(expectTensor(*workspace, "workspace", DType::U8, 1, dev));
+    const int64_t need = im.engine->decodeWorkspaceBytes();
+    if (workspace->shape[0] < need)
+      return invalidArgument("workspace", fmt::format("at least {} bytes (decode_workspace_bytes)", need),
+                             workspace->shapeString());
+    if (reinterpret_cast<uintptr_t>(workspace->data) % 16 != 0)
+      return invalidArgument("workspace", "a 16-byte aligned address", "a misaligned one");
+    ws = workspace->data;
+  }
   const bool syncCheck = im.checkDecodeSync();
   if (syncCheck) {
     StatusOr<bool> capturing = im.engine->capturing(stream);
@@ -407,14 +464,16 @@ StatusOr<TensorView> Indexer::decode(const TensorView &q, const TensorView &kv, 
     shape.numRequests = D;
     shape.maxBlocks = blockTable.strides[0];
     shape.seqLens = static_cast<const int32_t *>(seqLens.data);
-    const int64_t maxSeqLen = std::min(c.maxModelLen, blockTable.shape[1] * int64_t{spec::kSparseBlockSize});
-    StatusOr<int32_t *> written = im.engine->runDecode(shape, im.decodeWidth(), maxSeqLen, topk, stream);
+    // Columns past the most a row can have are never read (and would overflow the product).
+    const int64_t columns = std::min<int64_t>(blockTable.shape[1], spec::kMaxBlocksPerRow);
+    const int64_t maxSeqLen = std::min(c.maxModelLen, columns * spec::kSparseBlockSize);
+    StatusOr<int32_t *> written = im.engine->runDecode(shape, im.decodeWidth(), maxSeqLen, topk, ws, stream);
     if (!written.ok())
       return written.status();
     topk = *written;
     im.reportLateCompiles();
     if (syncCheck) {
-      StatusOr<DeviceStatus> found = readDeviceStatus(stream, true);
+      StatusOr<DeviceStatus> found = im.readStatus(stream, true);
       if (!found.ok())
         return found.status();
       if (!found->ok())
@@ -425,8 +484,13 @@ StatusOr<TensorView> Indexer::decode(const TensorView &q, const TensorView &kv, 
 }
 
 StatusOr<DeviceStatus> Indexer::readDeviceStatus(Stream stream, bool clear) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->readStatus(stream, clear);
+}
+
+StatusOr<DeviceStatus> IndexerImpl::readStatus(Stream stream, bool clear) {
   int64_t words[kernels::kStatusWords] = {};
-  M3IDX_RETURN_IF_ERROR(impl_->engine->readStatus(stream, words, clear));
+  M3IDX_RETURN_IF_ERROR(engine->readStatus(stream, words, clear));
   DeviceStatus s;
   s.seqLens = words[0];
   s.blockTable = words[1];

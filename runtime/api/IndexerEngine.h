@@ -1,6 +1,7 @@
 // What runs an Indexer's steps on its device: the host JIT kernels (HostIndexerEngine) or a GPU
 // backend's launches on the caller's stream (GpuIndexerEngine). The Indexer checks every argument
-// before a step reaches an engine; engines trust what they are given.
+// before a step reaches an engine, and calls an engine from one thread at a time (its lock);
+// engines trust what they are given.
 #pragma once
 
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/Batch.h"
+#include "core/Spec.h"
 #include "core/Status.h"
 #include "kernels_src/KernelCatalog.h"
 #include "tuning/TargetTuning.h"
@@ -51,18 +53,34 @@ public:
   virtual StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream,
                                   bool *usedCp) = 0;
 
-  // The device-metadata decode (Indexer::decode). reserveDecode sizes its scratch for the
-  // capacities at warm-up; runDecode queues a step planned from shapes (kernels::planDeviceDecode)
-  // whose q, kv, block table and seq_lens are on the engine's device (`shape`'s pointers; its
-  // maxBlocks is the table's row stride) and writes `topk`, or the engine's own decode buffer.
-  virtual Status reserveDecode(int heads, int64_t maxRows, int64_t width) = 0;
+  // The device-metadata decode (Indexer::decode). Its scratch is a workspace laid out for the
+  // config's capacities (kernels/DecodeWorkspace.h): decodeWorkspaceBytes() of it. reserveDecode
+  // allocates what steps must not (status words; the engine's own workspace when the config
+  // reserves it) at warm-up. runDecode queues a step planned from shapes
+  // (kernels::planDeviceDecode) whose q, kv, block table and seq_lens are on the engine's device
+  // (`shape`'s pointers; its maxBlocks is the table's row stride), in `workspace` (device memory
+  // of at least decodeWorkspaceBytes(); null: the engine's own), and writes `topk`, or the
+  // workspace's top-k region, and returns where.
+  virtual int64_t decodeWorkspaceBytes() const = 0;
+  virtual Status reserveDecode() = 0;
   virtual StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
-                                        int32_t *topk, Stream stream) = 0;
+                                        int32_t *topk, void *workspace, Stream stream) = 0;
   // Waits for `stream`, reads the kernels' status words (kernels::kStatusWords), clears if asked.
   virtual Status readStatus(Stream stream, int64_t *words, bool clear) = 0;
   // Whether `stream` is being captured into a graph (nothing may wait on it then).
   virtual StatusOr<bool> capturing(Stream stream) = 0;
 };
+
+// What a decode workspace is laid out for: the config's heads, its most rows (max_num_decodes x
+// max_decode_query_len) and max_model_len's score width (SPEC §4's W).
+struct DecodeCapacity {
+  int heads = 1;
+  int64_t rows = 1, width = 64;
+};
+inline DecodeCapacity decodeCapacity(const IndexerConfig &c) {
+  return {c.numIndexHeads, int64_t{c.maxNumDecodes} * c.maxDecodeQueryLen,
+          spec::scoreWidth(spec::blocksFor(c.maxModelLen))};
+}
 
 std::unique_ptr<IndexerEngine> makeHostIndexerEngine(const IndexerConfig &config);
 // Over a GPU backend for config's heads (no decode CP).

@@ -118,8 +118,7 @@ Status GpuBackend::prepare(KernelKind kind, const kernels::KernelConfig &config)
 
 int64_t GpuBackend::scratchAllocations() const {
   int64_t n = 0;
-  for (const DeviceScratch *s : {&scores_, &partial_, &arrivals_, &metadata_, &stepFlags_, &decodeScores_,
-                                 &decodePartial_, &decodeArrivals_, &programFlags_, &status_})
+  for (const DeviceScratch *s : {&scores_, &partial_, &arrivals_, &metadata_, &stepFlags_, &status_})
     n += s->allocations();
   return n;
 }
@@ -150,26 +149,7 @@ Status GpuBackend::readStatus(void *stream, int64_t *words, bool clear) {
   return clear ? clearStatus(*p) : Status();
 }
 
-Status GpuBackend::reserveDeviceDecode(int heads, int64_t maxRows, int64_t width) {
-  const kernels::StepTuning t = tuning_.forStep(heads, 1);
-  int64_t partialKeys = 1, arrivals = 1; // fewer rows may be cut into more segments: the most over row counts
-  for (int64_t rows = 1; rows <= maxRows; ++rows) {
-    const kernels::TopkSplit split = kernels::topkSplit(heads * rows, width, t.topkPrograms);
-    partialKeys = std::max(partialKeys, split.partialKeys(heads * rows));
-    arrivals = std::max(arrivals, split.arrivals(heads * rows));
-  }
-  // Score programs (one flag each): units x ceil(target / units) (kernels::planDeviceDecode) is
-  // below target + units, and units (requests x row tiles) are at most the rows.
-  const int64_t programs = tuning_.mostDecodeScorePrograms() + maxRows;
-  for (auto [scratch, bytes] : {std::pair{&decodeScores_, heads * maxRows * width * 4},
-                                std::pair{&decodePartial_, 8 * partialKeys},
-                                std::pair{&programFlags_, 4 * programs}}) {
-    StatusOr<uint64_t> p = scratch->ensure(bytes);
-    if (!p.ok())
-      return p.status();
-  }
-  if (StatusOr<uint64_t> p = decodeArrivals_.ensureZeroed(4 * arrivals); !p.ok())
-    return p.status();
+Status GpuBackend::reserveDeviceDecode() {
   StatusOr<uint64_t> p = statusWords();
   return p.ok() ? Status() : p.status();
 }
@@ -179,10 +159,8 @@ Status GpuBackend::refuseSetupInCapture(const kernels::StepPlan &plan, void *str
   for (const kernels::Launch &l : plan.launches)
     if (!functions_.count({static_cast<int>(l.kind), l.config}))
       setup.push_back(fmt::format("load {} ({})", kernels::kernelName(l.kind), l.config.str()));
-  const PlanScratch bytes = scratchOf(plan);
-  if (!decodeScores_.holds(bytes.scores) || !decodePartial_.holds(bytes.partial) ||
-      !decodeArrivals_.holds(bytes.arrivals) || !programFlags_.holds(bytes.flags) || !status_.ptr())
-    setup.push_back("allocate its scratch");
+  if (!status_.ptr())
+    setup.push_back("allocate its status words");
   if (setup.empty() || !api_->streamIsCapturing)
     return Status();
   bool capturing = false;
@@ -232,44 +210,51 @@ StatusOr<GpuBackend::BoundPlan> GpuBackend::bindPlan(const kernels::StepPlan &pl
 }
 
 Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_t maxSeqLen,
-                                       const DeviceTensors &io, void *stream) {
+                                       const DeviceTensors &io, const DeviceWorkspace &ws, void *stream) {
   using kernels::StepBuffer;
   const IndexerParams &p = shape.params;
   const std::array<int64_t, 10> key = {p.numHeads, p.decodeQueryLen, p.numDecodes,  shape.numRows, shape.maxBlocks,
                                        shape.numPages, W, maxSeqLen, p.initBlocks, p.localBlocks};
-  if (!decodePlan_ || decodePlan_->shape != key) {
+  auto found = decodePlans_.find(key);
+  if (found == decodePlans_.end()) {
     StatusOr<kernels::StepPlan> plan =
         kernels::planDeviceDecode(shape, W, maxSeqLen, tuning_.forStep(p.numHeads, p.decodeQueryLen));
     if (!plan.ok())
       return plan.status();
+    M3IDX_RETURN_IF_ERROR(kernels::planFitsWorkspace(*plan, ws.layout, io.topk == 0));
     M3IDX_RETURN_IF_ERROR(refuseSetupInCapture(*plan, stream));
     StatusOr<BoundPlan> bound = bindPlan(*plan);
     if (!bound.ok())
       return bound.status();
-    bound->shape = key;
-    decodePlan_ = std::move(*bound);
+    bound->topkBytes = plan->elementsOf(StepBuffer::Topk) * 4;
+    if (decodePlans_.size() >= kMaxDecodePlans) // an engine's shapes repeat; a sweep's need not
+      decodePlans_.clear();
+    found = decodePlans_.emplace(key, std::move(*bound)).first;
   }
-  // Sizes within the reservation allocate nothing (ensure only grows).
-  StatusOr<uint64_t> scores = decodeScores_.ensure(decodePlan_->scoresBytes),
-                     partial = decodePartial_.ensure(decodePlan_->partialBytes),
-                     arrivals = decodeArrivals_.ensureZeroed(decodePlan_->arrivalBytes),
-                     flags = programFlags_.ensure(decodePlan_->flagBytes), status = statusWords();
-  for (const StatusOr<uint64_t> *s : {&scores, &partial, &arrivals, &flags, &status})
-    if (!s->ok())
-      return s->status();
+  BoundPlan &plan = found->second;
+  // The fit is checked when a shape is first planned; a workspace laid out for other capacities
+  // than that shape's first is checked again here (a few compares).
+  const kernels::DecodeWorkspaceLayout &l = ws.layout;
+  if (plan.scoresBytes > l.scoresBytes || plan.partialBytes > l.partialBytes || plan.arrivalBytes > l.arrivalBytes ||
+      plan.flagBytes > l.flagBytes || (io.topk == 0 && plan.topkBytes > l.topkBytes))
+    return Status::error(fmt::format("decode workspace: laid out for smaller steps ({} bytes) than this one",
+                                     l.bytes));
+  StatusOr<uint64_t> status = statusWords();
+  if (!status.ok())
+    return status.status();
   uint64_t address[kernels::kStepBufferCount] = {};
   auto bind = [&](StepBuffer role, uint64_t a) { address[static_cast<int>(role)] = a; };
   bind(StepBuffer::Q, io.q);
   bind(StepBuffer::Kv, io.kv);
   bind(StepBuffer::BlockTable, io.blockTable);
   bind(StepBuffer::SeqLens, io.seqLens);
-  bind(StepBuffer::Scores, *scores);
-  bind(StepBuffer::Topk, io.topk);
-  bind(StepBuffer::Partial, *partial);
-  bind(StepBuffer::Arrivals, *arrivals);
+  bind(StepBuffer::Scores, ws.base + l.scores);
+  bind(StepBuffer::Topk, io.topk ? io.topk : ws.base + l.topk);
+  bind(StepBuffer::Partial, ws.base + l.partial);
+  bind(StepBuffer::Arrivals, ws.base + l.arrivals);
   bind(StepBuffer::Status, *status);
-  bind(StepBuffer::ProgramFlags, *flags);
-  return launchPlan(*decodePlan_, address, stream, /*timed=*/false, nullptr);
+  bind(StepBuffer::ProgramFlags, ws.base + l.flags);
+  return launchPlan(plan, address, stream, /*timed=*/false, nullptr);
 }
 
 Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &io,

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels_src/DecodeWorkspace.h"
 #include "kernels_src/KernelCatalog.h"
 #include "kernels_src/LaunchPlan.h"
 #include "runtime/Backend.h"
@@ -24,6 +25,12 @@ namespace m3idx::runtime {
 
 using CodeSource =
     std::function<StatusOr<std::string>(kernels::KernelKind, const kernels::KernelConfig &)>;
+
+// A decode workspace on the device: `base` laid out as `layout`.
+struct DeviceWorkspace {
+  uint64_t base = 0;
+  kernels::DecodeWorkspaceLayout layout;
+};
 
 // Device addresses of a step's caller-held tensors (SPEC §3 shapes).
 struct DeviceTensors {
@@ -60,14 +67,15 @@ public:
   Status enqueue(const BatchView &batch, int64_t width, const DeviceTensors &io,
                  const RunOptions &options, bool timed = false);
   // Enqueues a decode step whose seq_lens and block table stay on the device (io.seqLens,
-  // io.blockTable; `shape` gives only sizes): no host read, wait, allocation or copy, so it can be
-  // captured into a graph (kernels::planDeviceDecode; scratch reserved by reserveDeviceDecode).
-  // Steps share that scratch: calls on different streams must be ordered by the caller. Bad
-  // values are recorded in the status words (readStatus).
+  // io.blockTable; `shape` gives only sizes) and whose scratch is the caller's workspace `ws`
+  // (io.topk 0: the top-k goes into the workspace too): no host read, wait, allocation or copy,
+  // so it can be captured into a graph (kernels::planDeviceDecode). Steps that share a
+  // workspace must be ordered by the caller (one stream, or events); steps on different
+  // workspaces are independent. Bad values are recorded in the status words (readStatus).
   Status enqueueDeviceDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
-                             const DeviceTensors &io, void *stream);
-  // Sizes the device decode's scratch for steps up to these bounds (allocates now, not in a step).
-  Status reserveDeviceDecode(int heads, int64_t maxRows, int64_t width);
+                             const DeviceTensors &io, const DeviceWorkspace &ws, void *stream);
+  // Allocates the status words now (not inside a step that may be captured).
+  Status reserveDeviceDecode();
   // Waits for `stream`, reads the status words (kernels::kStatusWords), and zeroes them if asked.
   Status readStatus(void *stream, int64_t *words, bool clear);
   // Obtains (compiles or loads) a kernel's function now, so that enqueue() needs none.
@@ -80,7 +88,7 @@ public:
   // Another table for the steps from now on (benchmarks measure variants of the target's).
   void setTuning(const tuning::TargetTuning &t) {
     tuning_ = t;
-    decodePlan_.reset();
+    decodePlans_.clear();
   }
   // Milliseconds of the last run()'s launches, first to last, from events recorded on its stream.
   double lastKernelMs() const { return lastKernelMs_; }
@@ -92,8 +100,7 @@ private:
              CodeSource source, const tuning::TargetTuning &tuning)
       : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), threads_(threads),
         tuning_(tuning), source_(std::move(source)), scores_(api), partial_(api), arrivals_(api),
-        metadata_(api), stepFlags_(api), decodeScores_(api), decodePartial_(api), decodeArrivals_(api),
-        programFlags_(api), status_(api) {}
+        metadata_(api), stepFlags_(api), status_(api) {}
   struct Function {
     void *fn = nullptr;
     kernels::KernelSignature signature;
@@ -102,8 +109,9 @@ private:
   StatusOr<uint64_t> statusWords(); // allocated and zeroed on first use
 
   // A plan's launches with functions and argument values bound, each buffer a slot that a step
-  // fills with its address: the device decode keeps the last shape's, so that a step whose shapes
-  // repeat (every step of an engine) only fills addresses and launches.
+  // fills with its address: the device decode keeps them by shape (up to kMaxDecodePlans), so
+  // that a step whose shapes repeat (every step of an engine, also when two streams alternate
+  // two shapes) only fills addresses and launches.
   struct BoundLaunch {
     const char *name = "";
     void *fn = nullptr;
@@ -114,7 +122,7 @@ private:
   };
   struct BoundPlan {
     std::array<int64_t, 10> shape{}; // what the plan was made from (enqueueDeviceDecode)
-    int64_t scoresBytes = 0, partialBytes = 0, arrivalBytes = 0, flagBytes = 0;
+    int64_t scoresBytes = 0, partialBytes = 0, arrivalBytes = 0, flagBytes = 0, topkBytes = 0;
     std::vector<BoundLaunch> launches;
   };
   StatusOr<BoundPlan> bindPlan(const kernels::StepPlan &plan);
@@ -141,13 +149,12 @@ private:
   double lastKernelMs_ = 0;
   std::map<std::string, double> kernelMs_;
   std::vector<std::string> launched_; // kernels of the last timed enqueue, in order
-  // arrivals_ and decodeArrivals_ (the top-k's per-row counts) are zeroed when they grow, and the
-  // kernels leave them zero.
+  // enqueue()'s scratch; arrivals_ (the top-k's per-row counts) is zeroed when it grows, and the
+  // kernels leave it zero. The device decode works in its caller's workspace instead.
   DeviceScratch scores_, partial_, arrivals_, metadata_, stepFlags_;
-  // The device decode's own (captured graphs hold their addresses): scores, segment keys and
-  // arrival counts, flags.
-  DeviceScratch decodeScores_, decodePartial_, decodeArrivals_, programFlags_, status_;
-  std::optional<BoundPlan> decodePlan_;
+  DeviceScratch status_;
+  static constexpr size_t kMaxDecodePlans = 64;
+  std::map<std::array<int64_t, 10>, BoundPlan> decodePlans_;
   GrowBuffer<int32_t> staging_; // the metadata's host side, one upload per step
   void *stepDone_ = nullptr;    // recorded at the end of every step, on lastStream_
   void *lastStream_ = nullptr;

@@ -1,7 +1,8 @@
 """m3idx.Indexer(device="cuda").decode, the graph-safe decode on device metadata, with PyTorch: every
 golden case's decode requests eagerly; one CUDA graph per decode_query_len (1, 4, 8) captured once and
 replayed over different seq_lens / block table contents (random lengths, padding requests with
-seq_len 0, a 1M-token row, a bad page id); torch.compile with fullgraph=True. Each output is compared
+seq_len 0, a 1M-token row, a bad page id); torch.compile with fullgraph=True; two steps on two streams
+(eager and graph-replayed, with workspaces and without) and layers sharing a workspace. Each output is compared
 bit for bit with forward() on host metadata (the path `bench/gpu.sh check` proves against the
 reference) and checked by `m3idx check` (the scalar reference, tie-aware). Skipped where PyTorch or a
 CUDA device is missing, as in CI here; `bench/gpu.sh python` runs it as a script on the H200."""
@@ -199,6 +200,115 @@ def packing(torch, work):
     print("ok decode() packing: views of one storage, another object, bad arguments between good calls")
 
 
+def concurrent_streams(torch, work):
+    """Issue 40: one Indexer, two different decode steps in flight on two streams (dual-batch
+    overlap) got 200 of 400 outputs wrong with a clean status. With a workspace per stream each
+    step is right and they overlap; in the indexer's own workspace the second stream waits for the
+    first (right, not overlapped); two graphs captured on two streams with their own workspaces
+    replay concurrently and right; layers (Indexers built without their own workspace) share one."""
+    rng = np.random.default_rng(12)
+    D, Q, H, pages = 64, 4, 1, 64 * 128 + 64
+    kv = torch.from_numpy(random_kv(rng, pages)).cuda()
+
+    def step(context):
+        lens_np = rng.integers(context // 2, context, size=D).astype(np.int32)
+        table_np = np.stack([rng.permutation(pages)[:context // 128 + 1] for _ in range(D)]).astype(np.int32)
+        q_np = (rng.integers(0, 256, size=(D * Q, H, 128)) & 0xF7).astype(np.uint8)
+        return (torch.from_numpy(q_np).cuda(), torch.from_numpy(table_np).cuda(), torch.from_numpy(lens_np).cuda())
+
+    a, b = step(16000), step(9000)
+    with m3idx.Indexer(num_index_heads=H, device="cuda", max_num_decodes=D, max_decode_query_len=Q,
+                       max_model_len=ONE_M) as idx:
+        want = [forward_of(torch, idx, s[0], kv, s[1], s[2], Q) for s in (a, b)]
+        assert not torch.equal(want[0], want[1])
+        streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+        workspaces = [idx.new_workspace(), idx.new_workspace()]
+        outs = [torch.empty_like(w) for w in want]
+        torch.cuda.synchronize()
+
+        def race(use_workspaces, rounds=20):
+            wrong = 0
+            for _ in range(rounds):
+                for o in outs:
+                    o.fill_(7)
+                torch.cuda.synchronize()
+                for i, (s, st) in enumerate(zip((a, b), streams)):
+                    with torch.cuda.stream(st):
+                        idx.decode(s[0], kv, s[1], s[2], out=outs[i], workspace=workspaces[i] if use_workspaces else None)
+                torch.cuda.synchronize()
+                wrong += sum(not torch.equal(o, w) for o, w in zip(outs, want))
+            return wrong
+
+        assert race(True) == 0, "a workspace per stream"
+        assert race(False) == 0, "the own workspace on two streams"
+        idx.check()
+        # Two graphs, each captured on its stream with its workspace, replayed at the same time.
+        graphs = []
+        for i, (s, st) in enumerate(zip((a, b), streams)):
+            with torch.cuda.stream(st):
+                idx.decode(s[0], kv, s[1], s[2], out=outs[i], workspace=workspaces[i])
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=st):
+                idx.decode(s[0], kv, s[1], s[2], out=outs[i], workspace=workspaces[i])
+            graphs.append(g)
+        wrong = 0
+        for _ in range(20):
+            for o in outs:
+                o.fill_(7)
+            torch.cuda.synchronize()
+            for g, st in zip(graphs, streams):
+                with torch.cuda.stream(st):
+                    g.replay()
+            torch.cuda.synchronize()
+            wrong += sum(not torch.equal(o, w) for o, w in zip(outs, want))
+        assert wrong == 0, f"{wrong} of 40 concurrent graph replays wrong"
+        idx.check()
+        # Overlap: both steps on two streams with their workspaces, against one after the other.
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = {}
+        for name, parallel in (("one stream", False), ("two streams", True)):
+            torch.cuda.synchronize()
+            start.record()
+            for _ in range(20):
+                for i, s in enumerate((a, b)):
+                    with torch.cuda.stream(streams[i] if parallel else streams[0]):
+                        idx.decode(s[0], kv, s[1], s[2], out=outs[i], workspace=workspaces[i])
+            for st in streams:
+                torch.cuda.current_stream().wait_stream(st)
+            end.record()
+            torch.cuda.synchronize()
+            times[name] = start.elapsed_time(end) / 20
+        print(f"ok decode on two streams: 40 eager steps with a workspace each, 40 in the own workspace and 40 "
+              f"concurrent graph replays equal forward(); per pair of steps {times['one stream']:.3f} ms on one "
+              f"stream, {times['two streams']:.3f} ms on two")
+        # Layers sharing one workspace: Indexers built without their own, each step in one graph.
+        before = torch.cuda.mem_get_info()[0]
+        layers = [m3idx.Indexer(num_index_heads=H, device="cuda", max_num_decodes=D, max_decode_query_len=Q,
+                                max_model_len=ONE_M, reserve_decode_workspace=False) for _ in range(3)]
+        grown = before - torch.cuda.mem_get_info()[0]
+        assert grown < idx.decode_workspace_bytes(), f"3 layers without workspaces took {grown} bytes"
+        shared = layers[0].new_workspace()
+        layer_outs = [torch.empty_like(want[0]) for _ in layers]
+        for layer, o in zip(layers, layer_outs):
+            layer.decode(a[0], kv, a[1], a[2], out=o, workspace=shared)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for layer, o in zip(layers, layer_outs):
+                layer.decode(a[0], kv, a[1], a[2], out=o, workspace=shared)
+        for o in layer_outs:
+            o.fill_(7)
+        g.replay()
+        torch.cuda.synchronize()
+        assert all(torch.equal(o, want[0]) for o in layer_outs)
+        for layer in layers:
+            layer.close()
+        step_ws = torch.compile(lambda q, t, s_, w: idx.decode(q, kv, t, s_, workspace=w) + 0, fullgraph=True)
+        assert torch.equal(step_ws(a[0], a[1], a[2], workspaces[0]), want[0])
+    print(f"ok 3 layers share one workspace of {idx.decode_workspace_bytes() >> 20} MiB (graph-replayed), "
+          f"none reserved their own (+{grown >> 20} MiB); torch.compile with a workspace")
+
+
 def check_all():
     torch, reason = torch_or_reason()
     if torch is None:
@@ -208,6 +318,7 @@ def check_all():
         graph_replays(torch, work)
         compiled(torch, work)
         packing(torch, work)
+        concurrent_streams(torch, work)
     return ""
 
 

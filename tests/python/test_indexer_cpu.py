@@ -128,6 +128,16 @@ def test_bad_config():
     assert "max_decode_query_len" in str(e.value)
 
 
+@pytest.mark.parametrize("name,value", [("num_index_heads", (1 << 32) + 1), ("init_blocks", 1 << 31),
+                                        ("local_blocks", -(1 << 31) - 1), ("max_model_len", 1 << 64),
+                                        ("max_num_decodes", (1 << 32) + 4)])
+def test_config_integers_that_ctypes_would_wrap_are_refused(name, value):
+    # ctypes stores the low bits: 2**32 + 1 heads reached the library as 1 and passed its checks.
+    with pytest.raises(m3idx.Error) as e:
+        m3idx.Indexer(warmup=False, **{name: value})
+    assert name in str(e.value) and "bit integer" in str(e.value)
+
+
 def test_missing_library_is_named():
     env = dict(os.environ, M3IDX_LIBRARY="/nonexistent/libm3idx.so")
     r = subprocess.run([sys.executable, "-c", "import m3idx; m3idx.Indexer()"], env=env, capture_output=True, text=True)
@@ -203,3 +213,47 @@ def test_decode_bad_input_names_the_argument(mixed):
     with pytest.raises(TypeError) as e:
         idx.decode(q, kv, table.tolist(), lens)
     assert "block_table: expected a numpy.ndarray" in str(e.value)
+
+
+def test_decode_workspace_shared_by_layers(mixed):
+    # One workspace serves every layer (Indexer) of a step; a layer built without its own gives the
+    # same answer through it, and a workspace of the wrong size or dtype is refused by name.
+    idx, meta, a = mixed
+    args = decode_part(meta, a)
+    want = idx.decode(*args)
+    ws = idx.new_workspace()
+    assert ws.dtype == np.uint8 and ws.shape == (idx.decode_workspace_bytes(),) and not ws.any()
+    with m3idx.Indexer(num_index_heads=meta["num_index_heads"], init_blocks=meta["init_blocks"],
+                       local_blocks=meta["local_blocks"], device="cpu", reserve_decode_workspace=False) as other:
+        assert other.decode_workspace_bytes() == idx.decode_workspace_bytes()
+        for layer in (idx, other, idx):
+            np.testing.assert_array_equal(layer.decode(*args, workspace=ws), want)
+    for bad, needle in ((ws[:-1], "workspace: expected at least"), (ws.view(np.int32), "workspace: expected dtype")):
+        with pytest.raises(m3idx.Error) as e:
+            idx.decode(*args, workspace=bad)
+        assert needle in str(e.value), str(e.value)
+    with pytest.raises(TypeError):
+        idx.decode(*args, workspace=list(ws[:4]))
+
+
+def test_two_threads_on_one_indexer_each_get_their_own_step(mixed):
+    # Issue 40: from two threads, decode() got 17 of 40 and forward() 16 of 40 outputs wrong.
+    import threading
+    idx, meta, a = mixed
+    q, kv, table, lens = decode_part(meta, a)
+    shorter = (q[:2 * meta["decode_query_len"]], kv, table[:2], lens[:2])
+    want = {"decode": idx.decode(q, kv, table, lens), "short": idx.decode(*shorter), "forward": forward(idx, meta, a)}
+    calls = {"decode": lambda: idx.decode(q, kv, table, lens), "short": lambda: idx.decode(*shorter),
+             "forward": lambda: forward(idx, meta, a)}
+    wrong = {k: 0 for k in calls}
+
+    def run(name):
+        for _ in range(15):
+            wrong[name] += not np.array_equal(calls[name](), want[name])
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == {k: 0 for k in calls}

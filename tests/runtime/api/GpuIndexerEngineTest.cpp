@@ -410,31 +410,36 @@ TEST(GpuIndexerEngine, DecodeRefusesToLoadKernelsInsideACapture) {
   EXPECT_TRUE(fewer.ok()) << fewer.status().message();
   EXPECT_EQ(s.device.allocations, allocations);
 
-  // Without warmup() nothing is reserved: the indexer's own top-k buffer would be allocated.
+  // Without warmup() nothing is reserved: the indexer's own workspace would be allocated.
   EngineStep cold(4, 0, tuning::PrefillForm{}, /*warm=*/false);
   cold.device.capturing = true;
   table.shape[0] = lens.shape[0] = v.numRequests;
   auto own = cold.indexer->decode(cold.q, cold.kv, table, lens, fakeStream(4));
   ASSERT_FALSE(own.ok());
-  EXPECT_NE(own.status().message().find("would allocate its own top-k buffer"), std::string::npos)
+  EXPECT_NE(own.status().message().find("would allocate the indexer's own workspace"), std::string::npos)
       << own.status().message();
   EXPECT_TRUE(cold.device.launches.empty());
 }
 
-// The graph-safe decode: after warm-up a step is its kernels on the caller's stream, over the
-// caller's device seq_lens and block table, with no upload, memset, allocation, event or wait;
-// its grids come from shapes, whatever the lengths hold.
+// The graph-safe decode: after warm-up a step in a caller's workspace is its kernels on the
+// caller's stream, over the caller's device seq_lens and block table, with no upload, memset,
+// allocation, event or wait; its grids come from shapes, whatever the lengths hold.
 TEST(GpuIndexerEngine, DeviceDecodeIsOnlyLaunchesWhateverTheLengths) {
   EngineStep s(4, 0);
   const Device cuda{DeviceKind::Cuda, 0};
   auto [tableAt, lensAt, outAt, table, lens, out] = s.deviceDecodeIo();
+  uint64_t wsAt;
+  s.device.api.alloc(&wsAt, s.indexer->decodeWorkspaceBytes());
+  std::memset(s.device.at(wsAt), 0, s.indexer->decodeWorkspaceBytes()); // zeroed once, as a caller does
+  const TensorView ws = TensorView::contiguous(reinterpret_cast<void *>(wsAt), DType::U8,
+                                               {s.indexer->decodeWorkspaceBytes()}, cuda);
 
   auto step = [&] {
     s.device.launches.clear();
     s.device.memsetStreams.clear();
     const int allocations = s.device.allocations, uploads = s.device.uploads, syncs = s.device.syncs;
     const size_t waits = s.device.waits.size(), records = s.device.lastRecordedOn.size();
-    auto r = s.indexer->decode(s.q, s.kv, table, lens, fakeStream(9), &out);
+    auto r = s.indexer->decode(s.q, s.kv, table, lens, fakeStream(9), &out, &ws);
     EXPECT_TRUE(r.ok()) << r.status().message();
     EXPECT_EQ(s.device.allocations, allocations);
     EXPECT_EQ(s.device.uploads, uploads);
@@ -450,6 +455,13 @@ TEST(GpuIndexerEngine, DeviceDecodeIsOnlyLaunchesWhateverTheLengths) {
         EXPECT_EQ(l.args[10], tableAt);
         EXPECT_EQ(l.args[15], lensAt);
       }
+      for (size_t a = 0; a < l.args.size(); a += 5) // scratch buffers all lie in the workspace
+        if (l.args[a] != tableAt && l.args[a] != lensAt && l.args[a] != outAt && l.args[a] != 0 &&
+            l.args[a] != reinterpret_cast<uint64_t>(s.q.data) && l.args[a] != reinterpret_cast<uint64_t>(s.kv.data) &&
+            s.device.bytesFrom(l.args[a]) != 16) { // 16: the status words
+          EXPECT_GE(l.args[a], wsAt) << l.kernel << " buffer " << a / 5;
+          EXPECT_LT(l.args[a], wsAt + ws.shape[0]) << l.kernel << " buffer " << a / 5;
+        }
       if (const size_t at = FakeDevice::topkArgOf(l.kernel)) {
         EXPECT_EQ(l.args[at], outAt) << l.kernel;
       }
@@ -460,7 +472,7 @@ TEST(GpuIndexerEngine, DeviceDecodeIsOnlyLaunchesWhateverTheLengths) {
   ASSERT_EQ(first.size(), 2u); // the top-k's last segment program of a row merges: no third launch
   EXPECT_EQ(first[0].first, "score_decode");
   EXPECT_EQ(first[1].first, "topk_decode");
-  // Its arrival counts (buffer 5) were zeroed when reserved: kernels only ever put them back to 0.
+  // Its arrival counts (buffer 5) lie in the zeroed workspace: kernels only ever put them back to 0.
   const uint64_t arrivals = s.device.launches[1].args[25];
   const size_t arrivalBytes = s.device.bytesFrom(arrivals);
   ASSERT_GT(arrivalBytes, 0u);
@@ -488,9 +500,101 @@ TEST(GpuIndexerEngine, DeviceDecodeIsOnlyLaunchesWhateverTheLengths) {
   EXPECT_EQ(s.device.syncs, 1);
   ::setenv("M3IDX_CHECK_DECODE", "1", 1);
   s.device.capturing = true;
-  auto captured = s.indexer->decode(s.q, s.kv, table, lens, fakeStream(9), &out);
+  auto captured = s.indexer->decode(s.q, s.kv, table, lens, fakeStream(9), &out, &ws);
   ::unsetenv("M3IDX_CHECK_DECODE");
   ASSERT_FALSE(captured.ok());
   EXPECT_NE(captured.status().message().find("cannot happen inside a graph capture"), std::string::npos)
       << captured.status().message();
+}
+
+// Concurrent decode steps (issue 40: two steps on two streams shared one scratch, and 200 of 400
+// outputs were wrong with a clean status). Steps given different workspaces bind disjoint
+// scratch and never wait; steps in the indexer's own workspace on another stream than the last
+// wait for the last (the event it recorded there), and inside a capture neither wait nor record.
+TEST(GpuIndexerEngine, DecodeWorkspacesSeparateStreamsAndTheOwnOneIsOrdered) {
+  EngineStep s(4, 0);
+  const Device cuda{DeviceKind::Cuda, 0};
+  auto [tableAt, lensAt, outAt, table, lens, out] = s.deviceDecodeIo();
+  const int64_t bytes = s.indexer->decodeWorkspaceBytes();
+  uint64_t a, b;
+  s.device.api.alloc(&a, bytes);
+  s.device.api.alloc(&b, bytes);
+  const TensorView wsA = TensorView::contiguous(reinterpret_cast<void *>(a), DType::U8, {bytes}, cuda);
+  const TensorView wsB = TensorView::contiguous(reinterpret_cast<void *>(b), DType::U8, {bytes}, cuda);
+  auto arrivalsOf = [&](size_t launch) { return s.device.launches[launch].args[25]; }; // topk_decode's buffer 5
+  s.device.launches.clear();
+  ASSERT_TRUE(s.indexer->decode(s.q, s.kv, table, lens, fakeStream(1), &out, &wsA).ok());
+  ASSERT_TRUE(s.indexer->decode(s.q, s.kv, table, lens, fakeStream(2), &out, &wsB).ok());
+  ASSERT_EQ(s.device.launches.size(), 4u);
+  EXPECT_GE(arrivalsOf(1), a);
+  EXPECT_LT(arrivalsOf(1), a + bytes);
+  EXPECT_GE(arrivalsOf(3), b);
+  EXPECT_LT(arrivalsOf(3), b + bytes);
+  EXPECT_TRUE(s.device.waits.empty());
+
+  // Without out, the top-k goes into the workspace, and decode() says where.
+  auto inWs = s.indexer->decode(s.q, s.kv, table, lens, fakeStream(2), nullptr, &wsB);
+  ASSERT_TRUE(inWs.ok()) << inWs.status().message();
+  EXPECT_GE(reinterpret_cast<uint64_t>(inWs->data), b);
+  EXPECT_LT(reinterpret_cast<uint64_t>(inWs->data), b + bytes);
+
+  // The own workspace: stream 1, then stream 2 waits for the event recorded on stream 1.
+  ASSERT_TRUE(s.indexer->decode(s.q, s.kv, table, lens, fakeStream(1), &out).ok());
+  EXPECT_TRUE(s.device.waits.empty());
+  ASSERT_EQ(s.device.lastRecordedOn.size(), 1u);
+  void *done = s.device.lastRecordedOn.begin()->first;
+  EXPECT_EQ(s.device.lastRecordedOn[done], fakeStream(1));
+  ASSERT_TRUE(s.indexer->decode(s.q, s.kv, table, lens, fakeStream(2), &out).ok());
+  ASSERT_EQ(s.device.waits.size(), 1u);
+  EXPECT_EQ(s.device.waits[0], std::make_pair(fakeStream(2), done));
+  EXPECT_EQ(s.device.lastRecordedOn[done], fakeStream(2));
+  ASSERT_TRUE(s.indexer->decode(s.q, s.kv, table, lens, fakeStream(2), &out).ok()); // same stream
+  EXPECT_EQ(s.device.waits.size(), 1u);
+  s.device.capturing = true; // a capture on stream 3: nothing to wait on, nothing recorded
+  ASSERT_TRUE(s.indexer->decode(s.q, s.kv, table, lens, fakeStream(3), &out).ok());
+  EXPECT_EQ(s.device.waits.size(), 1u);
+  EXPECT_EQ(s.device.lastRecordedOn[done], fakeStream(2));
+  s.device.capturing = false;
+
+  // A workspace too small, misaligned or elsewhere is refused, naming it.
+  auto expectError = [&](const TensorView &ws, const std::string &needle) {
+    auto r = s.indexer->decode(s.q, s.kv, table, lens, fakeStream(1), &out, &ws);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  TensorView small = wsA;
+  small.shape[0] = bytes - 1;
+  expectError(small, "workspace: expected at least");
+  TensorView shifted = wsA;
+  shifted.data = reinterpret_cast<void *>(a + 8);
+  shifted.shape[0] = bytes;
+  expectError(shifted, "workspace: expected a 16-byte aligned address");
+  TensorView host = wsA;
+  host.device = Device{};
+  expectError(host, "workspace: expected device cuda:0");
+}
+
+// One engine's layers share a workspace: without reserveDecodeWorkspace, warmup() allocates none,
+// and decode steps given one allocate nothing either.
+TEST(GpuIndexerEngine, NoOwnWorkspaceWhenNotReserved) {
+  FakeDevice device;
+  IndexerConfig config;
+  config.numIndexHeads = 2;
+  config.reserveDecodeWorkspace = false;
+  auto backend = runtime::GpuBackend::create(&device.api, "cuda", 0, 32,
+                                             [](kernels::KernelKind, const kernels::KernelConfig &)
+                                                 -> StatusOr<std::string> { return std::string("image"); },
+                                             tuning::TargetTuning{"sm_90", tuning::PrefillForm{}});
+  ASSERT_TRUE(backend.ok());
+  auto indexer = createIndexer(config, Device{DeviceKind::Cuda, 0}, makeGpuIndexerEngine(config, std::move(backend).value()));
+  ASSERT_TRUE(indexer.ok());
+  const int before = device.allocations;
+  ASSERT_TRUE((*indexer)->warmup().ok());
+  // Only the status words (16 bytes) are allocated: far below the workspace's size.
+  size_t allocated = 0;
+  for (const auto &[at, mem] : device.memory)
+    allocated += mem.size();
+  EXPECT_LE(device.allocations - before, 1);
+  EXPECT_LT(allocated, static_cast<size_t>((*indexer)->decodeWorkspaceBytes()));
+  EXPECT_GT((*indexer)->decodeWorkspaceBytes(), 32 << 20); // H=2 x 1024 rows x 8192 columns of floats
 }

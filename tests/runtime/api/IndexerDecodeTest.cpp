@@ -4,6 +4,7 @@
 // words and given no blocks while the other requests stay right; the synchronous check; shape
 // errors named; capacities checked at creation.
 #include <cstdlib>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -180,6 +181,36 @@ TEST(IndexerDecode, BadValuesAreFoundOnTheDeviceAndGetNoBlocks) {
   EXPECT_EQ(past->blockTable, 0);
 }
 
+TEST(IndexerDecode, ABadPageInARequestsLastScoreProgramIsFound) {
+  // A long request's blocks are spread over many score programs; top-k reads the flags of those
+  // that had blocks (the request's own length, past the first 32-flag step): a bad page in its
+  // last block, the last of them, still gives it no blocks.
+  for (auto [heads, queryLen] : {std::pair{1, 4}, std::pair{4, 8}}) {
+    auto s = makeDecode(93 + heads, heads, 3, queryLen, 0, {40000, 40000});
+    const BatchView v = s->c.view();
+    auto indexer = decodeIndexer(*s);
+    auto good = indexer->decode(s->q, s->kv, s->blockTable, s->seqLens);
+    ASSERT_TRUE(good.ok()) << good.status().message();
+    const std::vector<int32_t> want = values(*good);
+    const int64_t lastBlock = spec::blocksFor(s->lens[1]) - 1;
+    s->table[1 * s->stride + lastBlock] = static_cast<int32_t>(v.numPages);
+    auto bad = indexer->decode(s->q, s->kv, s->blockTable, s->seqLens);
+    ASSERT_TRUE(bad.ok()) << bad.status().message();
+    const std::vector<int32_t> got = values(*bad);
+    const int64_t T = v.numRows;
+    EXPECT_EQ(requestRows(got, heads, T, queryLen, 1), std::vector<int32_t>(heads * queryLen * 16, -1))
+        << heads << " heads";
+    for (int64_t i : {0, 2})
+      EXPECT_EQ(requestRows(got, heads, T, queryLen, i), requestRows(want, heads, T, queryLen, i))
+          << "request " << i << ", " << heads << " heads";
+    auto status = indexer->readDeviceStatus();
+    ASSERT_TRUE(status.ok());
+    EXPECT_NE(status->message().find(fmt::format("decode.block_table[1][{}] = {}", lastBlock, v.numPages)),
+              std::string::npos)
+        << status->message();
+  }
+}
+
 TEST(IndexerDecode, SynchronousCheckFailsAtTheCall) {
   auto s = makeDecode(8, 1, 3, 4);
   s->table[0] = 1 << 30;
@@ -224,6 +255,9 @@ TEST(IndexerDecode, ShapesDtypesAndStridesAreCheckedOnTheHost) {
   table = s->blockTable;
   table.device = Device{DeviceKind::Cuda, 0};
   expectError(s->q, table, s->seqLens, "block_table: expected device host:0");
+  table = s->blockTable; // a row stride whose rows' reach overflows (checked before any product)
+  table.strides[0] = int64_t{1} << 62;
+  expectError(s->q, table, s->seqLens, "block_table: expected sizes and strides whose bytes fit in 64 bits");
   TensorView lens = s->seqLens;
   lens.dtype = DType::U8;
   expectError(s->q, s->blockTable, lens, "seq_lens: expected dtype int32");
@@ -256,4 +290,37 @@ TEST(IndexerDecode, CapacitiesAreCheckedAtCreation) {
     ASSERT_FALSE(indexer.ok()) << field;
     EXPECT_NE(indexer.status().message().find(field), std::string::npos) << indexer.status().message();
   }
+}
+
+// One host Indexer called from two threads at once (issue 40: 17 of 40 decode outputs were wrong,
+// the threads sharing the scores, segment keys and arrival counts): each call gets its own step's
+// answer, in the indexer's own workspace or a caller's, and equals the reference.
+TEST(IndexerDecode, TwoThreadsEachGetTheirOwnStep) {
+  auto a = makeDecode(31, 2, 6, 4, 0, {0, 20000});
+  auto b = makeDecode(32, 2, 3, 4, 0, {0, 20000});
+  auto indexer = decodeIndexer(*a);
+  const std::vector<int32_t> wantA = referenceTopk(a->c), wantB = referenceTopk(b->c);
+  std::vector<uint8_t> workspace(indexer->decodeWorkspaceBytes() + 16);
+  // 16-byte aligned, zeroed once
+  uint8_t *wsAt = workspace.data() + (16 - reinterpret_cast<uintptr_t>(workspace.data()) % 16) % 16;
+  const TensorView ws = TensorView::contiguous(wsAt, DType::U8, {indexer->decodeWorkspaceBytes()});
+  auto run = [&](const DecodeStep &s, const std::vector<int32_t> &want, const TensorView *w, int *wrong) {
+    std::vector<int32_t> out(want.size());
+    const TensorView outView = TensorView::contiguous(out.data(), DType::I32, {2, s.q.shape[0], 16});
+    for (int i = 0; i < 20; ++i) {
+      std::fill(out.begin(), out.end(), 12345);
+      auto r = indexer->decode(s.q, s.kv, s.blockTable, s.seqLens, nullptr, &outView, w);
+      *wrong += !r.ok() || out != want;
+    }
+  };
+  int wrongA = 0, wrongB = 0, wrongC = 0;
+  std::thread ta(run, std::cref(*a), std::cref(wantA), nullptr, &wrongA);
+  std::thread tb(run, std::cref(*b), std::cref(wantB), &ws, &wrongB);
+  std::thread tc(run, std::cref(*b), std::cref(wantB), nullptr, &wrongC);
+  ta.join();
+  tb.join();
+  tc.join();
+  EXPECT_EQ(wrongA, 0);
+  EXPECT_EQ(wrongB, 0);
+  EXPECT_EQ(wrongC, 0);
 }

@@ -2,6 +2,7 @@
 // batches equal to the reference, no JIT or scratch growth after warm-up, boundary validation.
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -221,4 +222,59 @@ TEST(Indexer, BoundaryValidationNamesTheArgument) {
   std::vector<int32_t> small(16);
   TensorView out = TensorView::contiguous(small.data(), DType::I32, {1, 1, 16});
   expectError(s->q, s->kv, s->md(), "topk_out: expected shape", &out);
+}
+
+// Sizes from the caller are multiplied (isContiguous, numel, offsets) only once their products are
+// known to fit: a shape whose product passes 2^63 before a 0 made numel() overflow (UBSan) and
+// isContiguous() compare wrapped strides.
+TEST(Indexer, SizesWhoseProductsOverflowAreRefused) {
+  auto s = makeStep(5, 2, 2, 1);
+  auto indexer = warmIndexer(configFor(*s));
+  auto expectError = [&](const TensorView &kv, const IndexerMetadata &md, const std::string &needle) {
+    auto r = indexer->forward(s->q, kv, md, nullptr, nullptr);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  DecodeMetadata d = s->split.decode;
+  d.blockTable.shape[0] = int64_t{3037000500};
+  d.blockTable.shape[1] = int64_t{3037000500};
+  d.blockTable.strides[0] = int64_t{3037000500};
+  expectError(s->kv, IndexerMetadata{&d, &s->split.prefill},
+              "decode.block_table: expected sizes and strides whose bytes fit in 64 bits");
+  TensorView kv = s->kv;
+  kv.shape[0] = int64_t{1} << 60; // 2^60 pages x 9216 bytes
+  kv.strides[0] = 9216;
+  expectError(kv, s->md(), "kv_cache: expected sizes and strides whose bytes fit in 64 bits");
+}
+
+// forward() from two threads at once on one host Indexer (issue 40: 16 of 40 outputs were wrong):
+// each call, into its caller's top-k buffer, equals its step run alone.
+TEST(Indexer, TwoThreadsEachGetTheirOwnForward) {
+  auto a = makeStep(41, 2, 3, 2), b = makeStep(42, 2, 5, 1);
+  auto indexer = warmIndexer(configFor(*a));
+  auto alone = [&](const Step &s) {
+    auto r = indexer->forward(s.q, s.kv, s.md());
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return copyTopk(*r);
+  };
+  const std::vector<int32_t> wantA = alone(*a), wantB = alone(*b);
+  ASSERT_NE(wantA, wantB);
+  auto run = [&](const Step &s, const std::vector<int32_t> &want, int *wrong) {
+    std::vector<int32_t> out(want.size());
+    const TensorView view = TensorView::contiguous(out.data(), DType::I32, {2, s.q.shape[0], 16});
+    for (int i = 0; i < 20; ++i) {
+      std::fill(out.begin(), out.end(), 12345);
+      auto r = indexer->forward(s.q, s.kv, s.md(), nullptr, &view);
+      *wrong += !r.ok() || out != want;
+    }
+  };
+  int wrongA = 0, wrongB = 0, wrongC = 0;
+  std::thread ta(run, std::cref(*a), std::cref(wantA), &wrongA), tb(run, std::cref(*b), std::cref(wantB), &wrongB),
+      tc(run, std::cref(*b), std::cref(wantB), &wrongC);
+  ta.join();
+  tb.join();
+  tc.join();
+  EXPECT_EQ(wrongA, 0);
+  EXPECT_EQ(wrongB, 0);
+  EXPECT_EQ(wrongC, 0);
 }

@@ -1,0 +1,36 @@
+// The memory a device-metadata decode step works in (Indexer::decode's workspace): one block of
+// bytes cut into the step's scratch roles, sized for capacities so that any step within them fits
+// and a step only fills addresses. Backends bind StepBuffer::Scores, Partial, Arrivals,
+// ProgramFlags and (when the caller gives no top-k buffer) Topk to base + offset.
+//
+// Invariant: the Arrivals region is zero before a step and the top-k leaves it zero after one
+// (kernels_src/Topk.cpp), so a workspace zeroed once serves every later step, of every layer.
+#pragma once
+
+#include <cstdint>
+
+#include "core/Status.h"
+#include "kernels_src/LaunchPlan.h"
+
+namespace m3idx::kernels {
+
+struct DecodeWorkspaceLayout {
+  // Byte offsets and sizes of each region (offsets 256-byte aligned).
+  int64_t scores = 0, scoresBytes = 0;
+  int64_t partial = 0, partialBytes = 0;
+  int64_t arrivals = 0, arrivalBytes = 0;
+  int64_t flags = 0, flagBytes = 0;
+  int64_t topk = 0, topkBytes = 0;
+  int64_t bytes = 0; // the whole workspace
+};
+
+// For decode steps of `heads` heads, up to `maxRows` rows, `width` score columns, whose decode
+// score grids have at most `mostScorePrograms` programs over any tuning form
+// (TargetTuning::mostDecodeScorePrograms), with `tuning`'s top-k split.
+DecodeWorkspaceLayout decodeWorkspaceLayout(const StepTuning &tuning, int heads, int64_t maxRows, int64_t width,
+                                            int64_t mostScorePrograms);
+
+// Whether `plan`'s scratch fits `layout`'s regions; the error names the first that does not.
+Status planFitsWorkspace(const StepPlan &plan, const DecodeWorkspaceLayout &layout, bool ownTopk);
+
+} // namespace m3idx::kernels

@@ -30,6 +30,9 @@
 #   graph    bench/graph_decode.py: forward(), decode() plain and graph-replayed, host us a call,
 #            next to vLLM's path plain and graph-replayed (carry/peers), one process
 #   host-time  bench/decode_host_time.py: decode()'s host time per shape next to the floors of its moment
+#   envelope bench/decode_envelope.py: decode graph replays over R x L x H (capacity 1M and L) next to
+#            vLLM's graph, each checked against bench/torch_reference.py; envelope.md and envelope.png
+#            (no shape started after $ENVELOPE_BUDGET_S seconds, when set)
 #   example  examples/indexer_step built with CMake through find_package(m3idx) and run
 #   sanitize every kernel config (decode_query_len 1/4/8 x 1/2/4 heads, 6 x 4, prefill, 1M-token rows)
 #            under compute-sanitizer memcheck, racecheck, initcheck and synccheck (memcheck also through
@@ -160,6 +163,10 @@ for stage in "${stages[@]}"; do
       PYTHONPATH=$root/python python3 bench/graph_decode.py --peers carry/peers 2>&1 | tee "$OUT/gpu-graph.log" ;;
     host-time)
       PYTHONPATH=$root/python python3 bench/decode_host_time.py 2>&1 | tee "$OUT/gpu-host-time.log" ;;
+    envelope)
+      PYTHONPATH=$root/python python3 bench/decode_envelope.py --peers carry/peers --out "$OUT" \
+        --budget-s "${ENVELOPE_BUDGET_S:-0}" 2>&1 |
+        tee "$OUT/gpu-envelope.log" ;;
     example)
       cmake -S examples/indexer_step -B /tmp/m3idx-example -DCMAKE_PREFIX_PATH="$root" >/dev/null
       cmake --build /tmp/m3idx-example 2>&1 | tail -1

@@ -267,10 +267,16 @@ class Indexer:
     def __exit__(self, *exc):
         self.close()
 
+    def _open_handle(self, what):
+        # A closed indexer's NULL handle would read as the C ABI's -1 / 0 answers: refuse instead.
+        if not self._handle:
+            raise Error(f"{what}: the indexer is closed")
+        return self._handle
+
     def decode_workspace_bytes(self):
         """Bytes of a decode workspace for this indexer's capacities (the same for every Indexer
         of one configuration)."""
-        return int(self._lib.m3idx_indexer_decode_workspace_bytes(self._handle))
+        return int(self._lib.m3idx_indexer_decode_workspace_bytes(self._open_handle("decode_workspace_bytes")))
 
     def new_workspace(self):
         """A zeroed decode workspace on the indexer's device (NumPy uint8 on "cpu", a torch.uint8
@@ -283,7 +289,7 @@ class Indexer:
 
     def compiles_after_warmup(self):
         """Kernels compiled by steps after construction (a shape the warm-up did not cover)."""
-        return _capi.library().m3idx_indexer_compiles_after_warmup(self._handle)
+        return _capi.library().m3idx_indexer_compiles_after_warmup(self._open_handle("compiles_after_warmup"))
 
     def forward(self, q, kv_cache, block_table, seq_lens, query_start_loc, num_decodes=0,
                 decode_query_len=4, out=None):

@@ -305,7 +305,8 @@ def concurrent_streams(torch, work):
             layer.close()
         step_ws = torch.compile(lambda q, t, s_, w: idx.decode(q, kv, t, s_, workspace=w) + 0, fullgraph=True)
         assert torch.equal(step_ws(a[0], a[1], a[2], workspaces[0]), want[0])
-    print(f"ok 3 layers share one workspace of {idx.decode_workspace_bytes() >> 20} MiB (graph-replayed), "
+        workspace_mib = idx.decode_workspace_bytes() >> 20
+    print(f"ok 3 layers share one workspace of {workspace_mib} MiB (graph-replayed), "
           f"none reserved their own (+{grown >> 20} MiB); torch.compile with a workspace")
 
 

@@ -234,6 +234,12 @@ def test_decode_workspace_shared_by_layers(mixed):
         assert needle in str(e.value), str(e.value)
     with pytest.raises(TypeError):
         idx.decode(*args, workspace=list(ws[:4]))
+    # A closed indexer refuses, rather than answering the C ABI's -1 for its NULL handle.
+    closed = m3idx.Indexer(num_index_heads=meta["num_index_heads"], device="cpu", warmup=False)
+    closed.close()
+    for call in (closed.decode_workspace_bytes, closed.new_workspace, closed.compiles_after_warmup):
+        with pytest.raises(m3idx.Error, match="the indexer is closed"):
+            call()
 
 
 def test_two_threads_on_one_indexer_each_get_their_own_step(mixed):

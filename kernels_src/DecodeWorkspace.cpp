@@ -29,9 +29,12 @@ DecodeWorkspaceLayout decodeWorkspaceLayout(const StepTuning &tuning, int heads,
     size = std::max<int64_t>(bytes, 4);
     at = alignUp(at + size);
   };
+  // The arrival counts first, at one size for every configuration: they are the only region whose
+  // contents a step relies on (zero), so workspaces shared by Indexers of different configurations
+  // must find every configuration's counts where the others only ever leave zeros.
+  region(l.arrivals, l.arrivalBytes, 4 * std::max(arrivals, kMostDecodeHeadRows));
   region(l.scores, l.scoresBytes, int64_t{heads} * maxRows * width * 4);
   region(l.partial, l.partialBytes, 8 * partialKeys);
-  region(l.arrivals, l.arrivalBytes, 4 * arrivals);
   region(l.flags, l.flagBytes, 4 * programs);
   region(l.topk, l.topkBytes, int64_t{heads} * maxRows * 16 * 4);
   l.bytes = at;

@@ -4,7 +4,9 @@
 // ProgramFlags and (when the caller gives no top-k buffer) Topk to base + offset.
 //
 // Invariant: the Arrivals region is zero before a step and the top-k leaves it zero after one
-// (kernels_src/Topk.cpp), so a workspace zeroed once serves every later step, of every layer.
+// (kernels_src/Topk.cpp), so a workspace zeroed once serves every later step, of every layer --
+// also of Indexers of other configurations, since the region sits at offset 0 with one size for
+// all (every other region is written by a step before it reads it).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,10 @@
 #include "kernels_src/LaunchPlan.h"
 
 namespace m3idx::kernels {
+
+// The most (head, row) pairs a decode step has: 4 heads x 256 requests x 8 rows (the Indexer's
+// limits, runtime/api/Indexer.cpp), the size of every layout's arrival-count region.
+inline constexpr int64_t kMostDecodeHeadRows = 4 * 256 * 8;
 
 struct DecodeWorkspaceLayout {
   // Byte offsets and sizes of each region (offsets 256-byte aligned).

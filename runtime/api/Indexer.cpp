@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/Spec.h"
+#include "kernels_src/DecodeWorkspace.h"
 #include "kernels_src/LaunchPlan.h"
 #include "runtime/GrowBuffer.h"
 #include "runtime/api/IndexerEngine.h"
@@ -18,6 +19,8 @@ namespace {
 
 // The device-metadata decode's capacity limits (vLLM's CP_MAX_REQS; speculative decoding's rows).
 constexpr int kMaxNumDecodes = 256, kMaxDecodeQueryLen = 8;
+static_assert(spec::kMaxIndexHeads * kMaxNumDecodes * kMaxDecodeQueryLen <= kernels::kMostDecodeHeadRows,
+              "a decode workspace's arrival counts hold every step's (head, row) pairs");
 
 Status expectDevice(const TensorView &t, const std::string &name, Device device) {
   if (t.device.kind != device.kind || t.device.index != device.index)

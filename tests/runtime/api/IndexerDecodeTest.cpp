@@ -295,6 +295,40 @@ TEST(IndexerDecode, CapacitiesAreCheckedAtCreation) {
 // One host Indexer called from two threads at once (issue 40: 17 of 40 decode outputs were wrong,
 // the threads sharing the scores, segment keys and arrival counts): each call gets its own step's
 // answer, in the indexer's own workspace or a caller's, and equals the reference.
+TEST(IndexerDecode, IndexersOfOtherConfigurationsShareOneWorkspace) {
+  // Layers of two configurations (4 heads; 1 head and 2 requests at most) on one workspace, steps
+  // alternating: a's long rows write scores where b's arrival counts would lie if the layout put
+  // them after its own (small) scores region, and b's rows are long enough to be cut into segments
+  // counted in there. Each step must equal the same step on a workspace of its own.
+  auto a = makeDecode(95, 4, 3, 4, 0, {40000, 40000});
+  auto b = makeDecode(96, 1, 2, 4, 0, {40000, 40000});
+  auto ia = decodeIndexer(*a);
+  IndexerConfig small;
+  small.numIndexHeads = 1;
+  small.initBlocks = small.localBlocks = 1;
+  small.maxNumDecodes = 2;
+  small.decodeQueryLens = {4};
+  small.maxModelLen = 1 << 16;
+  auto created = Indexer::create(small, Device{});
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  auto ib = std::move(created).value();
+  ASSERT_TRUE(ib->warmup().ok());
+  const std::vector<int32_t> wantA = values(*ia->decode(a->q, a->kv, a->blockTable, a->seqLens));
+  const std::vector<int32_t> wantB = values(*ib->decode(b->q, b->kv, b->blockTable, b->seqLens));
+  EXPECT_EQ(wantB, referenceTopk(b->c));
+  const int64_t bytes = std::max(ia->decodeWorkspaceBytes(), ib->decodeWorkspaceBytes());
+  std::vector<uint64_t> memory((bytes + 7) / 8, 0); // zeroed once, 8-byte aligned words
+  const TensorView ws = TensorView::contiguous(memory.data(), DType::U8, {bytes});
+  for (int round = 0; round < 3; ++round) {
+    auto ra = ia->decode(a->q, a->kv, a->blockTable, a->seqLens, nullptr, nullptr, &ws);
+    ASSERT_TRUE(ra.ok()) << ra.status().message();
+    EXPECT_EQ(values(*ra), wantA) << "round " << round;
+    auto rb = ib->decode(b->q, b->kv, b->blockTable, b->seqLens, nullptr, nullptr, &ws);
+    ASSERT_TRUE(rb.ok()) << rb.status().message();
+    EXPECT_EQ(values(*rb), wantB) << "round " << round;
+  }
+}
+
 TEST(IndexerDecode, TwoThreadsEachGetTheirOwnStep) {
   auto a = makeDecode(31, 2, 6, 4, 0, {0, 20000});
   auto b = makeDecode(32, 2, 3, 4, 0, {0, 20000});

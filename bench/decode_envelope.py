@@ -16,13 +16,13 @@ R x L per H, capacity 1M).
 Usage: PYTHONPATH=<archive>/python python3 bench/decode_envelope.py --peers carry/peers --out $OUT"""
 import argparse
 import os
-import statistics
 import sys
 import time
 
 import torch
 
 import m3idx
+from cuda_timing import graphed, time_step
 
 dev = "cuda"
 ONE_M = 1 << 20
@@ -37,35 +37,6 @@ def grid():
     return shapes
 
 
-def time_replay(g, runs):
-    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
-    for _ in range(3):
-        g.replay()
-    times = []
-    for _ in range(runs):
-        flush.zero_()
-        a, b = torch.cuda.Event(True), torch.cuda.Event(True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
-
-
-def graphed(fn):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g
-
-
 def copy_gbs(nbytes=4 << 30):
     """Read + write GB/s of an elementwise kernel over float32 (torch's vectorized loads and stores):
     m3idx bench's copy (bench/support/DeviceTiming.cpp) is a kernel too; a cudaMemcpy device to
@@ -73,7 +44,7 @@ def copy_gbs(nbytes=4 << 30):
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
     y = torch.empty_like(x)
     g = graphed(lambda: torch.neg(x, out=y))
-    ms = time_replay(g, 20)
+    ms = time_step(g.replay, 20)
     return 2 * nbytes / ms / 1e6
 
 
@@ -84,7 +55,7 @@ def launch_floors(runs):
     out = []
     for n in (1, 2, 3):
         g = graphed(lambda: [x.add_(1) for _ in range(n)])
-        out.append((n, time_replay(g, runs)))
+        out.append((n, time_step(g.replay, runs)))
     return out
 
 
@@ -161,7 +132,7 @@ def main():
             same = torch.equal(out, want)
             idx.check()
             ok &= same
-            times[name] = time_replay(g, args.runs)
+            times[name] = time_step(g.replay, args.runs)
             del g
             idx.close()
         del q, kv, table, lens, want
@@ -170,7 +141,7 @@ def main():
         if Q != peer.Q:
             vq = (torch.randn(R * Q, H, 128, device=dev) * 2).to(torch.float8_e4m3fn)
         vg = graphed(lambda: minimax_m3_index_decode(vq, vkv, vbt, vsl, ONE_M, 16, 0, 1, H, Q, Q))
-        v_ms = time_replay(vg, args.runs)
+        v_ms = time_step(vg.replay, args.runs)
         del vg, vq, vkv, vbt, vsl
         torch.cuda.empty_cache()
         pct = 100 * (R * L * 72 / times["1M"] / 1e6) / copy

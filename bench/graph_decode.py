@@ -31,26 +31,11 @@ import time
 import torch
 
 import m3idx
+from cuda_timing import graphed, time_step
 
 SHAPES = [(256, 32768, 1, 4), (256, 131072, 1, 4), (64, 131072, 4, 4), (8, 1 << 20, 1, 4),
           (64, 131072, 1, 8), (64, 131072, 4, 8)]
 dev = "cuda"
-
-
-def time_step(fn, runs=25):
-    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(runs):
-        flush.zero_()
-        a, b = torch.cuda.Event(True), torch.cuda.Event(True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def host_us(fn, calls=200):
@@ -129,19 +114,6 @@ def launch_floors():
     two = lambda: (one(), one())
     parts = {"torch x.add_(1)": lambda: x.add_(1), "1 empty launch": one, "2 empty launches": two}
     return "  ".join(f"{k} {host_us(f):.1f} / {burst_us(f):.1f}" for k, f in parts.items())
-
-
-def graphed(fn):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g
 
 
 def copy_gbs(nbytes):

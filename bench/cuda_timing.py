@@ -1,0 +1,38 @@
+"""GPU timing helpers of the bench/ Python programs (graph_decode.py, decode_envelope.py), per
+bench/README's method: CUDA events around one call, a 512 MiB memset before each (L2 flushed),
+the median of many; and a callable captured into a CUDA graph after two warm-up calls on a side
+stream (PyTorch's recipe for capture)."""
+import statistics
+
+import torch
+
+
+def time_step(fn, runs=25, dev="cuda"):
+    """Median ms of fn() over `runs` calls, each after an L2 flush, by CUDA events."""
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(runs):
+        flush.zero_()
+        a, b = torch.cuda.Event(True), torch.cuda.Event(True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def graphed(fn):
+    """A CUDA graph of fn(), captured after two warm-up calls on a side stream."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g

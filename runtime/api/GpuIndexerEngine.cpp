@@ -3,7 +3,6 @@
 // waiting. Decode and prefill parts go as one batch, so every kernel writes its rows of the
 // [H, T, 16] output in place; a mixed step first joins the parts' block tables on the host.
 #include <algorithm>
-#include <optional>
 
 #include "core/Spec.h"
 #include "runtime/GrowBuffer.h"
@@ -19,7 +18,8 @@ namespace {
 class GpuIndexerEngine final : public IndexerEngine {
 public:
   GpuIndexerEngine(const IndexerConfig &config, std::unique_ptr<runtime::GpuBackend> backend)
-      : config_(config), ownTopk_(&backend->api()), ownWorkspace_(&backend->api()), backend_(std::move(backend)) {}
+      : config_(config), layout_(decodeWorkspaceFor(config, backend->tuning())), ownTopk_(&backend->api()),
+        ownWorkspace_(&backend->api()), backend_(std::move(backend)) {}
   ~GpuIndexerEngine() override {
     if (ownDone_) {
       backend_->api().eventSynchronize(ownDone_);
@@ -56,12 +56,12 @@ public:
     return {};
   }
   StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
-  int64_t decodeWorkspaceBytes() const override { return layout().bytes; }
+  int64_t decodeWorkspaceBytes() const override { return layout_.bytes; }
   Status reserveDecode() override {
     M3IDX_RETURN_IF_ERROR(backend_->reserveDeviceDecode());
     if (!config_.reserveDecodeWorkspace)
       return Status();
-    StatusOr<uint64_t> own = ownWorkspace_.ensureZeroed(layout().bytes);
+    StatusOr<uint64_t> own = ownWorkspace_.ensureZeroed(layout_.bytes);
     return own.ok() ? Status() : own.status();
   }
   StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen, int32_t *topk,
@@ -83,19 +83,12 @@ private:
   // The joined batch's block table on the device, if the caller's device tables are it.
   static const int32_t *deviceTable(const IndexerStep &step);
 
-  const kernels::DecodeWorkspaceLayout &layout() const {
-    if (!layout_) {
-      const DecodeCapacity cap = decodeCapacity(config_);
-      layout_ = backend_->tuning().decodeWorkspace(cap.heads, cap.rows, cap.width);
-    }
-    return *layout_;
-  }
   // Orders an eager step in the own workspace after the last one when the stream changes (a
   // capture can wait on nothing outside it: graphs follow the workspace rule of Indexer.h).
   Status orderOwnWorkspace(Stream stream, bool capturing);
 
   IndexerConfig config_;
-  mutable std::optional<kernels::DecodeWorkspaceLayout> layout_;
+  const kernels::DecodeWorkspaceLayout layout_; // for config_'s capacities
   // Before backend_, so destroyed after it: the backend waits for its last step on the way out,
   // and only then is the memory that step may write freed.
   runtime::DeviceScratch ownTopk_, ownWorkspace_;
@@ -118,7 +111,7 @@ Status GpuIndexerEngine::orderOwnWorkspace(Stream stream, bool capturing) {
 StatusOr<int32_t *> GpuIndexerEngine::runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
                                                 int32_t *topk, void *workspace, Stream stream) {
   const runtime::DeviceApi &api = backend_->api();
-  runtime::DeviceWorkspace ws{reinterpret_cast<uintptr_t>(workspace), layout()};
+  runtime::DeviceWorkspace ws{reinterpret_cast<uintptr_t>(workspace), layout_};
   bool capturing = false;
   if (!workspace) {
     StatusOr<bool> inCapture = this->capturing(stream);

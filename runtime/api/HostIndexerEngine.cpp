@@ -2,7 +2,6 @@
 // Communicator (SPEC §6), decode and prefill parts run one after the other.
 #include <cstring>
 #include <iostream>
-#include <optional>
 #include <set>
 
 #include "core/DecodeCpPolicy.h"
@@ -27,7 +26,8 @@ void copyHeadRows(int32_t *topk, int64_t T, int64_t first, const int32_t *src, i
 
 class HostIndexerEngine final : public IndexerEngine {
 public:
-  explicit HostIndexerEngine(const IndexerConfig &config) : config_(config) {}
+  explicit HostIndexerEngine(const IndexerConfig &config)
+      : config_(config), layout_(decodeWorkspaceFor(config, backend_.tuning())) {}
 
   const tuning::TargetTuning &tuning() const override { return backend_.tuning(); }
   Status prepare(kernels::KernelKind kind, const kernels::KernelConfig &config) override {
@@ -63,15 +63,15 @@ public:
                                 communicator_->worldSize() * config_.numIndexHeads, spec::kCpQueryLen)}};
   }
   StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
-  int64_t decodeWorkspaceBytes() const override { return layout().bytes; }
+  int64_t decodeWorkspaceBytes() const override { return layout_.bytes; }
   Status reserveDecode() override {
     if (config_.reserveDecodeWorkspace)
-      ownWorkspace_.ensureZeroed(layout().bytes);
+      ownWorkspace_.ensureZeroed(layout_.bytes);
     return Status();
   }
   StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen, int32_t *topk,
                                 void *workspace, Stream) override {
-    const kernels::DecodeWorkspaceLayout &l = layout();
+    const kernels::DecodeWorkspaceLayout &l = layout_;
     uint8_t *ws = workspace ? static_cast<uint8_t *>(workspace) : ownWorkspace_.ensureZeroed(l.bytes);
     M3IDX_RETURN_IF_ERROR(backend_.executeDeviceDecode(shape, width, maxSeqLen, l, ws, topk));
     return topk ? topk : reinterpret_cast<int32_t *>(ws + l.topk);
@@ -88,17 +88,9 @@ private:
   Status decodeLocal(const BatchView &v, int64_t width, int32_t *topk);
   Status decodeCp(const BatchView &v, int64_t width, int32_t *topk, Stream stream);
 
-  const kernels::DecodeWorkspaceLayout &layout() const {
-    if (!layout_) {
-      const DecodeCapacity cap = decodeCapacity(config_);
-      layout_ = backend_.tuning().decodeWorkspace(cap.heads, cap.rows, cap.width);
-    }
-    return *layout_;
-  }
-
   IndexerConfig config_;
-  mutable std::optional<kernels::DecodeWorkspaceLayout> layout_;
   runtime::HostBackend backend_;
+  const kernels::DecodeWorkspaceLayout layout_; // for config_'s capacities (after backend_: its tuning)
   GrowBuffer<uint8_t> ownWorkspace_; // 16-byte aligned (operator new[]); regions at 256-byte offsets
   std::shared_ptr<Communicator> communicator_;
   std::set<std::string> warned_;

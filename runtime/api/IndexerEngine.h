@@ -71,15 +71,11 @@ public:
   virtual StatusOr<bool> capturing(Stream stream) = 0;
 };
 
-// What a decode workspace is laid out for: the config's heads, its most rows (max_num_decodes x
-// max_decode_query_len) and max_model_len's score width (SPEC §4's W).
-struct DecodeCapacity {
-  int heads = 1;
-  int64_t rows = 1, width = 64;
-};
-inline DecodeCapacity decodeCapacity(const IndexerConfig &c) {
-  return {c.numIndexHeads, int64_t{c.maxNumDecodes} * c.maxDecodeQueryLen,
-          spec::scoreWidth(spec::blocksFor(c.maxModelLen))};
+// The decode workspace's layout on a target for the config's capacities: its heads, its most rows
+// (max_num_decodes x max_decode_query_len) and max_model_len's score width (SPEC §4's W).
+inline kernels::DecodeWorkspaceLayout decodeWorkspaceFor(const IndexerConfig &c, const tuning::TargetTuning &t) {
+  return t.decodeWorkspace(c.numIndexHeads, int64_t{c.maxNumDecodes} * c.maxDecodeQueryLen,
+                           spec::scoreWidth(spec::blocksFor(c.maxModelLen)));
 }
 
 std::unique_ptr<IndexerEngine> makeHostIndexerEngine(const IndexerConfig &config);

@@ -41,15 +41,21 @@ DecodeWorkspaceLayout decodeWorkspaceLayout(const StepTuning &tuning, int heads,
   return l;
 }
 
-Status planFitsWorkspace(const StepPlan &plan, const DecodeWorkspaceLayout &l, bool ownTopk) {
+WorkspaceNeeds workspaceNeeds(const StepPlan &plan) {
+  return {plan.elementsOf(StepBuffer::Scores) * 4, plan.elementsOf(StepBuffer::Partial) * 8,
+          plan.elementsOf(StepBuffer::Arrivals) * 4, plan.elementsOf(StepBuffer::ProgramFlags) * 4,
+          plan.elementsOf(StepBuffer::Topk) * 4};
+}
+
+Status fitsWorkspace(const WorkspaceNeeds &needs, const DecodeWorkspaceLayout &l, bool ownTopk) {
   const struct {
     const char *name;
     int64_t need, have;
-  } regions[] = {{"scores", plan.elementsOf(StepBuffer::Scores) * 4, l.scoresBytes},
-                 {"segment keys", plan.elementsOf(StepBuffer::Partial) * 8, l.partialBytes},
-                 {"arrival counts", plan.elementsOf(StepBuffer::Arrivals) * 4, l.arrivalBytes},
-                 {"program flags", plan.elementsOf(StepBuffer::ProgramFlags) * 4, l.flagBytes},
-                 {"top-k", ownTopk ? plan.elementsOf(StepBuffer::Topk) * 4 : 0, l.topkBytes}};
+  } regions[] = {{"scores", needs.scores, l.scoresBytes},
+                 {"segment keys", needs.partial, l.partialBytes},
+                 {"arrival counts", needs.arrivals, l.arrivalBytes},
+                 {"program flags", needs.flags, l.flagBytes},
+                 {"top-k", ownTopk ? needs.topk : 0, l.topkBytes}};
   for (const auto &r : regions)
     if (r.need > r.have)
       return Status::error(fmt::format("decode workspace: the step's {} need {} bytes, its region holds {} "

@@ -36,7 +36,14 @@ struct DecodeWorkspaceLayout {
 DecodeWorkspaceLayout decodeWorkspaceLayout(const StepTuning &tuning, int heads, int64_t maxRows, int64_t width,
                                             int64_t mostScorePrograms);
 
-// Whether `plan`'s scratch fits `layout`'s regions; the error names the first that does not.
-Status planFitsWorkspace(const StepPlan &plan, const DecodeWorkspaceLayout &layout, bool ownTopk);
+// Bytes a plan's launches use of each region (a backend keeps them with a plan it reuses).
+struct WorkspaceNeeds {
+  int64_t scores = 0, partial = 0, arrivals = 0, flags = 0, topk = 0;
+};
+WorkspaceNeeds workspaceNeeds(const StepPlan &plan);
+
+// Whether those needs fit `layout`'s regions (the top-k's only with ownTopk: no caller's buffer);
+// the error names the first that does not.
+Status fitsWorkspace(const WorkspaceNeeds &needs, const DecodeWorkspaceLayout &layout, bool ownTopk);
 
 } // namespace m3idx::kernels

@@ -43,7 +43,7 @@ Status HostBackend::executeDeviceDecode(const BatchView &b, int64_t width, int64
       b, width, maxSeqLen, tuning_.forStep(b.params.numHeads, b.params.decodeQueryLen));
   if (!plan.ok())
     return plan.status();
-  M3IDX_RETURN_IF_ERROR(kernels::planFitsWorkspace(*plan, layout, topk == nullptr));
+  M3IDX_RETURN_IF_ERROR(kernels::fitsWorkspace(kernels::workspaceNeeds(*plan), layout, topk == nullptr));
   const StepScratch scratch{reinterpret_cast<int64_t *>(workspace + layout.partial),
                             reinterpret_cast<int32_t *>(workspace + layout.arrivals),
                             reinterpret_cast<int32_t *>(workspace + layout.flags)};

@@ -42,17 +42,6 @@ private:
   size_t bytes_ = 0;
 };
 
-// Bytes of a plan's scratch buffers: scores (f32), top-k partials (i64) and arrival counts (i32),
-// program flags (i32).
-struct PlanScratch {
-  int64_t scores, partial, arrivals, flags;
-};
-PlanScratch scratchOf(const kernels::StepPlan &plan) {
-  using kernels::StepBuffer;
-  return {plan.elementsOf(StepBuffer::Scores) * 4, plan.elementsOf(StepBuffer::Partial) * 8,
-          plan.elementsOf(StepBuffer::Arrivals) * 4, plan.elementsOf(StepBuffer::ProgramFlags) * 4};
-}
-
 } // namespace
 
 StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(const DeviceApi *api, std::string name,
@@ -177,11 +166,7 @@ Status GpuBackend::refuseSetupInCapture(const kernels::StepPlan &plan, void *str
 StatusOr<GpuBackend::BoundPlan> GpuBackend::bindPlan(const kernels::StepPlan &plan) {
   using kernels::StepBuffer;
   BoundPlan bound;
-  const PlanScratch bytes = scratchOf(plan);
-  bound.scoresBytes = bytes.scores;
-  bound.partialBytes = bytes.partial;
-  bound.arrivalBytes = bytes.arrivals;
-  bound.flagBytes = bytes.flags;
+  bound.needs = kernels::workspaceNeeds(plan);
   for (const kernels::Launch &launch : plan.launches) {
     auto fn = function(launch.kind, launch.config);
     if (!fn.ok())
@@ -221,24 +206,18 @@ Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_
         kernels::planDeviceDecode(shape, W, maxSeqLen, tuning_.forStep(p.numHeads, p.decodeQueryLen));
     if (!plan.ok())
       return plan.status();
-    M3IDX_RETURN_IF_ERROR(kernels::planFitsWorkspace(*plan, ws.layout, io.topk == 0));
     M3IDX_RETURN_IF_ERROR(refuseSetupInCapture(*plan, stream));
     StatusOr<BoundPlan> bound = bindPlan(*plan);
     if (!bound.ok())
       return bound.status();
-    bound->topkBytes = plan->elementsOf(StepBuffer::Topk) * 4;
     if (decodePlans_.size() >= kMaxDecodePlans) // an engine's shapes repeat; a sweep's need not
       decodePlans_.clear();
     found = decodePlans_.emplace(key, std::move(*bound)).first;
   }
   BoundPlan &plan = found->second;
-  // The fit is checked when a shape is first planned; a workspace laid out for other capacities
-  // than that shape's first is checked again here (a few compares).
+  // A kept plan may meet a workspace laid out for other capacities: checked every call (5 compares).
+  M3IDX_RETURN_IF_ERROR(kernels::fitsWorkspace(plan.needs, ws.layout, io.topk == 0));
   const kernels::DecodeWorkspaceLayout &l = ws.layout;
-  if (plan.scoresBytes > l.scoresBytes || plan.partialBytes > l.partialBytes || plan.arrivalBytes > l.arrivalBytes ||
-      plan.flagBytes > l.flagBytes || (io.topk == 0 && plan.topkBytes > l.topkBytes))
-    return Status::error(fmt::format("decode workspace: laid out for smaller steps ({} bytes) than this one",
-                                     l.bytes));
   StatusOr<uint64_t> status = statusWords();
   if (!status.ok())
     return status.status();

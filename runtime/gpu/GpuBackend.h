@@ -121,8 +121,7 @@ private:
     std::vector<void *> params;                                 // into values
   };
   struct BoundPlan {
-    std::array<int64_t, 10> shape{}; // what the plan was made from (enqueueDeviceDecode)
-    int64_t scoresBytes = 0, partialBytes = 0, arrivalBytes = 0, flagBytes = 0, topkBytes = 0;
+    kernels::WorkspaceNeeds needs; // of a device decode's workspace
     std::vector<BoundLaunch> launches;
   };
   StatusOr<BoundPlan> bindPlan(const kernels::StepPlan &plan);

@@ -27,6 +27,8 @@
 #            through m3idx.Indexer(device="cuda").forward (host and device metadata), checked; then
 #            decode() on device metadata: eager, CUDA-graph replays (decode_query_len 1, 4, 8;
 #            padding, a 1M-token row, a bad page id) and torch.compile, checked
+#   wheel    the wheel (carry/dist/m3idx-*.whl) installed by `pip install --no-index --target`: the CUDA
+#            Python tests, torch.ops.m3idx.decode and bench/graph_decode.py from the installed copy
 #   graph    bench/graph_decode.py: forward(), decode() plain and graph-replayed, host us a call,
 #            next to vLLM's path plain and graph-replayed (carry/peers), one process
 #   host-time  bench/decode_host_time.py: decode()'s host time per shape next to the floors of its moment
@@ -159,6 +161,22 @@ for stage in "${stages[@]}"; do
       for t in test_indexer_cuda test_decode_cuda; do
         PYTHONPATH=$root/python M3IDX_CLI=$m3idx python3 tests/python/$t.py
       done 2>&1 | tee "$OUT/gpu-python.log" ;;
+    wheel)
+      {
+        target=/tmp/m3idx-wheel
+        rm -rf "$target"
+        python3 -m pip install --no-index --no-deps --quiet --target "$target" carry/dist/m3idx-*-manylinux_2_28_x86_64.whl
+        PYTHONPATH=$target python3 -c "
+import os, torch, m3idx, m3idx._torch_ops
+assert m3idx.__file__.startswith('$target/'), m3idx.__file__
+assert m3idx.library_path() == '$target/m3idx/libm3idx.so', m3idx.library_path()
+assert hasattr(torch.ops.m3idx, 'decode'), 'no torch.ops.m3idx.decode'
+print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.decode registered')"
+        for t in test_indexer_cuda test_decode_cuda; do
+          PYTHONPATH=$target M3IDX_CLI=$target/bin/m3idx python3 tests/python/$t.py
+        done
+        PYTHONPATH=$target python3 bench/graph_decode.py --peers carry/peers
+      } 2>&1 | tee "$OUT/gpu-wheel.log" ;;
     graph)
       PYTHONPATH=$root/python python3 bench/graph_decode.py --peers carry/peers 2>&1 | tee "$OUT/gpu-graph.log" ;;
     host-time)

@@ -10,7 +10,7 @@ BUILD=${M3IDX_BUILD_DIR:-$ROOT/build${SANITIZE:+-sanitize}}
 
 PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev libmlir-22-dev mlir-22-tools lld-22 liblld-22-dev clang-22
           libzstd-dev zlib1g-dev
-          nlohmann-json3-dev libfmt-dev googletest libgtest-dev libcli11-dev python3-numpy python3-pytest)
+          nlohmann-json3-dev libfmt-dev googletest libgtest-dev libcli11-dev python3-numpy python3-pytest python3-venv)
 
 install_missing() {
   local missing=()

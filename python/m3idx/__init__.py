@@ -4,8 +4,8 @@
     idx = m3idx.Indexer(num_index_heads=1, device="cpu")
     topk = idx.forward(q, kv_cache, block_table, seq_lens, query_start_loc, num_decodes=D)
 
-The package is Python over libm3idx.so's C ABI (ctypes), found next to it in the archive
-(lib/libm3idx.so), in a checkout's build/lib/, or at M3IDX_LIBRARY."""
+The package is Python over libm3idx.so's C ABI (ctypes), found inside it (the wheel), next to it
+in the archive (lib/libm3idx.so), in a checkout's build/lib/, or at M3IDX_LIBRARY."""
 from ._capi import LibraryError, library_path
 from ._indexer import Error, Indexer
 

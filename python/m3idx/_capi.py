@@ -2,7 +2,7 @@
 
 The package is Python over the C ABI, not an extension module: nothing is compiled for a given
 CPython, so the same files run on Debian's 3.11 here and the GPU machine's 3.12, next to the
-archive's lib/libm3idx.so or a build's build/lib/libm3idx.so."""
+wheel's m3idx/libm3idx.so, the archive's lib/libm3idx.so or a build's build/lib/libm3idx.so."""
 import ctypes
 import os
 
@@ -49,7 +49,8 @@ def _candidates():
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))  # python/m3idx -> the checkout or the archive
-    return [os.path.join(root, "lib", "libm3idx.so"),         # the archive: <root>/lib
+    return [os.path.join(here, "libm3idx.so"),                # the wheel: inside the package
+            os.path.join(root, "lib", "libm3idx.so"),         # the archive: <root>/lib
             os.path.join(root, "build", "lib", "libm3idx.so")]  # a checkout after ./scripts/test
 
 
@@ -93,7 +94,8 @@ _path = None
 
 
 def library():
-    """The loaded libm3idx.so (M3IDX_LIBRARY, else the archive's lib/ or the checkout's build/lib/)."""
+    """The loaded libm3idx.so (M3IDX_LIBRARY, else the wheel's copy in this package, the archive's
+    lib/ or the checkout's build/lib/)."""
     global _lib, _path
     if _lib is not None:
         return _lib

@@ -263,3 +263,20 @@ def test_two_threads_on_one_indexer_each_get_their_own_step(mixed):
     for t in threads:
         t.join()
     assert wrong == {k: 0 for k in calls}
+
+
+def test_cli_module_is_the_librarys_cli(tmp_path):
+    # The wheel's `m3idx` command is m3idx._cli: the library's CLI in a Python process. It must
+    # write what bin/m3idx writes and return its exit statuses.
+    cli = [sys.executable, "-m", "m3idx._cli"]
+    folder, out = str(tmp_path / "case"), str(tmp_path / "out")
+    gen = subprocess.run(cli + ["gen", "--out", folder, "--seed", "4", "--decodes", "2", "--prefills", "1"],
+                         capture_output=True, text=True)
+    assert gen.returncode == 0, gen.stderr
+    assert subprocess.run(cli + ["run", folder, "--backend", "host", "--out", out], capture_output=True).returncode == 0
+    check = subprocess.run(cli + ["check", folder, out], capture_output=True, text=True)
+    assert check.returncode == 0 and check.stdout.startswith("OK:"), check.stdout + check.stderr
+    bad = subprocess.run(cli + ["run", str(tmp_path / "missing"), "--out", out], capture_output=True, text=True)
+    assert bad.returncode == 1 and "m3idx: error: CASE" in bad.stderr, bad.stderr
+    usage = subprocess.run(cli, capture_output=True, text=True)
+    assert usage.returncode != 0 and "subcommand is required" in usage.stdout + usage.stderr

@@ -10,7 +10,14 @@ BUILD=${M3IDX_BUILD_DIR:-$ROOT/build${SANITIZE:+-sanitize}}
 
 PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev libmlir-22-dev mlir-22-tools lld-22 liblld-22-dev clang-22
           libzstd-dev zlib1g-dev
-          nlohmann-json3-dev libfmt-dev googletest libgtest-dev libcli11-dev python3-numpy python3-pytest python3-venv)
+          nlohmann-json3-dev libfmt-dev googletest libgtest-dev libcli11-dev python3-numpy python3-pytest python3-venv
+          ccache)
+
+# ccache, in the checkout (.ccache/, git-ignored, so a fresh clone starts empty): build/ and
+# build-package/ compile the same sources with the same flags, and paths relative to the checkout
+# (CCACHE_BASEDIR) make their commands equal, so the package's build reuses the suite's objects.
+export CCACHE_DIR=${CCACHE_DIR:-$ROOT/.ccache} CCACHE_BASEDIR=$ROOT CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-6G}
+M3IDX_COMPILER_LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 install_missing() {
   local missing=()
@@ -29,7 +36,8 @@ install_missing() {
 }
 
 build() {
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DM3IDX_SANITIZE="$SANITIZE" >/dev/null
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DM3IDX_SANITIZE="$SANITIZE" \
+    "${M3IDX_COMPILER_LAUNCHER[@]}" >/dev/null
   cmake --build "$BUILD" -j "${M3IDX_JOBS:-2}"
 }
 

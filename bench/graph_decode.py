@@ -66,13 +66,16 @@ def burst_us(fn, calls=50, bursts=9):
 
 def host_breakdown(idx, q, kv, table, lens, out):
     """Where one decode() call's host time goes: Python packing, the stream query, the C call."""
+    idx.decode(q, kv, table, lens, out=out)  # this thread's argument buffer made, the stream cached
+    args = idx._per_thread.args
+
     def packing():  # every tensor packed anew
-        idx._packed[:] = [None] * len(idx._packed)
-        return [idx._pack_torch(i, a, (a.data_ptr(), a.shape, a.stride(), a.dtype))
+        args.packed[:] = [None] * len(args.packed)
+        return [idx._pack_torch(args, i, a, (a.data_ptr(), a.shape, a.stride(), a.dtype))
                 for i, a in enumerate((q, kv, table, lens, out))]
     packing()
-    idx.decode(q, kv, table, lens, out=out)  # the stream argument cached
-    raw, stream = idx._decode_args.raw, idx._stream_arg
+    idx.decode(q, kv, table, lens, out=out)
+    raw, stream = args.raw, args.stream_arg
     c_call = lambda: idx._decode_untyped(idx._handle, raw[0], raw[1], raw[2], raw[3], stream, raw[4], None, None)
     views = [q.view(q.shape), q.view(q.shape)]  # another q object each call, as each layer has its own
     turn = [0]

@@ -5,6 +5,7 @@ PyTorch tensors (read in place through data_ptr, no copies of q, kv_cache or the
 step runs on torch.cuda.current_stream()."""
 import ctypes
 import struct
+import threading
 import weakref
 
 from . import _capi
@@ -155,12 +156,16 @@ _PAD = [(0,) * (4 - n) for n in range(5)]  # shape / stride padding of an n-dime
 
 class _DecodeArgs:
     """decode()'s six tensors (q, kv_cache, block_table, seq_lens, out, workspace) as m3idx_tensor
-    structs in one buffer, refilled per call."""
+    structs in one buffer, refilled per call, and what each slot holds. One per calling thread:
+    ctypes lets go of the GIL during the library call, so a buffer shared by two threads could be
+    repacked by one while the other's call reads it (that gave one thread the other's step)."""
 
     def __init__(self):
         self.buf = ctypes.create_string_buffer(_TENSOR.size * 6)
         base = ctypes.addressof(self.buf)
         self.raw = [ctypes.c_void_p(base + i * _TENSOR.size) for i in range(6)]  # each struct's address
+        self.packed = [None] * 6  # (data_ptr, shape, stride, dtype) each slot holds (torch tensors)
+        self.stream_key, self.stream_arg = None, None  # the last stream, as an int and a c_void_p
 
     def pack(self, i, data, dtype, shape, strides, device_kind, device_index):
         n = len(shape)
@@ -227,13 +232,11 @@ class Indexer:
         _check(lib.m3idx_indexer_create(ctypes.byref(config), self.device_kind, self.device_index,
                                         ctypes.byref(handle)))
         self._handle = handle
-        self._decode_args = _DecodeArgs()
-        self._packed = [None] * 6  # (data_ptr, shape, stride, dtype) each slot of _decode_args holds
+        self._per_thread = threading.local()  # .args: this thread's _DecodeArgs
         self._lib = lib
         # decode()'s call without argtypes, every argument already a ctypes object: ctypes'
         # conversions of the eight arguments were 1.6-1.8 us of a 12-14 us call on the H200.
         self._decode_untyped = _capi.untyped(lib, "m3idx_indexer_decode", ctypes.c_void_p)
-        self._stream_key, self._stream_arg = None, None  # the last stream, as an int and a c_void_p
         self._torch = None
         if self.device_kind == _capi.DEVICE_CUDA:
             import torch
@@ -386,7 +389,10 @@ class Indexer:
     def _decode_now(self, q, kv_cache, block_table, seq_lens, out, workspace=None):
         if not self._handle:
             raise Error("decode: the indexer is closed")
-        args = self._decode_args
+        try:
+            args = self._per_thread.args
+        except AttributeError:
+            args = self._per_thread.args = _DecodeArgs()
         torch = self._torch
         if torch is None:
             np_ = _NumpyArgs()
@@ -420,7 +426,7 @@ class Indexer:
             # pointer, shape, strides and dtype it holds (what the packed struct says; under UVA a
             # pointer names its device) is not packed again. Inline, as calls per tensor were a
             # fifth of the call's time; the library checks what the slots hold.
-            packed = self._packed
+            packed = args.packed
             tensors = (q, kv_cache, block_table, seq_lens, out) if workspace is None else \
                 (q, kv_cache, block_table, seq_lens, out, workspace)
             i = 0
@@ -428,15 +434,15 @@ class Indexer:
                 for a in tensors:
                     key = (a.data_ptr(), a.shape, a.stride(), a.dtype)
                     if key != packed[i]:
-                        self._pack_torch(i, a, key)
+                        self._pack_torch(args, i, a, key)
                     i += 1
             except AttributeError:
-                self._pack_torch(i, tensors[i], None)  # raises, naming it
+                self._pack_torch(args, i, tensors[i], None)  # raises, naming it
             stream = self._stream()
-            if stream != self._stream_key:
-                self._stream_key, self._stream_arg = stream, ctypes.c_void_p(stream)
+            if stream != args.stream_key:
+                args.stream_key, args.stream_arg = stream, ctypes.c_void_p(stream)
         raw = args.raw
-        err = self._decode_untyped(self._handle, raw[0], raw[1], raw[2], raw[3], self._stream_arg, raw[4], None,
+        err = self._decode_untyped(self._handle, raw[0], raw[1], raw[2], raw[3], args.stream_arg, raw[4], None,
                                    None if workspace is None else raw[5])
         if err:
             _check(err)
@@ -444,9 +450,9 @@ class Indexer:
 
     _SLOT_NAMES = ("q", "kv_cache", "block_table", "seq_lens", "out", "workspace")
 
-    def _pack_torch(self, i, a, key):
-        """Tensor `a` as m3idx_tensor i of the decode buffer (`key`: its (data_ptr, shape, stride,
-        dtype), None when it is not a tensor); the library checks what it holds."""
+    def _pack_torch(self, args, i, a, key):
+        """Tensor `a` as m3idx_tensor i of this thread's decode buffer `args` (`key`: its (data_ptr,
+        shape, stride, dtype), None when it is not a tensor); the library checks what it holds."""
         name = self._SLOT_NAMES[i]
         try:
             if key is None:
@@ -454,12 +460,12 @@ class Indexer:
             ptr, shape, stride, dtype = key
             n = len(shape)
             device = a.get_device()
-            _TENSOR.pack_into(self._decode_args.buf, i * _TENSOR.size, ptr, _TORCH_DTYPES[dtype], n, *shape,
+            _TENSOR.pack_into(args.buf, i * _TENSOR.size, ptr, _TORCH_DTYPES[dtype], n, *shape,
                               *_PAD[n], *stride, *_PAD[n], _capi.DEVICE_CUDA if device >= 0 else _capi.DEVICE_HOST,
                               device if device >= 0 else 0)
-            self._packed[i] = key
+            args.packed[i] = key
         except (KeyError, AttributeError, IndexError, TypeError):
-            self._packed[i] = None
+            args.packed[i] = None
             if not isinstance(a, self._torch.Tensor):
                 raise TypeError(f"{name}: expected a torch.Tensor (device 'cuda'), got {type(a).__name__}") from None
             if a.dim() > 4:

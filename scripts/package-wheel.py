@@ -4,7 +4,7 @@ tree: the m3idx package (python/m3idx) with lib/libm3idx.so inside it, the `m3id
 command (m3idx._cli), and the metadata. Written by hand: a wheel is a zip with four text files
 (PEP 427, the core metadata spec, entry points), and the tag is ours to choose because the
 package is Python over a C ABI (py3-none) whose ELF scripts/elf_policy.py holds to
-manylinux_2_28. Entries are sorted and dated SOURCE_DATE_EPOCH (else 1980) so that two builds of
+manylinux_2_28. Entries go in a fixed order, dated SOURCE_DATE_EPOCH (else 1980), so that two builds of
 one tree give the same bytes. Usage: package-wheel.py TREE DIST VERSION"""
 import base64
 import hashlib

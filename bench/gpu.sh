@@ -49,6 +49,7 @@
 #            occupancy, warp stalls
 #   sass     the machine code of the score kernels (the archive's PTX, the machine's ptxas)
 #   ceiling, wgmma   the probes bench/page_read_ceiling.cu and bench/wgmma_probe.cu (nvcc)
+#   probe    bench/nvfp4_decode_probe.cu (nvcc): the exact decode score hand-written, its SASS, 4 shapes
 # Usage: bench/gpu.sh STAGE...
 set -euo pipefail
 OUT=${OUT:-/tmp}
@@ -237,6 +238,16 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       for shape in "256 131072" "256 32768" "8 1048576"; do
         # shellcheck disable=SC2086
         /tmp/page-read-ceiling $shape 2>&1 | tee -a "$OUT/gpu-ceiling.log"
+      done ;;
+    probe) # the exact decode score hand-written (bench/nvfp4_decode_probe.cu): schedules, tiles ahead, decode-free bounds
+      nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+      dump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+      "$nvcc" -O3 -std=c++17 -arch=sm_90 -Xptxas -v bench/nvfp4_decode_probe.cu -o /tmp/nvfp4-decode-probe \
+        2>&1 | grep -E "Compiling|registers" | tee "$OUT/gpu-probe-ptxas.log"
+      "$dump" -sass /tmp/nvfp4-decode-probe >"$OUT/nvfp4-decode-probe.sass"
+      for shape in "256 32768 1" "256 131072 1" "8 1048576 1" "64 131072 4"; do
+        # shellcheck disable=SC2086
+        /tmp/nvfp4-decode-probe $shape 2>&1 | tee -a "$OUT/gpu-probe.log"
       done ;;
     wgmma) # the decode loop with wgmma e4m3 next to ours (mma.sync f16), checked against each other
       nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)

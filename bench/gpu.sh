@@ -242,7 +242,7 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
     probe) # the exact decode score hand-written (bench/nvfp4_decode_probe.cu): schedules, tiles ahead, decode-free bounds
       nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
       dump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
-      "$nvcc" -O3 -std=c++17 -arch=sm_90 -Xptxas -v bench/nvfp4_decode_probe.cu -o /tmp/nvfp4-decode-probe \
+      "$nvcc" -O3 -std=c++20 -arch=sm_90 -Xptxas -v -I. bench/nvfp4_decode_probe.cu core/Nvfp4.cpp -o /tmp/nvfp4-decode-probe \
         2>&1 | grep -E "Compiling|registers" | tee "$OUT/gpu-probe-ptxas.log"
       "$dump" -sass /tmp/nvfp4-decode-probe >"$OUT/nvfp4-decode-probe.sass"
       for shape in "256 32768 1" "256 131072 1" "8 1048576 1" "64 131072 4"; do

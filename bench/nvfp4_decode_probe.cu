@@ -17,12 +17,13 @@
 //   - the decode: `exact` (the above) or, for timing only (wrong values, not checked), `nosign`
 //     (the sign prmts and merges left out) and `nodecode` (the packed bytes fed to the mma as they
 //     are: what loads + mma + max alone cost, the bound for any decode).
-// Exact variants are checked against a host reference (SPEC's key values; dots in double, each
+// Exact variants are checked against a host reference (core/Nvfp4's key bytes; dots in double, each
 // score within 1e-5 of the sum of |q k| — the kernel's fp32 sum order is its own).
 // Built and run on the GPU machine by `bash bench/gpu.sh probe` (nvcc); CUDA events, L2 flushed by
 // a 256 MB memset before each run, medians of 30 after 3 warm-ups.
 // Usage: nvfp4_decode_probe REQUESTS TOKENS HEADS
 #include "CudaBench.cuh"
+#include "core/Nvfp4.h"
 
 #include <cmath>
 #include <cstdint>
@@ -223,24 +224,6 @@ template <int CT, int AHEAD, Decode D, bool PERSISTENT> __global__ void __launch
   }
 }
 
-// ---- host reference (SPEC §2) ----
-double e4m3Value(uint8_t b) {
-  const int e = (b >> 3) & 15, m = b & 7;
-  const double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1 + m / 8.0, e - 7);
-  return (b & 0x80) ? -v : v;
-}
-uint8_t e4m3RnSatfinite(double x) { // x >= 0, finite
-  if (x > 448)
-    return 0x7E;
-  int best = 0;
-  for (int c = 1; c <= 0x7E; ++c) {
-    const double dc = std::fabs(e4m3Value(c) - x), db = std::fabs(e4m3Value(best) - x);
-    if (dc < db || (dc == db && (c & 1) == 0))
-      best = c;
-  }
-  return uint8_t(best);
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -294,15 +277,14 @@ int main(int argc, char **argv) {
   CHECK(cudaMemcpy(q, hq.data(), hq.size(), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(table, order.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
 
-  // The reference for a sample of (head, row, block): every block of the first and last request.
+  // The reference for a sample of (head, row, block): up to 64 blocks of the first and the last
+  // request, from the project's scalar SPEC §2 numerics (core/Nvfp4, compiled in by gpu.sh).
+  const auto &keyBytes = m3idx::nvfp4::keyByteTable();
+  auto e4m3Value = [](uint8_t b) { return double(m3idx::nvfp4::e4m3ToFloat(b)); };
   double keyOf[256][16];
   for (int s = 0; s < 256; ++s)
-    for (int c = 0; c < 16; ++c) {
-      const double mags[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
-      const double p = mags[c & 7] * e4m3Value(uint8_t(s));
-      const uint8_t code = e4m3RnSatfinite(std::fabs(p)) | ((p < 0 || (p == 0 && std::signbit(p))) ? 0x80 : 0);
-      keyOf[s][c] = ((c & 8) ? -1 : 1) * e4m3Value(code);
-    }
+    for (int c = 0; c < 16; ++c)
+      keyOf[s][c] = e4m3Value(keyBytes[c][s]);
   struct Sample { int head, row, block; double ref, bound; };
   std::vector<Sample> samples;
   for (int req : {0, requests - 1})

@@ -50,6 +50,8 @@
 #   sass     the machine code of the score kernels (the archive's PTX, the machine's ptxas)
 #   ceiling, wgmma   the probes bench/page_read_ceiling.cu and bench/wgmma_probe.cu (nvcc)
 #   probe    bench/nvfp4_decode_probe.cu (nvcc): the exact decode score hand-written, its SASS, 4 shapes
+#   small-step  bench/small_step_probe.cu (nvcc): the smallest step's dependent chain graph-replayed,
+#            one launch, two, two with programmatic dependent launch ($SMALL_STEP_TOKENS, 4096 and 1024)
 # Usage: bench/gpu.sh STAGE...
 set -euo pipefail
 OUT=${OUT:-/tmp}
@@ -248,6 +250,12 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       for shape in "256 32768 1" "256 131072 1" "8 1048576 1" "64 131072 4"; do
         # shellcheck disable=SC2086
         /tmp/nvfp4-decode-probe $shape 2>&1 | tee -a "$OUT/gpu-probe.log"
+      done ;;
+    small-step) # the floor of a 1-request step: its dependent chain in one launch, two, two with PDL
+      nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+      "$nvcc" -O3 -std=c++17 -arch=sm_90 bench/small_step_probe.cu -o /tmp/small-step-probe
+      for tokens in ${SMALL_STEP_TOKENS:-4096 1024}; do
+        /tmp/small-step-probe "$tokens" 2>&1 | tee -a "$OUT/gpu-small-step.log"
       done ;;
     wgmma) # the decode loop with wgmma e4m3 next to ours (mma.sync f16), checked against each other
       nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)

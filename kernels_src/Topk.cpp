@@ -219,24 +219,35 @@ Value mergedKeys(KernelBuilder &b, Buffer partial, Value base, Value used) {
   return topkOf(b, ks, used * K);
 }
 
+// Arrival counts hold a row's arrived segment programs in the low bits and, from this bit up,
+// those that found their request flagged (a row has at most 8192 / kMinSegmentBlocks = 64).
+constexpr int kFlaggedArrivalShift = 16;
+
 // The program's part of row headRow (nblk blocks): its segment's top 16, written as ids, or as
-// keys that the row's last segment program to arrive merges into the ids.
-void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out,
-                 const Segments &sg, Value headRow, Value segment) {
+// keys that the row's last segment program to arrive merges into the ids. `flagged(used)` (an i1
+// scalar, built inside the program's segment) says whether this program's share of its request's
+// checks failed; the row gets no blocks if any of its used segments' did.
+void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out, const Segments &sg,
+                 Value headRow, Value segment, const std::function<Value(Value used)> &flagged) {
   Value used = usedSegments(b, nblk, sg.segments);
   b.ifThen(segment < used, [&] {
     Value segmentBlocks = ((nblk + (used - 1)) / used + (kScanTile - 1)) / kScanTile * kScanTile;
     Value first = segment * segmentBlocks;
     Value keys = topkKeys(b, scores, base, b.minS(first, nblk), b.minS(first + segmentBlocks, nblk));
-    b.ifThen(used == b.constInt(1), [&] { b.storeTile(out, headRow * K, blockIds(b, keys)); });
+    Value bad = flagged(used);
+    Value none = b.splat(b.constInt(0), K); // no blocks: every id -1
+    b.ifThen(used == b.constInt(1), [&] { b.storeTile(out, headRow * K, blockIds(b, b.select(b.splat(bad, K), none, keys))); });
     b.ifThen(used > b.constInt(1), [&] {
       Value region = headRow * sg.segments * K;
       Value at = region + b.iota(K) * used + segment;
       b.storeScatter(sg.partial, at, keys, b.splat(b.constInt(1, Elem::I1), K));
-      Value arrived = b.atomicAdd(sg.arrivals, headRow, b.constInt(1, Elem::I32)).to(Elem::I64);
-      b.ifThen(arrived == used - 1, [&] {
+      Value count = b.select(bad, b.constInt((1 << kFlaggedArrivalShift) + 1, Elem::I32), b.constInt(1, Elem::I32));
+      Value arrived = b.atomicAdd(sg.arrivals, headRow, count).to(Elem::I64);
+      b.ifThen((arrived & ((1 << kFlaggedArrivalShift) - 1)) == used - 1, [&] {
         b.store(sg.arrivals, headRow, b.constInt(0, Elem::I32));
-        b.storeTile(out, headRow * K, blockIds(b, mergedKeys(b, sg.partial, region, used)));
+        Value anyBad = b.select(bad, bad, shrU(arrived, kFlaggedArrivalShift) != 0);
+        Value merged = mergedKeys(b, sg.partial, region, used);
+        b.storeTile(out, headRow * K, blockIds(b, b.select(b.splat(anyBad, K), none, merged)));
       });
     });
   });
@@ -272,27 +283,35 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   // page id gets no blocks (score_decode reported it). Only programs that had blocks can have met
   // one: score_decode splits a request's blocks over its flag_chunks programs a row tile in runs of
   // ceil(blocks / flag_chunks), so the first ceil(blocks / run) of each tile -- the request's own
-  // length, not the grid's, which a graph sizes for capacity.
+  // length, not the grid's, which a graph sizes for capacity. Each of a row's used segments reads
+  // its share of those flags (a long request's thousands, one 32-flag step after another, had cost
+  // one program tens of microseconds) and the row's last to arrive learns of the others' through
+  // the arrival count (topkSegment).
   const int S = kScanTile;
   Value given = b.load(seqLens, req).to(Elem::I64);
   Value badLen = ltU(maxSeqLen, given);
   Value blocks = spec::blocksFor(b.select(badLen, b.constInt(0), given));
   Value run = b.maxS((blocks + (flagChunks - 1)) / flagChunks, b.constInt(1));
   Value active = (blocks + (run - 1)) / run;
-  Value tileSteps = (active + (S - 1)) / S, flagBase = req * flagPrograms;
-  Value flagSteps = flagPrograms / flagChunks * tileSteps; // row tiles x steps of each
-  tileSteps = b.maxS(tileSteps, b.constInt(1));            // a divisor (no step when 0)
-  Value anyFlag = b.forLoop(b.constInt(0), flagSteps, b.constInt(1), Values{b.constInt(0, Elem::I32)},
-                            [&](Value i, const Values &acc) {
-    Value from = (i % tileSteps) * S;
-    Value flags = b.loadTile(programFlags, flagBase + i / tileSteps * flagChunks + from, S, active - from);
-    return Values{b.maxS(acc[0], b.reduceMax(flags))};
-  })[0];
-  Value flagged = b.select(badLen, b.constInt(1, Elem::I32), anyFlag) != 0;
-  Value seqLen = b.select(flagged, b.constInt(0), given);
+  Value seqLen = b.select(badLen, b.constInt(0), given);
   Value causal = b.maxS(seqLen - c.queryRows + row % c.queryRows + 1, b.constInt(0));
   Value headRow = head * numRows + row;
-  topkSegment(b, scores, headRow * width, spec::blocksFor(causal), out, sg, headRow, segment);
+  auto flagged = [&](Value used) {
+    // flags [lo, hi) of each row tile's active ones: this segment's share
+    Value share = (active + (used - 1)) / used;
+    Value lo = b.minS(segment * share, active), hi = b.minS(lo + share, active);
+    Value tileSteps = (hi - lo + (S - 1)) / S, flagBase = req * flagPrograms + lo;
+    Value flagSteps = flagPrograms / flagChunks * tileSteps; // row tiles x steps of each
+    tileSteps = b.maxS(tileSteps, b.constInt(1));            // a divisor (no step when 0)
+    Value anyFlag = b.forLoop(b.constInt(0), flagSteps, b.constInt(1), Values{b.constInt(0, Elem::I32)},
+                              [&](Value i, const Values &acc) {
+      Value from = (i % tileSteps) * S;
+      Value flags = b.loadTile(programFlags, flagBase + i / tileSteps * flagChunks + from, S, hi - lo - from);
+      return Values{b.maxS(acc[0], b.reduceMax(flags))};
+    })[0];
+    return b.select(badLen, b.constInt(1, Elem::I32), anyFlag) != 0;
+  };
+  topkSegment(b, scores, headRow * width, spec::blocksFor(causal), out, sg, headRow, segment, flagged);
   return b.finish();
 }
 
@@ -314,7 +333,8 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   Value head = rowId / prefillRows, row = rowBegin + rowId % prefillRows;
   Value nblk = b.load(rowBlocks, row).to(Elem::I64);
   Value headRow = head * numRows + row;
-  topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment);
+  topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment,
+              [&](Value) { return b.constInt(0, Elem::I1); }); // validated on the host
   return b.finish();
 }
 

@@ -181,10 +181,12 @@ TEST(IndexerDecode, BadValuesAreFoundOnTheDeviceAndGetNoBlocks) {
   EXPECT_EQ(past->blockTable, 0);
 }
 
-TEST(IndexerDecode, ABadPageInARequestsLastScoreProgramIsFound) {
-  // A long request's blocks are spread over many score programs; top-k reads the flags of those
-  // that had blocks (the request's own length, past the first 32-flag step): a bad page in its
-  // last block, the last of them, still gives it no blocks.
+TEST(IndexerDecode, ABadPageAnywhereInALongRequestIsFound) {
+  // A long request's blocks are spread over many score programs, and its rows over top-k segments
+  // that each read their share of those programs' flags (the request's own length), the row's last
+  // segment to arrive learning of the others' through the arrival count: a bad page in the first
+  // block, in the first and second flag steps of the first segment's share, in the second
+  // segment's, or in the last block still gives the request no blocks.
   for (auto [heads, queryLen] : {std::pair{1, 4}, std::pair{4, 8}}) {
     auto s = makeDecode(93 + heads, heads, 3, queryLen, 0, {40000, 40000});
     const BatchView v = s->c.view();
@@ -193,21 +195,29 @@ TEST(IndexerDecode, ABadPageInARequestsLastScoreProgramIsFound) {
     ASSERT_TRUE(good.ok()) << good.status().message();
     const std::vector<int32_t> want = values(*good);
     const int64_t lastBlock = spec::blocksFor(s->lens[1]) - 1;
-    s->table[1 * s->stride + lastBlock] = static_cast<int32_t>(v.numPages);
-    auto bad = indexer->decode(s->q, s->kv, s->blockTable, s->seqLens);
-    ASSERT_TRUE(bad.ok()) << bad.status().message();
-    const std::vector<int32_t> got = values(*bad);
-    const int64_t T = v.numRows;
-    EXPECT_EQ(requestRows(got, heads, T, queryLen, 1), std::vector<int32_t>(heads * queryLen * 16, -1))
-        << heads << " heads";
-    for (int64_t i : {0, 2})
-      EXPECT_EQ(requestRows(got, heads, T, queryLen, i), requestRows(want, heads, T, queryLen, i))
-          << "request " << i << ", " << heads << " heads";
-    auto status = indexer->readDeviceStatus();
-    ASSERT_TRUE(status.ok());
-    EXPECT_NE(status->message().find(fmt::format("decode.block_table[1][{}] = {}", lastBlock, v.numPages)),
-              std::string::npos)
-        << status->message();
+    for (int64_t block : {int64_t{0}, int64_t{100}, int64_t{140}, int64_t{200}, lastBlock}) {
+      const int32_t page = s->table[1 * s->stride + block];
+      s->table[1 * s->stride + block] = static_cast<int32_t>(v.numPages);
+      auto bad = indexer->decode(s->q, s->kv, s->blockTable, s->seqLens);
+      ASSERT_TRUE(bad.ok()) << bad.status().message();
+      const std::vector<int32_t> got = values(*bad);
+      const int64_t T = v.numRows;
+      EXPECT_EQ(requestRows(got, heads, T, queryLen, 1), std::vector<int32_t>(heads * queryLen * 16, -1))
+          << heads << " heads, bad block " << block;
+      for (int64_t i : {0, 2})
+        EXPECT_EQ(requestRows(got, heads, T, queryLen, i), requestRows(want, heads, T, queryLen, i))
+            << "request " << i << ", " << heads << " heads, bad block " << block;
+      auto status = indexer->readDeviceStatus();
+      ASSERT_TRUE(status.ok());
+      EXPECT_NE(status->message().find(fmt::format("decode.block_table[1][{}] = {}", block, v.numPages)),
+                std::string::npos)
+          << status->message();
+      // put back: the next step is whole again (the arrival counts were left at 0)
+      s->table[1 * s->stride + block] = page;
+      auto again = indexer->decode(s->q, s->kv, s->blockTable, s->seqLens);
+      ASSERT_TRUE(again.ok());
+      EXPECT_EQ(values(*again), want) << heads << " heads, after bad block " << block;
+    }
   }
 }
 

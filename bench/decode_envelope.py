@@ -94,6 +94,7 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--limit", type=int, default=0, help="only the first N shapes (a quick look)")
+    ap.add_argument("--shapes", default="", help="only these shapes, R:L:H:Q comma-separated (a quick look)")
     ap.add_argument("--budget-s", type=float, default=0,
                     help="start no shape after this many seconds (a device call's limit); 0: none")
     args = ap.parse_args()
@@ -116,6 +117,8 @@ def main():
               f"{'%copy':>6} | {'vLLM 1M':>8} | {'vLLM/m3idx':>10} | checked")
     print(header, flush=True)
     shapes = grid()[: args.limit or None]
+    if args.shapes:
+        shapes = [tuple(int(v) for v in s.split(":")) for s in args.shapes.split(",")]
     failures, skipped, start = 0, [], time.monotonic()
     for R, L, H, Q in shapes:
         if args.budget_s and time.monotonic() - start > args.budget_s:
@@ -181,7 +184,7 @@ def plot(rows, path):
     for ax, H in zip(axes, (1, 4)):
         grid_ = np.full((len(RS), len(LS)), np.nan)
         for r in rows:
-            if r["H"] == H and r["Q"] == 4 and r["L"] in LS:
+            if r["H"] == H and r["Q"] == 4 and r["L"] in LS and r["R"] in RS:  # --shapes may hold others
                 grid_[RS.index(r["R"]), LS.index(r["L"])] = r["ratio"]
         im = ax.imshow(grid_, cmap="RdYlGn", vmin=0.4, vmax=1.6, origin="lower", aspect="auto")
         for i in range(len(RS)):

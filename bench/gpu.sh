@@ -34,7 +34,8 @@
 #   host-time  bench/decode_host_time.py: decode()'s host time per shape next to the floors of its moment
 #   envelope bench/decode_envelope.py: decode graph replays over R x L x H (capacity 1M and L) next to
 #            vLLM's graph, each checked against bench/torch_reference.py; envelope.md and envelope.png
-#            (no shape started after $ENVELOPE_BUDGET_S seconds, when set)
+#            (no shape started after $ENVELOPE_BUDGET_S seconds, when set; only $ENVELOPE_SHAPES, R:L:H:Q
+#            comma-separated, when set)
 #   example  examples/indexer_step built with CMake through find_package(m3idx) and run
 #   sanitize every kernel config (decode_query_len 1/4/8 x 1/2/4 heads, 6 x 4, prefill, 1M-token rows)
 #            under compute-sanitizer memcheck, racecheck, initcheck and synccheck (memcheck also through
@@ -186,7 +187,7 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       PYTHONPATH=$root/python python3 bench/decode_host_time.py 2>&1 | tee "$OUT/gpu-host-time.log" ;;
     envelope)
       PYTHONPATH=$root/python python3 bench/decode_envelope.py --peers carry/peers --out "$OUT" \
-        --budget-s "${ENVELOPE_BUDGET_S:-0}" 2>&1 |
+        --budget-s "${ENVELOPE_BUDGET_S:-0}" --shapes "${ENVELOPE_SHAPES:-}" 2>&1 |
         tee "$OUT/gpu-envelope.log" ;;
     example)
       cmake -S examples/indexer_step -B /tmp/m3idx-example -DCMAKE_PREFIX_PATH="$root" >/dev/null

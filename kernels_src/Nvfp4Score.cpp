@@ -26,7 +26,7 @@ namespace {
 struct ScoreArgs {
   Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores, status, programFlags;
   Value numRows, maxBlocks, width, gridChunks, blocksPerProgram, initBlocks, localBlocks, blockBegin,
-      blockStep, numPages, maxSeqLen, runUnits, activePrograms, maxRun;
+      blockStep, numPages, maxSeqLen;
   bool checked = false; // decode: the checks above
   Value program;        // checked kernels: this program's id (its flag's index)
 };
@@ -61,9 +61,6 @@ ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
     a.blockStep = b.scalarArg("block_step", Elem::I64);
     a.numPages = b.scalarArg("num_pages", Elem::I64);
     a.maxSeqLen = b.scalarArg("max_seq_len", Elem::I64);
-    a.runUnits = b.scalarArg("run_units", Elem::I64); // decodeRun's
-    a.activePrograms = b.scalarArg("active_programs", Elem::I64);
-    a.maxRun = b.scalarArg("max_run", Elem::I64);
   }
   return a;
 }
@@ -97,14 +94,10 @@ struct RowTile {
 // The blocks a program scores: slots [first, last) of its request's block list, slot i being
 // block blockOf(i) (decode CP scores every blockStep-th block), in increasing block order.
 // slotsBefore(n): how many slots of the whole list hold a block below block n.
-// guessed: when set, guessBlock's page id guessPage, loaded before the range was known; used for
-// slot first's page when that is guessBlock (a short program's only block).
 struct BlockRange {
   Value first, last;
   std::function<Value(Value)> blockOf;
   std::function<Value(Value)> slotsBefore;
-  bool guessed = false;
-  Value guessBlock, guessPage;
 };
 
 // Scores every block of `range` of request `req` for every row of the tile and every head. A
@@ -123,15 +116,18 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   const int numHeads = c.numHeads, D = spec::kIndexHeadDim, T = c.tokenTile, steps = spec::kSparseBlockSize / T;
   const int N = rt.count * numHeads; // (row, head) pairs, row-major
 
-  Value q; // [rows, heads, 128] of q: loaded below, after the first key tiles
+  // [rows, heads, 128] of q is one contiguous tile, loaded once per program.
+  Value q = b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit).bitcast(Elem::F8E4M3FN);
   // The running max per (token slot, row, head): T slots, or T / 2 when tiles fold token pairs.
   const int slots = c.foldTokenPairs ? T / 2 : T;
   Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * T);
   Value negInfSlots =
       slots == T ? negInf : b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * slots);
 
-  // Byte offset of page id `page` of block blk.
-  auto pageBytes = [&](Value blk, Value page) {
+  // Byte offset of the page of slot i; only slots in [first, last) are read.
+  auto pageOf = [&](Value i) {
+    Value blk = range.blockOf(i);
+    Value page = loadI64(b, a.blockTable, req * a.maxBlocks + blk);
     if (!a.checked)
       return page * spec::kPageBytes;
     // A bad id is reported where it is met (a branch not taken on good metadata: nothing is
@@ -142,11 +138,6 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
       b.store(a.programFlags, a.program, b.constInt(1, Elem::I32));
     });
     return b.select(ok, page, b.constInt(0)) * spec::kPageBytes;
-  };
-  // Byte offset of the page of slot i; only slots in [first, last) are read.
-  auto pageOf = [&](Value i) {
-    Value blk = range.blockOf(i);
-    return pageBytes(blk, loadI64(b, a.blockTable, req * a.maxBlocks + blk));
   };
   // Pages are 9216 = 16 x 576 bytes and tiles start at multiples of 16 tokens: both loads are
   // 16-byte aligned when kv is (SPEC §3's reason for splitting data and scales).
@@ -223,85 +214,50 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   // second loop takes over the first's prefetched tile.
   Value whole = b.maxS(b.minS(range.slotsBefore(rt.leastCausal / spec::kSparseBlockSize), range.last),
                        range.first);
-  Value firstPage = !range.guessed ? pageOf(range.first)
-                                   : b.ifElse(range.blockOf(range.first) == range.guessBlock,
-                                              [&] { return Values{pageBytes(range.guessBlock, range.guessPage)}; },
-                                              [&] { return Values{pageOf(range.first)}; })[0];
+  Value firstPage = pageOf(range.first);
   Values init = {firstPage};
   for (int t = 0; t < ahead; ++t)
     for (Value v : loadTile(firstPage, b.constInt(t)))
       init.push_back(v);
-  // [rows, heads, 128] of q is one contiguous tile, loaded once per program, after the first
-  // tiles' loads are issued: targets stage it through shared memory behind a barrier, which
-  // ahead of them had put its latency in every short program's chain (metadata, q, page, tiles).
-  q = b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit).bitcast(Elem::F8E4M3FN);
   blockLoop(whole, range.last, blockLoop(range.first, whole, init, false), true);
 }
 
 // A program's slots: [chunk * perProgram, + perProgram) of `slots`.
 BlockRange chunkOf(KernelBuilder &b, Value chunk, Value perProgram, Value slots,
                    std::function<Value(Value)> blockOf, std::function<Value(Value)> slotsBefore) {
-  BlockRange r;
-  r.first = chunk * perProgram;
-  r.last = b.minS(r.first + perProgram, slots);
-  r.blockOf = std::move(blockOf);
-  r.slotsBefore = std::move(slotsBefore);
-  return r;
+  Value first = chunk * perProgram;
+  return {first, b.minS(first + perProgram, slots), std::move(blockOf), std::move(slotsBefore)};
 }
 
 } // namespace
-
-Value decodeRun(KernelBuilder &b, Value slots, Value gridChunks, Value units, Value activePrograms, Value maxRun) {
-  Value fit = (slots + (gridChunks - 1)) / gridChunks;
-  Value spread = b.minS((slots * units + (activePrograms - 1)) / activePrograms, maxRun);
-  return b.maxS(b.maxS(fit, spread), b.constInt(1));
-}
 
 StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   KernelBuilder b("score_decode", c.warps);
   ScoreArgs a = declareArgs(b, /*prefill=*/false);
   const int Q = c.queryRows, tiles = c.decodeRowTiles(), R = c.decodeTileRows();
   Value pid = b.programId();
-  // Programs are (chunk, request, row tile), (request, row tile) fastest: a step's programs that
-  // have blocks (a request's first chunks, decodeRun) come first in the grid and the empty rest,
-  // a graph's capacity, after them -- interleaved, the empty ones held residency slots the working
-  // ones waited for (bench/RESULTS.md, 2026-12-03 (4)). Flags stay request-major, chunk fastest.
-  Value chunk = pid / a.runUnits, unit = pid % a.runUnits;
+  // Programs are (request, row tile, chunk), chunk fastest.
+  Value unit = pid / a.gridChunks, chunk = pid % a.gridChunks;
   Value req = unit / tiles, tile = unit % tiles;
   // seq_len is in [0, max_seq_len] (0: a padding request, no blocks; below q_len a request's
   // first rows see nothing, as validateBatch allows), or flagged and scored as padding.
   Value given = loadI64(b, a.seqLens, req);
-  // The page id of the block this program starts at when a request's blocks are no more than its
-  // programs (a run of one: every short step), loaded beside seq_len instead of after it: one
-  // memory latency less in a short program's chain. Entries past a request's blocks are read
-  // from the table's own row and not used; a table of no columns (no request has a block) is
-  // not read, and neither is it by the programs past a step's active ones (a run of one needs
-  // slots x units <= active_programs, decodeRun), which a graph's capacity adds and which leave
-  // at once.
-  Value guessBlock = b.minS(a.blockBegin + chunk * a.blockStep, a.maxBlocks - 1);
-  Value mayGuess = b.select(guessBlock >= 0, chunk * a.runUnits < a.activePrograms, guessBlock >= 0);
-  Value guessPage = b.ifElse(mayGuess,
-                             [&] { return Values{loadI64(b, a.blockTable, req * a.maxBlocks + guessBlock)}; },
-                             [&] { return Values{b.constInt(0)}; })[0];
   Value valid = b.select(ltU(a.maxSeqLen, given), b.constInt(0), b.constInt(1)); // negatives too
   Value first = b.select(chunk == 0, tile == 0, chunk == 0); // one program a request reports it
   b.ifThen(b.select(first, valid, b.constInt(1)) == 0, [&] { report(b, a, 0, seqLenError(req, given)); });
   Value seqLen = b.select(valid == 1, given, b.constInt(0));
-  // This rank's blocks of the request: blockBegin + i * blockStep for i < slots, in runs of
-  // decodeRun over the request's grid_chunks programs, so that a grid sized from shapes alone
-  // splits every request by its own length.
+  // This rank's blocks of the request: blockBegin + i * blockStep for i < slots, spread evenly
+  // over the request's grid_chunks programs (runs of ceil(slots / grid_chunks)), so that a grid
+  // sized from shapes alone splits every request by its own length.
   auto slotsBefore = [&](Value n) { // slots i with blockBegin + i * blockStep < n
     return b.maxS(n - a.blockBegin + (a.blockStep - 1), b.constInt(0)) / a.blockStep;
   };
   Value slots = slotsBefore(spec::blocksFor(seqLen));
-  BlockRange range = chunkOf(b, chunk, decodeRun(b, slots, a.gridChunks, a.runUnits, a.activePrograms, a.maxRun), slots,
+  BlockRange range = chunkOf(b, chunk, (slots + (a.gridChunks - 1)) / a.gridChunks, slots,
                              [&](Value i) { return a.blockBegin + i * a.blockStep; }, slotsBefore);
-  range.guessed = true;
-  range.guessBlock = b.select(mayGuess, guessBlock, b.constInt(-1)); // -1: no slot's block
-  range.guessPage = guessPage;
-  // The program's flag: 0 first, then 1 where a bad page is met (pageBytes, in program order).
-  a.program = unit * a.gridChunks + chunk;
-  b.store(a.programFlags, a.program, b.constInt(0, Elem::I32));
+  // The program's flag: 0 first, then 1 where a bad page is met (pageOf, in program order).
+  a.program = pid;
+  b.store(a.programFlags, pid, b.constInt(0, Elem::I32));
   b.ifThen(range.first < range.last, [&] {
     // The tile's rows: [tile * R, + R) of the request's Q, decode requests first with Q rows each;
     // a last tile past Q has padding slots, which see nothing.

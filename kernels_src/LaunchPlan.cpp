@@ -70,6 +70,13 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
         .scalar("local_blocks", b.params.localBlocks);
   };
 
+  // decodeRun's arguments, the same for score_decode and topk_decode.
+  const int64_t runUnits = D * t.config(KernelKind::ScoreDecode).decodeRowTiles();
+  auto runScalars = [&](LaunchBuilder &l) -> LaunchBuilder & {
+    return l.scalar("run_units", std::max<int64_t>(runUnits, 1))
+        .scalar("active_programs", std::max<int64_t>(t.decodeActivePrograms, 1))
+        .scalar("max_run", std::max<int64_t>(t.decodeMaxBlocksPerProgram, 1));
+  };
   // Score programs a decode request: the flags its top-k reads (none without decode scoring here:
   // a decode-CP rank's top-k runs on exchanged, host-validated rows).
   int64_t flagPrograms = 0;
@@ -84,6 +91,7 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
                  decodeChunks)
         .scalar("block_begin", blocks.begin).scalar("block_step", blocks.step)
         .scalar("num_pages", b.numPages).scalar("max_seq_len", maxSeqLen);
+    runScalars(l);
     M3IDX_RETURN_IF_ERROR(l.add());
   }
   const KernelConfig &prefill = t.config(KernelKind::ScorePrefill);
@@ -117,6 +125,8 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
     if (kind == KernelKind::TopkDecode)
       l.scalar("decode_rows", rows).scalar("max_seq_len", maxSeqLen).scalar("flag_programs", flagPrograms)
           .scalar("flag_chunks", flagPrograms > 0 ? decodeChunks : 0);
+    if (kind == KernelKind::TopkDecode)
+      runScalars(l);
     else
       l.scalar("row_begin", rowBegin).scalar("prefill_rows", rows);
     l.scalar("segments", split.segments);
@@ -148,7 +158,7 @@ StatusOr<StepPlan> planStep(const BatchView &b, int64_t W, const StepTuning &t, 
   // (the table's and the scores' width) that no request passes.
   const int64_t units = D * t.config(KernelKind::ScoreDecode).decodeRowTiles(); // (request, row tile)
   const ScoreGrid g = scoreGrid(units, blockSlots(maxRequestBlocks(b, 0, D), blocks.begin, blocks.step),
-                                t.decodeScorePrograms, t.decodeMaxBlocksPerProgram);
+                                t.decodeActivePrograms, t.decodeMaxBlocksPerProgram);
   return planLaunches(b, W, t, parts, blocks, g.chunks, std::min(b.maxBlocks, W) * spec::kSparseBlockSize);
 }
 

@@ -34,7 +34,10 @@ const char *stepBufferName(StepBuffer b);
 // every kernel's config and the sizes its grids aim at.
 struct StepTuning {
   std::array<KernelConfig, 4> configs; // by KernelKind
-  int64_t decodeScorePrograms = 1, decodeMaxBlocksPerProgram = 8;
+  // score_decode's grid aims at decodeScorePrograms programs (from shapes: a graph's capacity);
+  // a step's blocks are spread over about decodeActivePrograms of them, in runs of at most
+  // decodeMaxBlocksPerProgram, the rest leaving at once (decodeRun, read on the device).
+  int64_t decodeScorePrograms = 1, decodeActivePrograms = 1, decodeMaxBlocksPerProgram = 8;
   int64_t prefillScorePrograms = 1, prefillMaxBlocksPerProgram = 8, prefillMinBlocksPerProgram = 1;
   int64_t topkPrograms = 1;
   const KernelConfig &config(KernelKind k) const { return configs[static_cast<int>(k)]; }

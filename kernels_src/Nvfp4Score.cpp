@@ -26,9 +26,9 @@ namespace {
 struct ScoreArgs {
   Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores, status, programFlags;
   Value numRows, maxBlocks, width, gridChunks, blocksPerProgram, initBlocks, localBlocks, blockBegin,
-      blockStep, numPages, maxSeqLen;
+      blockStep, numPages, maxSeqLen, runUnits, activePrograms, maxRun;
   bool checked = false; // decode: the checks above
-  Value program;        // checked kernels: this program's id (its flag's index)
+  Value program;        // checked kernels: this program's flag's index
 };
 
 ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
@@ -61,6 +61,9 @@ ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
     a.blockStep = b.scalarArg("block_step", Elem::I64);
     a.numPages = b.scalarArg("num_pages", Elem::I64);
     a.maxSeqLen = b.scalarArg("max_seq_len", Elem::I64);
+    a.runUnits = b.scalarArg("run_units", Elem::I64); // decodeRun's
+    a.activePrograms = b.scalarArg("active_programs", Elem::I64);
+    a.maxRun = b.scalarArg("max_run", Elem::I64);
   }
   return a;
 }
@@ -116,8 +119,7 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   const int numHeads = c.numHeads, D = spec::kIndexHeadDim, T = c.tokenTile, steps = spec::kSparseBlockSize / T;
   const int N = rt.count * numHeads; // (row, head) pairs, row-major
 
-  // [rows, heads, 128] of q is one contiguous tile, loaded once per program.
-  Value q = b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit).bitcast(Elem::F8E4M3FN);
+  Value q; // [rows, heads, 128] of q: loaded below, after the first key tiles
   // The running max per (token slot, row, head): T slots, or T / 2 when tiles fold token pairs.
   const int slots = c.foldTokenPairs ? T / 2 : T;
   Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * T);
@@ -219,6 +221,10 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   for (int t = 0; t < ahead; ++t)
     for (Value v : loadTile(firstPage, b.constInt(t)))
       init.push_back(v);
+  // [rows, heads, 128] of q is one contiguous tile, loaded once per program, after the first
+  // tiles' loads are issued: targets stage it through shared memory behind a barrier, which
+  // ahead of them had put its latency in every short program's chain (metadata, q, page, tiles).
+  q = b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit).bitcast(Elem::F8E4M3FN);
   blockLoop(whole, range.last, blockLoop(range.first, whole, init, false), true);
 }
 
@@ -231,13 +237,22 @@ BlockRange chunkOf(KernelBuilder &b, Value chunk, Value perProgram, Value slots,
 
 } // namespace
 
+Value decodeRun(KernelBuilder &b, Value slots, Value gridChunks, Value units, Value activePrograms, Value maxRun) {
+  Value fit = (slots + (gridChunks - 1)) / gridChunks;
+  Value spread = b.minS((slots * units + (activePrograms - 1)) / activePrograms, maxRun);
+  return b.maxS(b.maxS(fit, spread), b.constInt(1));
+}
+
 StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   KernelBuilder b("score_decode", c.warps);
   ScoreArgs a = declareArgs(b, /*prefill=*/false);
   const int Q = c.queryRows, tiles = c.decodeRowTiles(), R = c.decodeTileRows();
   Value pid = b.programId();
-  // Programs are (request, row tile, chunk), chunk fastest.
-  Value unit = pid / a.gridChunks, chunk = pid % a.gridChunks;
+  // Programs are (chunk, request, row tile), (request, row tile) fastest: a step's programs that
+  // have blocks (a request's first chunks, decodeRun) come first in the grid and the empty rest,
+  // a graph's capacity, after them -- interleaved, the empty ones held residency slots the working
+  // ones waited for (bench/RESULTS.md, 2026-12-03 (4)). Flags stay request-major, chunk fastest.
+  Value chunk = pid / a.runUnits, unit = pid % a.runUnits;
   Value req = unit / tiles, tile = unit % tiles;
   // seq_len is in [0, max_seq_len] (0: a padding request, no blocks; below q_len a request's
   // first rows see nothing, as validateBatch allows), or flagged and scored as padding.
@@ -246,18 +261,18 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   Value first = b.select(chunk == 0, tile == 0, chunk == 0); // one program a request reports it
   b.ifThen(b.select(first, valid, b.constInt(1)) == 0, [&] { report(b, a, 0, seqLenError(req, given)); });
   Value seqLen = b.select(valid == 1, given, b.constInt(0));
-  // This rank's blocks of the request: blockBegin + i * blockStep for i < slots, spread evenly
-  // over the request's grid_chunks programs (runs of ceil(slots / grid_chunks)), so that a grid
-  // sized from shapes alone splits every request by its own length.
+  // This rank's blocks of the request: blockBegin + i * blockStep for i < slots, in runs of
+  // decodeRun over the request's grid_chunks programs, so that a grid sized from shapes alone
+  // splits every request by its own length.
   auto slotsBefore = [&](Value n) { // slots i with blockBegin + i * blockStep < n
     return b.maxS(n - a.blockBegin + (a.blockStep - 1), b.constInt(0)) / a.blockStep;
   };
   Value slots = slotsBefore(spec::blocksFor(seqLen));
-  BlockRange range = chunkOf(b, chunk, (slots + (a.gridChunks - 1)) / a.gridChunks, slots,
+  BlockRange range = chunkOf(b, chunk, decodeRun(b, slots, a.gridChunks, a.runUnits, a.activePrograms, a.maxRun), slots,
                              [&](Value i) { return a.blockBegin + i * a.blockStep; }, slotsBefore);
   // The program's flag: 0 first, then 1 where a bad page is met (pageOf, in program order).
-  a.program = pid;
-  b.store(a.programFlags, pid, b.constInt(0, Elem::I32));
+  a.program = unit * a.gridChunks + chunk;
+  b.store(a.programFlags, a.program, b.constInt(0, Elem::I32));
   b.ifThen(range.first < range.last, [&] {
     // The tile's rows: [tile * R, + R) of the request's Q, decode requests first with Q rows each;
     // a last tile past Q has padding slots, which see nothing.

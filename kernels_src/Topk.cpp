@@ -274,6 +274,9 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   Value maxSeqLen = b.scalarArg("max_seq_len", Elem::I64);
   Value flagPrograms = b.scalarArg("flag_programs", Elem::I64);
   Value flagChunks = b.scalarArg("flag_chunks", Elem::I64);
+  Value runUnits = b.scalarArg("run_units", Elem::I64); // score_decode's decodeRun
+  Value activePrograms = b.scalarArg("active_programs", Elem::I64);
+  Value maxRun = b.scalarArg("max_run", Elem::I64);
   Value pid = b.programId();
   flagChunks = b.maxS(flagChunks, b.constInt(1)); // 0 with flag_programs 0
   Value segment = pid % sg.segments, rowId = pid / sg.segments;
@@ -282,7 +285,7 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   // A request whose seq_len is outside [0, max_seq_len] or one of whose score programs met a bad
   // page id gets no blocks (score_decode reported it). Only programs that had blocks can have met
   // one: score_decode splits a request's blocks over its flag_chunks programs a row tile in runs of
-  // ceil(blocks / flag_chunks), so the first ceil(blocks / run) of each tile -- the request's own
+  // decodeRun, so the first ceil(blocks / run) of each tile -- the request's own
   // length, not the grid's, which a graph sizes for capacity. Each of a row's used segments reads
   // its share of those flags (a long request's thousands, one 32-flag step after another, had cost
   // one program tens of microseconds) and the row's last to arrive learns of the others' through
@@ -291,7 +294,7 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   Value given = b.load(seqLens, req).to(Elem::I64);
   Value badLen = ltU(maxSeqLen, given);
   Value blocks = spec::blocksFor(b.select(badLen, b.constInt(0), given));
-  Value run = b.maxS((blocks + (flagChunks - 1)) / flagChunks, b.constInt(1));
+  Value run = decodeRun(b, blocks, flagChunks, runUnits, activePrograms, maxRun);
   Value active = (blocks + (run - 1)) / run;
   Value seqLen = b.select(badLen, b.constInt(0), given);
   Value causal = b.maxS(seqLen - c.queryRows + row % c.queryRows + 1, b.constInt(0));

@@ -65,6 +65,7 @@ private:
     std::map<int, int64_t> shuffleLanes; // per element type: a general shuffle's buffer
     std::vector<Buffer> dotBuffers;      // dot.tiles staging, results, wgmma exchanges
     int64_t mmaColumnTiles = 0;          // the most mma column tiles (of 8) a dot spans
+    int64_t mmaColumns = 0;              // ... and the most columns
     bool keysAsF32 = false;              // some extf or FFMA dot.tiles takes a decode's keys as f32
     bool keyWords = false;               // decodes read the target's key table in shared memory
     int64_t keyTilesInFlight = 0;        // the most packed key tiles one loop carries (loads ahead)
@@ -188,9 +189,9 @@ private:
   // sm_90 (nvvm/Sm90Emitter.cpp): the decode's rounding as cvt.rn.satfinite.e4m3x2.f16x2, and
   // dot.tiles as f16 mma.sync m16n8k16 (tensor cores) on keys held in fragment order.
   mlir::Value sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales);
-  // The .maxnreg of an sm_90 program whose mma.sync dots span `columnTiles` tiles of 8 columns
+  // The .maxnreg of an sm_90 program whose mma.sync dots span `columns` columns (in tiles of 8)
   // and whose score loop carries `keyTilesInFlight` packed key tiles (0: no mma, no cap).
-  static int32_t sm90RegisterCap(int64_t columnTiles, int64_t keyTilesInFlight);
+  static int32_t sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight);
   // Trips per iteration of a dsl for: its unroll hint in programs whose mma B fragments stay in
   // registers (one column tile) or two where they are in shared memory, else 1.
   int64_t sm90LoopUnroll(const dsl::Op &forOp) const;
@@ -279,6 +280,7 @@ private:
     mlir::Value keyWords;                      // workgroup memref<512xi32>, see sm90FillKeyWords
     std::map<int32_t, mlir::Value> mmaBShared; // b operand id -> its B fragments in shared memory
     int64_t mmaColumnTiles = 0;                // the most mma column tiles (of 8) a dot spans
+    int64_t mmaColumns = 0;                    // ... and the most columns
     int64_t keyTilesInFlight = 0;              // WorkgroupPlan's
     std::set<int32_t> wgmmaB;                  // b operand ids staged as wgmma B
     int64_t wgmmaColumns = 0;                  // N of the program's wgmma dots (one N per program)

@@ -37,7 +37,7 @@ struct BenchArgs {
   // Variants of the target's tuning table to measure (-1: the table's own).
   int decodeColumns = -1, scoreUnroll = -1, decodeNarrowAbove = -1, topkPrograms = -1, tilesAhead = -1,
       decodeWarpgroupAbove = -1;
-  int64_t decodePrograms = -1;
+  int64_t decodePrograms = -1, decodeActive = -1;
 };
 
 // "R:L:H" or "R:L:H:Q" -> positive numbers (Q, the decode rows a request, 4 when absent).
@@ -120,12 +120,12 @@ int runBench(const BenchArgs &a) {
     return fail(backend.status().message());
   const BatchView v = c->view();
   if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0 ||
-      a.tilesAhead >= 0 || a.decodePrograms >= 0 || a.decodeWarpgroupAbove >= 0) {
+      a.tilesAhead >= 0 || a.decodePrograms >= 0 || a.decodeWarpgroupAbove >= 0 || a.decodeActive >= 0) {
     // a variant of the target's table, to measure it
     auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
     if (!gpu)
       return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs/--tiles-ahead/"
-                  "--decode-programs/--decode-warpgroup-above: expected --backend cuda or hip");
+                  "--decode-programs/--decode-active/--decode-warpgroup-above: expected --backend cuda or hip");
     tuning::TargetTuning t = gpu->tuning();
     if (a.decodeColumns >= 0)
       t.decodeMaxColumns = a.decodeColumns;
@@ -148,6 +148,8 @@ int runBench(const BenchArgs &a) {
     }
     if (a.decodeWarpgroupAbove >= 0)
       t.decodeWarpgroupAbove = a.decodeWarpgroupAbove;
+    if (a.decodeActive >= 0)
+      t.decodeActivePrograms = a.decodeActive;
     gpu->setTuning(t);
   }
   if (auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get()); gpu && a.indexer) {
@@ -262,6 +264,9 @@ void addBenchCommand(CLI::App &app, Runner &run) {
                   "GPU: measure a tuning variant: score_decode's key tiles loaded ahead of the one dotted");
   cmd->add_option("--decode-programs", args->decodePrograms,
                   "GPU: measure a tuning variant: the decode score grid's target programs");
+  cmd->add_option("--decode-active", args->decodeActive,
+                  "GPU: measure a tuning variant: one-warp score_decode programs a step's blocks are spread over "
+                  "(0: the grid's)");
   cmd->add_option("--decode-warpgroup-above", args->decodeWarpgroupAbove,
                   "GPU: measure a tuning variant: score_decode requests of more columns (rows x heads, a multiple "
                   "of 8 up to 64) run as one warpgroup program");

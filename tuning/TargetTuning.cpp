@@ -38,8 +38,13 @@ TargetTuning makeSm90() {
   t.decodeNarrowAbove = 16;
   // Two key tiles in flight gave programs of 8 columns 2.5% and ones of 4 nothing; 16-column
   // programs (two mma column tiles, 104 registers) ran 8% faster on runs twice as long, which
-  // programs of up to 8 columns did not (bench/RESULTS.md).
+  // programs of up to 8 columns did not (bench/RESULTS.md). A step's blocks go to about 2048 of
+  // a grid's programs (runs of up to 8 blocks; the rest leave at once): against spreading them
+  // over the whole grid, the same on the largest steps and up to 32% faster on mid-size ones
+  // (32 x 32K, 4 heads: 0.086 -> 0.058 ms), each program's prologue (key table, queries) paid
+  // for more blocks; 1024 lost on several (bench/RESULTS.md, 2026-12-03 (4)).
   t.decodeForms = {{4, t.decodeScorePrograms, 1}, {8, t.decodeScorePrograms, 2}, {16, 8192, 1}};
+  t.decodeActivePrograms = 2048;
   // Wider requests (24 and 32 columns: 6 and 8 rows x 4 heads) as one warpgroup on wgmma m64nN,
   // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
   // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).
@@ -114,6 +119,8 @@ kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen) cons
   const KernelConfig &decode = s.config(KernelKind::ScoreDecode);
   s.decodeScorePrograms =
       decode.warps > 1 ? decodeWarpgroupPrograms : decodeFormFor(decode.decodeColumns()).programs;
+  s.decodeActivePrograms =
+      decode.warps > 1 || decodeActivePrograms <= 0 ? s.decodeScorePrograms : decodeActivePrograms;
   s.decodeMaxBlocksPerProgram = decodeMaxBlocksPerProgram;
   s.prefillScorePrograms = prefill.programs;
   s.prefillMaxBlocksPerProgram = prefill.maxBlocksPerProgram;

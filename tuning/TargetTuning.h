@@ -29,6 +29,9 @@ struct TargetTuning {
   std::string target; // "host", "sm_90", "gfx950"
   PrefillForm prefill;
   int64_t decodeScorePrograms = 16384, decodeMaxBlocksPerProgram = 8;
+  // One-warp score_decode programs a step's blocks are spread over (kernels::decodeRun; 0: the
+  // grid's target); warpgroup programs spread over their grid's.
+  int64_t decodeActivePrograms = 0;
   // Columns (rows x heads) one score_decode program takes at most (0: no limit): a wider
   // request's rows are split into row tiles (KernelConfig::rowTile) of decodeTileColumns.
   int decodeMaxColumns = 0, decodeTileColumns = 16;

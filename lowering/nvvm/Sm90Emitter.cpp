@@ -156,13 +156,17 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
 // (24- and 32-column decode programs): the fewest registers ptxas spills nothing under. Each key
 // tile carried beyond the first (KernelConfig::tilesAhead) holds 9 more registers a thread: one
 // column tile's program still fits 96 with two, two column tiles need 112 (ptxas spills 20 bytes
-// under 104).
-int32_t Emitter::sm90RegisterCap(int64_t columnTiles, int64_t keyTilesInFlight) {
+// under 104). A one-tile program of 5-7 columns (1 head x 6 rows: masked column slots) is the
+// tightest at 96: the reverted first try of the 2026-12-03 run split (bench/RESULTS.md) spilled
+// 4 bytes there and took 103 registers uncapped, so it gets 104.
+int32_t Emitter::sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight) {
+  const int64_t columnTiles = (columns + 7) / 8;
   if (columnTiles == 0 || columnTiles > kMmaBRegisterTiles)
     return 0;
   const int32_t extra = columnTiles == 1 ? std::max<int32_t>(0, static_cast<int32_t>(keyTilesInFlight) - 2) * 8
                                          : std::max<int32_t>(0, static_cast<int32_t>(keyTilesInFlight) - 1) * 8;
-  return std::min<int32_t>(255, (columnTiles == 1 ? 96 : columnTiles == 2 ? 104 : columnTiles == 3 ? 136 : 168) + extra);
+  const int32_t oneTile = columns > 4 && columns < 8 ? 104 : 96;
+  return std::min<int32_t>(255, (columnTiles == 1 ? oneTile : columnTiles == 2 ? 104 : columnTiles == 3 ? 136 : 168) + extra);
 }
 
 // Unroll hints are taken on sm_90 in programs with one mma column tile: the score loop over a

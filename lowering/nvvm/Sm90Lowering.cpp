@@ -72,7 +72,7 @@ public:
   bool keyTables() const override { return true; }
 
   void annotate(const Emitter &e, mlir::gpu::GPUFuncOp fn) const override {
-    const int32_t cap = e.sm90_.wgmmaB.empty() ? Emitter::sm90RegisterCap(e.sm90_.mmaColumnTiles, e.sm90_.keyTilesInFlight)
+    const int32_t cap = e.sm90_.wgmmaB.empty() ? Emitter::sm90RegisterCap(e.sm90_.mmaColumns, e.sm90_.keyTilesInFlight)
                                           : Emitter::wgmmaRegisterCap(e.sm90_.wgmmaColumns, e.sm90_.keyTilesInFlight);
     if (cap)
       fn->setAttr(mlir::NVVM::NVVMDialect::getMaxnregAttrName(),

@@ -278,3 +278,45 @@ TEST(HostBackend, MasksExactlyTheTokensEachRowDoesNotSee) {
     ASSERT_NO_FATAL_FAILURE(expectSameExactOutput(*got, *want, "context " + std::to_string(ctx)));
   }
 }
+
+// A device decode whose grid has many more programs than its step needs: with a small active
+// target each request's blocks go in runs of up to 8 to its first programs (kernels::decodeRun),
+// the rest leaving at once, and top-k finds the programs that had blocks by the same rule -- so a
+// bad page anywhere in a request gives it no blocks, and the others keep theirs.
+TEST(HostBackend, DeviceDecodeInRunsOfEightFindsEveryBadPage) {
+  tuning::TargetTuning t = **tuning::tuningFor("sm_90");
+  t.decodeActivePrograms = 8;
+  GenOptions o = base(31, 1, 3, 0);
+  o.mode = ValueMode::Exact;
+  o.decodeContext = {40000, 40000}; // 313 blocks: runs of 8 (3 x 313 / 8 > 8), 40 of 512 programs a request
+  StatusOr<Case> c = generateCase(o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const BatchView v = c->view();
+  const int64_t maxSeqLen = 1 << 16, W = 512, T = v.numRows;
+  const kernels::DecodeWorkspaceLayout layout = t.decodeWorkspace(1, T, W);
+  std::vector<uint8_t> workspace(layout.bytes, 0);
+  runtime::HostBackend host(t);
+  StatusOr<IndexerOutput> want = reference::runReference(v, false);
+  ASSERT_TRUE(want.ok());
+  std::vector<int32_t> topk(T * spec::kTopkBlocks);
+  ASSERT_TRUE(host.executeDeviceDecode(v, W, maxSeqLen, layout, workspace.data(), topk.data()).ok());
+  EXPECT_EQ(topk, want->topk);
+  int32_t *table = c->blockTable.as<int32_t>();
+  const int64_t lastBlock = spec::blocksFor(v.seqLens[1]) - 1;
+  for (int64_t block : {int64_t{0}, int64_t{7}, int64_t{8}, int64_t{200}, lastBlock}) {
+    int32_t &entry = table[1 * v.maxBlocks + block];
+    const int32_t page = entry;
+    entry = static_cast<int32_t>(v.numPages);
+    ASSERT_TRUE(host.executeDeviceDecode(v, W, maxSeqLen, layout, workspace.data(), topk.data()).ok());
+    for (int64_t row = 0; row < T; ++row)
+      for (int s = 0; s < spec::kTopkBlocks; ++s) {
+        const int64_t i = row * spec::kTopkBlocks + s;
+        EXPECT_EQ(topk[i], row / 4 == 1 ? -1 : want->topk[i]) << "bad block " << block << ", row " << row;
+      }
+    EXPECT_NE(host.status()[1], 0) << "bad block " << block;
+    host.clearStatus();
+    entry = page;
+  }
+  ASSERT_TRUE(host.executeDeviceDecode(v, W, maxSeqLen, layout, workspace.data(), topk.data()).ok());
+  EXPECT_EQ(topk, want->topk);
+}

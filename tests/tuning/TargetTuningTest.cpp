@@ -109,6 +109,11 @@ TEST(TargetTuning, DecodeFormsFollowAProgramsColumns) {
   EXPECT_EQ(sm90().forStep(4, 4).decodeScorePrograms, 8192);
   EXPECT_EQ(sm90().forStep(4, 8).decodeScorePrograms, sm90().decodeWarpgroupPrograms);
   EXPECT_EQ(sm90().forStep(4, 6).decodeScorePrograms, sm90().decodeWarpgroupPrograms);
+  // one-warp programs spread a step over 2048 of the grid's; warpgroups and the host over theirs
+  EXPECT_EQ(sm90().forStep(1, 4).decodeActivePrograms, 2048);
+  EXPECT_EQ(sm90().forStep(4, 4).decodeActivePrograms, 2048);
+  EXPECT_EQ(sm90().forStep(4, 8).decodeActivePrograms, sm90().decodeWarpgroupPrograms);
+  EXPECT_EQ(host().forStep(1, 4).decodeActivePrograms, host().decodeScorePrograms);
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 8).str(),
             "heads=4,rows=8,tokens=64,warps=4,fold,unroll=4,narrow");
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 6).warps, 4);

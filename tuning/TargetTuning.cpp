@@ -1,6 +1,7 @@
 #include "tuning/TargetTuning.h"
 
 #include <algorithm>
+#include <bit>
 
 #include <fmt/format.h>
 
@@ -53,9 +54,14 @@ TargetTuning makeSm90() {
 }
 
 // gfx950 (MI355X): one 16 x 16 x 128 MFMA tile per prefill key tile, the decode grid's sizes.
+// A one-program decode reduces its 16 token slots per column in the wave's blocked layout
+// (columns x 16 lanes over 64 threads), which needs 16 lanes a multiple of a thread's: 12, 14,
+// 20, 24 and 28 columns (2 heads x 6-7 rows, 4 heads x 3 or 5-7) did not compile (reduce.max.groups
+// in GpuEmitter.cpp), so they run as row tiles of 8 or 16 columns. Not measured (no AMD GPU here).
 TargetTuning makeGfx950() {
   TargetTuning t;
   t.target = "gfx950";
+  t.decodePowerOfTwoAbove = 8;
   return t;
 }
 
@@ -87,6 +93,9 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     }
     if (decodeMaxColumns > 0 && numHeads * decodeQueryLen > decodeMaxColumns)
       c.rowTile = std::max(1, std::min(decodeMaxColumns, decodeTileColumns) / numHeads);
+    else if (const int columns = numHeads * decodeQueryLen;
+             columns > decodePowerOfTwoAbove && (columns & (columns - 1)) != 0)
+      c.rowTile = std::max(1, static_cast<int>(std::bit_floor(static_cast<unsigned>(columns))) / numHeads);
     c.narrowMask = c.decodeColumns() > decodeNarrowAbove;
     c.tilesAhead = decodeFormFor(c.decodeColumns()).tilesAhead;
     return c;

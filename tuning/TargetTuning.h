@@ -35,6 +35,9 @@ struct TargetTuning {
   // Columns (rows x heads) one score_decode program takes at most (0: no limit): a wider
   // request's rows are split into row tiles (KernelConfig::rowTile) of decodeTileColumns.
   int decodeMaxColumns = 0, decodeTileColumns = 16;
+  // A request of more columns than this that are not a power of two is split into row tiles of
+  // the largest power of two below them (divided by heads) instead.
+  int decodePowerOfTwoAbove = 1 << 30;
   // score_decode programs of more columns than this compare masked tiles in i32 (narrowMask).
   int decodeNarrowAbove = 1 << 30;
   int64_t topkPrograms = 4096;

@@ -174,3 +174,17 @@ TEST(TargetTuning, WideDecodeRequestsMaySplitIntoRowTiles) {
   wide.rowTile = 8;
   EXPECT_FALSE(buildKernel(KernelKind::ScoreDecode, wide).ok()); // not below queryRows
 }
+
+// gfx950's one-program decodes of 12, 14, 20, 24 or 28 columns did not compile (the wave's blocked
+// reduction of 16 slots a column): they run in row tiles of a power of two columns, and every
+// other request keeps one program.
+TEST(TargetTuning, Gfx950SplitsDecodesOfColumnsItsReductionCannotTake) {
+  EXPECT_EQ(gfx950().configFor(KernelKind::ScoreDecode, 4, 3).rowTile, 2);  // 12 -> 8
+  EXPECT_EQ(gfx950().configFor(KernelKind::ScoreDecode, 4, 6).rowTile, 4);  // 24 -> 16
+  EXPECT_EQ(gfx950().configFor(KernelKind::ScoreDecode, 2, 7).rowTile, 4);  // 14 -> 8
+  for (int heads : {1, 2, 4})
+    for (int rows : {1, 2, 4, 8})
+      EXPECT_EQ(gfx950().configFor(KernelKind::ScoreDecode, heads, rows).rowTile, 0) << heads << " x " << rows;
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 3).rowTile, 0);
+  // That each of them compiles for gfx950: tests/lowering/output_hashes.sh (ctest lowering.output_hashes.gfx950).
+}

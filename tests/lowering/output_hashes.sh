@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The compiler's output for every kernel config, as md5 sums against a committed table: sm_90 PTX,
+# gfx950 HSACO and host LLVM IR (inspect's own header comment, which names the command, left out).
+# A refactor of lowering/ must leave every line equal (issue 37); a change meant to alter the code
+# updates the table in the same commit and says why (and, for a GPU target, what the H200
+# measured). The sums also follow LLVM/MLIR 22's own code generation: after a Debian point release
+# of llvm-22 the table is regenerated in a commit of its own that says so.
+#   output_hashes.sh M3IDX TABLE TARGET     compare TARGET's lines of TABLE (exit 1 on a difference)
+#   output_hashes.sh M3IDX TABLE --update   rewrite TABLE for every target
+# Configs: score_decode over heads 1/2/4 x decode_query_len 1..8 (every sm_90 form: one-warp,
+# row tiles, warpgroups), topk_decode over decode_query_len 1..8, score_prefill over heads 1/2/4,
+# topk_prefill: the axes each kernel's config depends on (tuning/TargetTuning.cpp's configFor).
+set -euo pipefail
+M3IDX=$1
+TABLE=$2
+MODE=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+configs() {
+  local h r
+  for h in 1 2 4; do for r in 1 2 3 4 5 6 7 8; do echo "score_decode $h $r"; done; done
+  for r in 1 2 3 4 5 6 7 8; do echo "topk_decode 1 $r"; done
+  for h in 1 2 4; do echo "score_prefill $h 4"; done
+  echo "topk_prefill 1 4"
+}
+
+# md5 of one config's output for one target
+hash_of() {
+  local target=$1 kernel=$2 heads=$3 rows=$4
+  local args=(inspect "$kernel" --heads "$heads" --query-rows "$rows" --target "$target")
+  case $target in
+    sm_90) "$M3IDX" "${args[@]}" --emit ptx | sed '1,/^[^/]/{/^\/\//d}' | md5sum ;;
+    host) "$M3IDX" "${args[@]}" --emit llvm | sed '1,/^[^/]/{/^\/\//d}' | md5sum ;;
+    gfx950) "$M3IDX" "${args[@]}" --emit bin --out "$work/k.hsaco" >/dev/null && md5sum <"$work/k.hsaco" ;;
+  esac | cut -d' ' -f1
+}
+
+table_of() {
+  local target=$1 kernel heads rows h
+  while read -r kernel heads rows; do
+    # a config that does not compile is a failure, not a line without a hash
+    h=$(hash_of "$target" "$kernel" "$heads" "$rows") ||
+      { echo "output_hashes: $target $kernel --heads $heads --query-rows $rows does not compile" >&2; exit 1; }
+    echo "$target $kernel heads=$heads rows=$rows $h"
+  done < <(configs)
+}
+
+if [[ $MODE == --update ]]; then
+  {
+    echo "# tests/lowering/output_hashes.sh: target kernel config md5 (regenerate with --update)"
+    echo "# made with llvm-22-dev $(dpkg-query -W -f='${Version}' llvm-22-dev 2>/dev/null || echo '(version unknown)')"
+    for t in sm_90 gfx950 host; do table_of "$t"; done
+  } >"$TABLE"
+  echo "wrote $TABLE"
+  exit 0
+fi
+
+table_of "$MODE" >"$work/now"
+grep "^$MODE " "$TABLE" >"$work/committed" || true
+if ! diff -u "$work/committed" "$work/now"; then
+  echo "output_hashes: $MODE code differs from $TABLE (above: - committed, + now)." >&2
+  echo "If the change is meant, rerun: tests/lowering/output_hashes.sh build/bin/m3idx $TABLE --update" >&2
+  exit 1
+fi
+echo "output_hashes: $MODE: $(wc -l <"$work/now") configs equal to the table"

@@ -20,7 +20,7 @@ enum class Spread : uint8_t {
   // A dot.tiles result of N columns x 16 tokens (lane n * 16 + m): per 8-column tile, thread
   // (g, t) holds tokens g, g + 8 of columns 2t, 2t + 1 in accumulator order c0..c3.
   MmaAcc,
-  // A dot.tiles result of N (64 or 128) columns x 64 tokens on a warpgroup (wgmma m64nNk16's D,
+  // A dot.tiles result of N (a multiple of 8 up to 128) columns x 64 tokens on a warpgroup (wgmma m64nNk16's D,
   // tokens its M): thread (w, g, t) holds tokens 16w + g and 16w + g + 8 of columns 8i + 2t and
   // 8i + 2t + 1 (i < N / 8) in register 4i + 2 (token half) + (column parity).
   WgmmaAcc,

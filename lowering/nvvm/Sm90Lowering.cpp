@@ -47,7 +47,7 @@ public:
       return Status();
     return Status::error(fmt::format(
         "kernel @{}: dot.tiles of {} x {} lanes (k = {}) in a {}-warp sm_90 program does not lower to wgmma "
-        "(it takes {} MmaRows key tokens against 64 or 128 columns of {} e4m3 lanes{}){}",
+        "(it takes {} MmaRows key tokens against 8 to 128 columns, a multiple of 8, of {} e4m3 lanes{}){}",
         e.k_.name, e.k_.typeOf(op.operands[0]).lanes, e.k_.typeOf(op.operands[1]).lanes, op.intAttr, e.k_.warps,
         Emitter::kWgmmaTokens, spec::kIndexHeadDim, e.wgmmaFits(op) ? "; these keys are not in MmaRows order" : "",
         Emitter::sourceOf(op)));

@@ -1,7 +1,7 @@
 // dot.tiles on Hopper's warpgroup MMA (sm_90a): programs of 4 warps run wgmma.mma_async
 // m64nNk16 f32.f16.f16 with 64 key tokens as A, in registers (each warp's 16 tokens in the
-// MmaRows fragment order mma.sync takes, widened to f16 as there), and N = 64 or 128 query
-// columns as B in shared memory as f16 (e4m3 widens exactly), sums in f32 as mma.sync f16 has them (fp8
+// MmaRows fragment order mma.sync takes, widened to f16 as there), and N query
+// columns (a multiple of 8 up to 128) as B in shared memory as f16 (e4m3 widens exactly), sums in f32 as mma.sync f16 has them (fp8
 // wgmma's sums are not fp32: bench/RESULTS.md). Keys never touch shared memory:
 // with keys as B in shared memory (written per tile, a barrier per tile) the L1/shared pipe was
 // 90% busy and prefill 4 x 32K H=1 scored in 2.62 ms (bench/RESULTS.md).

@@ -4,6 +4,16 @@
 
 namespace m3idx::lowering {
 
+StatusOr<std::unique_ptr<Target>> makeTarget(std::string_view name) {
+  if (name == "host")
+    return makeHostTarget();
+  if (name == "sm_90")
+    return makeSm90Target();
+  if (name == "gfx950")
+    return makeGfx950Target();
+  return Status::error(fmt::format("no lowering target named '{}'", name));
+}
+
 std::string Target::pipelineText() const { return fmt::format("{}", fmt::join(pipeline(), ",")); }
 
 std::string Target::fingerprint() const {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/Status.h"
@@ -53,5 +54,7 @@ std::unique_ptr<Target> makeHostTarget();
 std::unique_ptr<Target> makeSm90Target();
 // AMD gfx950: gpu + rocdl dialects to ISA, assembled and linked in process (lowering/rocdl/).
 std::unique_ptr<Target> makeGfx950Target();
+// The target of that name (tuning::TargetInfo's names; an unknown one is an error naming it).
+StatusOr<std::unique_ptr<Target>> makeTarget(std::string_view name);
 
 } // namespace m3idx::lowering

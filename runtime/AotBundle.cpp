@@ -14,11 +14,11 @@
 #include "cache/EntryFile.h"
 #include "core/AtomicFile.h"
 #include "kernels_src/KernelCatalog.h"
-#include "tuning/TargetTuning.h"
 #include "lowering/Target.h"
 #include "lowering/host/HostCompiler.h"
 #include "runtime/GpuCodeCache.h"
 #include "runtime/KernelStore.h"
+#include "tuning/TargetRegistry.h"
 
 namespace m3idx::runtime {
 
@@ -26,14 +26,6 @@ namespace fs = std::filesystem;
 using kernels::KernelKind;
 
 namespace {
-
-std::unique_ptr<lowering::Target> gpuTarget(const std::string &name) {
-  if (name == "sm_90")
-    return lowering::makeSm90Target();
-  if (name == "gfx950")
-    return lowering::makeGfx950Target();
-  return nullptr;
-}
 
 // One kernel config for one target into the bundle folder: host objects as llvmcache-KEY, GPU
 // code objects in their portable form (PTX, HSACO) as gpucache-KEY.
@@ -48,7 +40,8 @@ void compileItem(const std::string &out, const std::string &target, KernelKind k
   item.kernel = k->name;
   item.config = config.str();
   StatusOr<cache::Entry> entry = Status::error("unreachable");
-  if (target == "host") {
+  const tuning::TargetInfo &info = **tuning::targetNamed(target); // compileBundle checked the name
+  if (!info.gpu()) {
     item.key = cache::cacheKey(hostKeyInputs(*k, config));
     item.file = "llvmcache-" + item.key;
     lowering::HostCompileStats stats;
@@ -62,7 +55,12 @@ void compileItem(const std::string &out, const std::string &target, KernelKind k
                            nlohmann::json{{"compile_ms", stats.totalMs()}, {"aot", true}}.dump(),
                            object->bytes};
   } else {
-    std::unique_ptr<lowering::Target> t = gpuTarget(target);
+    StatusOr<std::unique_ptr<lowering::Target>> made = lowering::makeTarget(target);
+    if (!made.ok()) {
+      item.error = made.status().message();
+      return;
+    }
+    std::unique_ptr<lowering::Target> t = std::move(*made);
     item.key = gpuCodeKey(*k, config, *t, std::nullopt);
     item.file = "gpucache-" + item.key;
     auto t0 = std::chrono::steady_clock::now();
@@ -84,8 +82,8 @@ void compileItem(const std::string &out, const std::string &target, KernelKind k
 StatusOr<std::vector<BundleItem>> compileBundle(const BundleRequest &req,
                                                 const BundleProgress &progress) {
   for (const std::string &t : req.targets)
-    if (t != "host" && !gpuTarget(t))
-      return invalidArgument("--target", "host, sm_90 or gfx950", "'" + t + "'");
+    if (!tuning::targetNamed(t).ok())
+      return invalidArgument("--target", tuning::targetNameList(), "'" + t + "'");
   if (req.jobs < 1)
     return invalidArgument("--jobs", ">= 1", req.jobs);
   // Every kernel config the requested heads and decode query lengths need, once per target.

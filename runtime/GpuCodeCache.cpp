@@ -10,6 +10,7 @@
 #include "cache/DiskCache.h"
 #include "core/EnvTable.h"
 #include "kernels_src/KernelCatalog.h"
+#include "tuning/TargetRegistry.h"
 #include "lowering/Target.h"
 #include "lowering/host/HostCompiler.h"
 #include "lowering/GpuCompiler.h"
@@ -52,7 +53,7 @@ StatusOr<cache::Entry> compileGpuEntry(const dsl::Kernel &k, const kernels::Kern
   entry.symbol = k.name;
   entry.binary.assign(code->begin(), code->end());
   entry.metadata =
-      nlohmann::json{{"format", ptxas ? "cubin" : (entry.target == "sm_90" ? "ptx" : "hsaco")},
+      nlohmann::json{{"format", ptxas ? std::string("cubin") : std::string((*tuning::targetNamed(entry.target))->objectFormat)},
                      {"bytes", code->size()},
                      {"target", target.fingerprint()},
                      {"created_unix", static_cast<int64_t>(std::time(nullptr))}}

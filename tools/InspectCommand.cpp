@@ -10,7 +10,7 @@
 #include "cache/EntryFile.h"
 
 #include "kernels_src/KernelCatalog.h"
-#include "tuning/TargetTuning.h"
+#include "tuning/TargetRegistry.h"
 #include "lowering/Target.h"
 #include "lowering/host/HostCompiler.h"
 #include "lowering/GpuCompiler.h"
@@ -137,11 +137,12 @@ int runInspect(const InspectArgs &a) {
     return fail(fmt::format("KERNEL: expected one of score_decode, score_prefill, topk_decode, "
                             "topk_prefill, got '{}'",
                             a.kernel));
-  if (a.target != "host" && a.target != "sm_90" && a.target != "gfx950")
-    return fail(fmt::format("--target: expected host, sm_90 or gfx950, got '{}'", a.target));
-  std::unique_ptr<lowering::Target> target = a.target == "host"    ? lowering::makeHostTarget()
-                                             : a.target == "sm_90" ? lowering::makeSm90Target()
-                                                                   : lowering::makeGfx950Target();
+  if (!tuning::targetNamed(a.target).ok())
+    return fail(fmt::format("--target: expected {}, got '{}'", tuning::targetNameList(), a.target));
+  StatusOr<std::unique_ptr<lowering::Target>> made = lowering::makeTarget(a.target);
+  if (!made.ok())
+    return fail(made.status().message());
+  std::unique_ptr<lowering::Target> target = std::move(*made);
   if (a.pipeline) {
     std::cout << target->pipelineText() << "\n";
     return 0;

@@ -1,5 +1,7 @@
 #include "tuning/TargetTuning.h"
 
+#include "lowering/nvvm/WgmmaShape.h"
+
 #include <algorithm>
 #include <bit>
 
@@ -146,7 +148,9 @@ TargetTuning::DecodeForm TargetTuning::decodeFormFor(int columns) const {
 }
 
 bool TargetTuning::decodeAsWarpgroup(int columns) const {
-  return columns > decodeWarpgroupAbove && columns % 8 == 0 && columns <= 64;
+  // wgmma's columns (lowering/nvvm/WgmmaShape.h), at most 64 for a decode (its 64-token tile's
+  // accumulators under the warpgroup's register cap, Emitter::wgmmaRegisterCap).
+  return columns > decodeWarpgroupAbove && columns <= 64 && lowering::wgmmaTakesColumns(columns);
 }
 
 int64_t TargetTuning::mostDecodeScorePrograms() const {

@@ -22,6 +22,7 @@
 #include <limits>
 
 #include "lowering/EmitterImpl.h"
+#include "lowering/nvvm/WgmmaShape.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -48,8 +49,8 @@ mlir::Value pairBits(ImplicitLocOpBuilder &b, mlir::Value pair) {
 bool Emitter::wgmmaFits(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
   return threads_ == 32 * kWarps && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
-         b.elem == Elem::F8E4M3FN && a.lanes == kWgmmaTokens * kRowK &&
-         b.lanes % (8 * kRowK) == 0 && b.lanes <= 128 * kRowK;
+         b.elem == Elem::F8E4M3FN && a.lanes == kWgmmaTokens * kRowK && b.lanes % kRowK == 0 &&
+         wgmmaTakesColumns(b.lanes / kRowK);
 }
 
 bool Emitter::wgmmaRuns(const dsl::Op &op) const {

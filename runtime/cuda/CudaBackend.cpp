@@ -1,6 +1,7 @@
 #include "runtime/cuda/CudaBackend.h"
 
 #include "runtime/cuda/CudaDriver.h"
+#include "tuning/TargetRegistry.h"
 
 namespace m3idx::cuda {
 
@@ -8,8 +9,9 @@ StatusOr<std::unique_ptr<runtime::GpuBackend>> createCudaBackend(int device, run
   auto api = loadDriver();
   if (!api.ok())
     return api.status();
-  return runtime::GpuBackend::create(*api, "cuda", device, 32, std::move(ptx),
-                                     **tuning::tuningFor("sm_90"), "sm_90");
+  const tuning::TargetInfo &sm90 = **tuning::targetNamed("sm_90");
+  return runtime::GpuBackend::create(*api, "cuda", device, sm90.programThreads, std::move(ptx), sm90.tuning(),
+                                     std::string(sm90.deviceArch));
 }
 
 } // namespace m3idx::cuda

@@ -7,12 +7,21 @@
 
 #include "core/Spec.h"
 #include "kernels_src/LaunchPlan.h"
+#include "tuning/TargetRegistry.h"
 
 namespace m3idx::runtime {
 
 using kernels::KernelKind;
 
 namespace {
+
+// " (H100, H200, GH200)": the devices of the target whose code is built for `arch`, for errors.
+std::string devicesOf(const std::string &arch) {
+  for (const tuning::TargetInfo &t : tuning::targets())
+    if (t.deviceArch == arch && !t.devices.empty())
+      return fmt::format(" ({})", t.devices);
+  return "";
+}
 
 // Device memory freed when it goes out of scope.
 class DeviceBuffer {
@@ -56,7 +65,7 @@ StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(const DeviceApi *api, s
     if (got != arch)
       return Status::error(fmt::format("{}: device {} ({}) is {}; m3idx's {} kernels are built for {} only{}",
                                        name, device, deviceName, got, api->platform, arch,
-                                       arch == "sm_90" ? " (H100, H200, GH200)" : ""));
+                                       devicesOf(arch)));
   }
   return std::unique_ptr<GpuBackend>(new GpuBackend(api, std::move(name), std::move(deviceName), threads,
                                                     std::move(source), tuning));

@@ -1,6 +1,7 @@
 #include "runtime/hip/HipBackend.h"
 
 #include "runtime/hip/HipRuntime.h"
+#include "tuning/TargetRegistry.h"
 
 namespace m3idx::hip {
 
@@ -8,7 +9,9 @@ StatusOr<std::unique_ptr<runtime::GpuBackend>> createHipBackend(int device, runt
   auto api = loadHipRuntime();
   if (!api.ok())
     return api.status();
-  return runtime::GpuBackend::create(*api, "hip", device, 64, std::move(hsaco), **tuning::tuningFor("gfx950"));
+  const tuning::TargetInfo &gfx950 = **tuning::targetNamed("gfx950");
+  return runtime::GpuBackend::create(*api, "hip", device, gfx950.programThreads, std::move(hsaco), gfx950.tuning(),
+                                     std::string(gfx950.deviceArch));
 }
 
 } // namespace m3idx::hip

@@ -1,5 +1,5 @@
-// m3idx-opt: mlir-opt with m3idx's passes registered, so lit tests can run them on .mlir files
-// (`// RUN: m3idx-opt %s --m3idx-expand-small-floats | FileCheck %s`).
+// m3idx-opt: mlir-opt with m3idx's passes and tile dialect registered, so lit tests can run them
+// on .mlir files (`// RUN: m3idx-opt %s --m3idx-expand-small-floats | FileCheck %s`).
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -10,12 +10,14 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 #include "lowering/transforms/Passes.h"
+#include "tile/TileDialect.h"
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   m3idx::lowering::registerPasses();
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
+  m3idx::tile::registerTileDialects(registry);
   mlir::registerAllExtensions(registry);
   mlir::registerAllToLLVMIRTranslations(registry);
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);

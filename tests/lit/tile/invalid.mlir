@@ -1,0 +1,104 @@
+// RUN: m3idx-opt %s -split-input-file -verify-diagnostics
+// The tile dialect's verifiers state the DSL builder's shape rules.
+
+func.func @extract_lane(%t: tensor<4xf32>) {
+  // expected-error @+1 {{lane 4 out of [0, 4)}}
+  %e = m3idx.extract %t[4] : tensor<4xf32> -> f32
+  return
+}
+
+// -----
+
+func.func @extract_type(%t: tensor<4xf32>) {
+  // expected-error @+1 {{is not the element type of}}
+  %e = m3idx.extract %t[0] : tensor<4xf32> -> i64
+  return
+}
+
+// -----
+
+func.func @shuffle_lane(%t: tensor<2xf32>) {
+  // expected-error @+1 {{lane 4 out of [0, 4)}}
+  %s = m3idx.shuffle %t, %t [4, 0] : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @groups(%t: tensor<6xf32>) {
+  // expected-error @+1 {{groups dividing}}
+  %g = m3idx.reduce_max_groups %t, 4 : tensor<6xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @fold(%t: tensor<6xf32>) {
+  // expected-error @+1 {{a power of two pairs}}
+  %f = m3idx.fold_max %t, 3 : tensor<6xf32> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @decode(%p: tensor<64xi8>, %s: tensor<16xi8>) {
+  // expected-error @+1 {{needs packed tile<8k x i8>}}
+  %k = m3idx.decode_nvfp4 %p, %s : tensor<64xi8>, tensor<16xi8> -> tensor<128xf8E4M3FN>
+  return
+}
+
+// -----
+
+func.func @dot_tiles_rows(%a: tensor<100xf32>) {
+  // expected-error @+1 {{needs whole rows of 128 lanes}}
+  %d = m3idx.dot_tiles %a, %a, 128 : tensor<100xf32>, tensor<100xf32> -> tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @dot_tiles_types(%a: tensor<128xf32>, %b: tensor<128xf8E4M3FN>) {
+  // expected-error @+1 {{needs two f32 or two f8E4M3FN tiles}}
+  %d = m3idx.dot_tiles %a, %b, 128 : tensor<128xf32>, tensor<128xf8E4M3FN> -> tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @store_type(%v: tensor<4xf32>, %b: memref<?xi32>, %o: i64) {
+  // expected-error @+1 {{of different element types}}
+  m3idx.store_tile %v, %b[%o] : tensor<4xf32>, memref<?xi32>
+  return
+}
+
+// -----
+
+func.func @scatter_lanes(%v: tensor<4xf32>, %b: memref<?xf32>, %o: tensor<2xi64>, %m: tensor<4xi1>) {
+  // expected-error @+1 {{offsets and mask must have the value's 4 lanes}}
+  m3idx.store_scatter %v, %b[%o], %m : tensor<4xf32>, memref<?xf32>, tensor<2xi64>, tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @align(%b: memref<?xi8>, %o: i64) {
+  // expected-error @+1 {{alignment must be a power of two up to 16, got 12}}
+  %t = m3idx.load_tile %b[%o] {align = 12 : i32} : memref<?xi8> -> tensor<16xi8>
+  return
+}
+
+// -----
+
+func.func @dynamic(%t: tensor<?xf32>) {
+  // expected-error @+1 {{static, positive lane count}}
+  %r = m3idx.reduce_max %t : tensor<?xf32> -> f32
+  return
+}
+
+// -----
+
+func.func @pack(%s: tensor<4xf32>, %b: tensor<2xi64>) {
+  // expected-error @+1 {{needs scores, blocks and keys of one shape}}
+  %k = m3idx.pack_score_key %s, %b : tensor<4xf32>, tensor<2xi64> -> tensor<4xi64>
+  return
+}

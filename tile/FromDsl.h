@@ -1,0 +1,20 @@
+// A DSL kernel (dsl/Ir.h) as the m3idx tile dialect: one func.func in a module, one op per DSL op
+// (TileOps.td says which upstream op stands for which). Internal: it speaks MLIR.
+#pragma once
+
+#include <string>
+
+#include "core/Status.h"
+#include "dsl/Ir.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "tile/TileText.h"
+
+namespace m3idx::tile {
+
+// The context must have registerTileDialects' dialects loaded (loadTileDialects does it).
+StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> fromDsl(const dsl::Kernel &k, mlir::MLIRContext &ctx);
+void loadTileDialects(mlir::MLIRContext &ctx);
+
+} // namespace m3idx::tile

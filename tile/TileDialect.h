@@ -1,0 +1,25 @@
+// The m3idx tile dialect (TileOps.td): the ops of the DSL upstream MLIR has none for. Internal:
+// it speaks MLIR (the compiler's side; the runtime never includes it).
+#pragma once
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "tile/TileDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "tile/TileOps.h.inc"
+
+namespace m3idx::tile {
+
+// The dialects a tile kernel uses: this one, func, arith, scf, tensor, memref.
+void registerTileDialects(mlir::DialectRegistry &registry);
+
+} // namespace m3idx::tile

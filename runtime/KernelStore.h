@@ -40,15 +40,12 @@ public:
   const cache::DiskCache &diskCache() const { return disk_; }
 
 private:
-  // Every field of the config: two configs that differ in any field are two kernels.
+  // Every field of the config (KernelConfig's own order): two configs that differ in any field
+  // are two kernels.
   struct MemoryKey {
     int kind;
     kernels::KernelConfig config;
-    auto tied() const {
-      return std::tie(kind, config.numHeads, config.queryRows, config.tokenTile, config.warps,
-                      config.foldTokenPairs);
-    }
-    bool operator<(const MemoryKey &o) const { return tied() < o.tied(); }
+    bool operator<(const MemoryKey &o) const { return kind != o.kind ? kind < o.kind : config < o.config; }
   };
   StatusOr<std::unique_ptr<lowering::HostKernel>> obtain(kernels::KernelKind kind,
                                                           const kernels::KernelConfig &config,

@@ -44,6 +44,23 @@ TEST(KernelStore, ConfigsDifferingInAnyFieldAreDifferentKernels) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *ka); // from memory: no new record
   EXPECT_EQ(store.records().size(), 2u);
+  // Each field the config's code depends on, changed alone, is another kernel (the memory lookup
+  // once compared only heads, rows, token tile, warps and folding: a config differing in its
+  // unroll hint, mask form, row tile or tiles ahead got the first one's code).
+  const kernels::KernelConfig d = tuning::hostTuning().configFor(kernels::KernelKind::ScoreDecode, 4, 8);
+  std::vector<kernels::KernelConfig> variants(4, d);
+  variants[0].blockUnroll = d.blockUnroll + 1;
+  variants[1].narrowMask = !d.narrowMask;
+  variants[2].rowTile = 4;
+  variants[3].tilesAhead = d.tilesAhead + 1;
+  auto base = store.get(kernels::KernelKind::ScoreDecode, d);
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  for (const kernels::KernelConfig &v : variants) {
+    auto kv = store.get(kernels::KernelKind::ScoreDecode, v);
+    ASSERT_TRUE(kv.ok()) << v.str() << ": " << kv.status().message();
+    EXPECT_NE(*kv, *base) << v.str();
+  }
+  EXPECT_EQ(store.records().size(), 2u + 1u + variants.size());
 }
 
 TEST(KernelStore, AFreshStoreReadsWhatAnotherCompiled) {

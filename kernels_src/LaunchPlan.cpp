@@ -180,16 +180,20 @@ StatusOr<StepPlan> planDeviceDecode(const BatchView &shape, int64_t W, int64_t m
                       std::min(maxSeqLen, shape.maxBlocks * spec::kSparseBlockSize));
 }
 
+KernelSignature signatureOf(const dsl::Kernel &kernel) {
+  KernelSignature s;
+  for (const dsl::BufferArg &b : kernel.buffers)
+    s.buffers.push_back(b.name);
+  for (const dsl::ScalarArgDecl &a : kernel.scalars)
+    s.scalars.push_back(a.name);
+  return s;
+}
+
 StatusOr<KernelSignature> signatureOf(KernelKind kind, const KernelConfig &config) {
   StatusOr<dsl::Kernel> k = buildKernel(kind, config);
   if (!k.ok())
     return k.status();
-  KernelSignature s;
-  for (const dsl::BufferArg &b : k->buffers)
-    s.buffers.push_back(b.name);
-  for (const dsl::ScalarArgDecl &a : k->scalars)
-    s.scalars.push_back(a.name);
-  return s;
+  return signatureOf(*k);
 }
 
 Status bindLaunch(const KernelSignature &signature, const Launch &launch,

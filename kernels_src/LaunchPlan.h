@@ -96,7 +96,10 @@ StatusOr<StepPlan> planDeviceDecode(const BatchView &shape, int64_t width, int64
 struct KernelSignature {
   std::vector<std::string> buffers, scalars;
 };
-// The kernel's, built for `config` (a backend asks once per config it loads).
+// The kernel's argument names, in order (a backend asks once per config it loads, of the kernel
+// it builds for its code).
+KernelSignature signatureOf(const dsl::Kernel &kernel);
+// ... of the kernel built for `config` (tests).
 StatusOr<KernelSignature> signatureOf(KernelKind kind, const KernelConfig &config);
 
 // Calls buffer() for each of the signature's buffers, then scalar() for each scalar, with the

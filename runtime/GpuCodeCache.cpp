@@ -63,30 +63,27 @@ StatusOr<cache::Entry> compileGpuEntry(const dsl::Kernel &k, const kernels::Kern
 
 CodeSource cachedGpuCode(std::unique_ptr<lowering::Target> (*makeTarget)(),
                          std::optional<std::string> ptxas) {
-  return [makeTarget, ptxas](kernels::KernelKind kind,
+  return [makeTarget, ptxas](const dsl::Kernel &kernel,
                              const kernels::KernelConfig &config) -> StatusOr<std::string> {
     std::unique_ptr<lowering::Target> target = makeTarget();
-    StatusOr<dsl::Kernel> k = kernels::buildKernel(kind, config);
-    if (!k.ok())
-      return k.status();
     auto bytes = [](const cache::Entry &e) { return std::string(e.binary.begin(), e.binary.end()); };
     std::string unusable;
     if (!env::flag("M3IDX_ALWAYS_COMPILE")) {
-      const std::string portable = gpuCodeKey(*k, config, *target, std::nullopt);
+      const std::string portable = gpuCodeKey(kernel, config, *target, std::nullopt);
       StatusOr<std::optional<cache::Entry>> e = cache::findInBundles("gpucache-" + portable, portable, unusable);
       if (!e.ok())
         return e.status();
       if (*e)
         return bytes(**e);
     }
-    const std::string key = gpuCodeKey(*k, config, *target, ptxas);
+    const std::string key = gpuCodeKey(kernel, config, *target, ptxas);
     cache::DiskCache disk(cache::defaultCacheDirectory());
     const std::string what =
-        fmt::format("kernel {} ({}) for target {}", k->name, config.str(), target->desc().kind);
+        fmt::format("kernel {} ({}) for target {}", kernel.name, config.str(), target->desc().kind);
     const std::string searched = fmt::format("any AOT bundle or the cache {}", disk.dir());
     StatusOr<CachedEntry> found =
         cacheOrCompile(disk, key, what, searched, [&]() -> StatusOr<cache::Entry> {
-          StatusOr<cache::Entry> e = compileGpuEntry(*k, config, *target, ptxas, key);
+          StatusOr<cache::Entry> e = compileGpuEntry(kernel, config, *target, ptxas, key);
           if (!e.ok() && env::flag("M3IDX_DISABLE_COMPILER")) // say where it was looked for
             return Status::error(fmt::format("{} is not in {}: {}", what, searched, e.status().message()));
           return e;

@@ -91,20 +91,12 @@ Status HostBackend::executePlan(const kernels::StepPlan &planned, const BatchVie
     auto k = kernel(launch.kind, launch.config);
     if (!k.ok())
       return k.status();
-    auto key = std::make_pair(static_cast<int>(launch.kind), launch.config);
-    auto sig = signatures_.find(key);
-    if (sig == signatures_.end()) {
-      StatusOr<kernels::KernelSignature> built = kernels::signatureOf(launch.kind, launch.config);
-      if (!built.ok())
-        return built.status();
-      sig = signatures_.emplace(key, std::move(*built)).first;
-    }
     KernelArgs args;
     M3IDX_RETURN_IF_ERROR(kernels::bindLaunch(
-        sig->second, launch,
+        *k->signature, launch,
         [&](StepBuffer role, int64_t elements) { args.buffer(memory[static_cast<int>(role)], elements); },
         [&](int64_t v) { args.scalar(v); }));
-    parallelFor(launch.programs, kChunk, [&](int64_t s, int64_t e) { args.call(**k, s, e); });
+    parallelFor(launch.programs, kChunk, [&](int64_t s, int64_t e) { args.call(*k->code, s, e); });
   }
   return Status();
 }

@@ -30,8 +30,7 @@ public:
   const tuning::TargetTuning &tuning() const { return tuning_; }
 
   // Finds (memory, AOT bundle, disk cache) or compiles the kernel for a config.
-  StatusOr<const lowering::HostKernel *> kernel(kernels::KernelKind kind,
-                                                const kernels::KernelConfig &config) {
+  StatusOr<StoredKernel> kernel(kernels::KernelKind kind, const kernels::KernelConfig &config) {
     return store_.get(kind, config);
   }
   // Kernels this backend obtained (once each), with where each came from and what it cost.
@@ -63,7 +62,6 @@ private:
 
   tuning::TargetTuning tuning_;
   KernelStore store_;
-  std::map<std::pair<int, kernels::KernelConfig>, kernels::KernelSignature> signatures_;
   GrowBuffer<int32_t> tileRequest_, tileRowBegin_, rowBlocks_;
   GrowBuffer<int64_t> partial_; // top-k segments' keys (kernels_src/LaunchPlan.h's TopkSplit)
   GrowBuffer<int32_t> arrivals_; // their rows' arrival counts: zero between steps

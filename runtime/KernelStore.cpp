@@ -100,26 +100,29 @@ cache::KeyInputs hostKeyInputs(const dsl::Kernel &k, const kernels::KernelConfig
 
 KernelStore::KernelStore() : disk_(cache::defaultCacheDirectory()) {}
 
-StatusOr<const lowering::HostKernel *> KernelStore::get(kernels::KernelKind kind,
-                                                        const kernels::KernelConfig &config) {
+StatusOr<StoredKernel> KernelStore::get(kernels::KernelKind kind, const kernels::KernelConfig &config) {
   std::lock_guard<std::mutex> lock(mutex_);
   const MemoryKey mk{static_cast<int>(kind), config};
-  if (auto it = memory_.find(mk); it != memory_.end())
-    return it->second.get();
-  KernelRecord record;
-  auto kernel = obtain(kind, config, record);
-  if (!kernel.ok())
-    return kernel.status();
-  records_.push_back(record);
-  return memory_.emplace(mk, std::move(kernel).value()).first->second.get();
+  auto it = memory_.find(mk);
+  if (it == memory_.end()) {
+    KernelRecord record;
+    kernels::KernelSignature signature;
+    auto kernel = obtain(kind, config, record, signature);
+    if (!kernel.ok())
+      return kernel.status();
+    records_.push_back(record);
+    it = memory_.emplace(mk, Stored{std::move(kernel).value(), std::move(signature)}).first;
+  }
+  return StoredKernel{it->second.code.get(), &it->second.signature};
 }
 
 StatusOr<std::unique_ptr<lowering::HostKernel>>
 KernelStore::obtain(kernels::KernelKind kind, const kernels::KernelConfig &config,
-                    KernelRecord &record) {
+                    KernelRecord &record, kernels::KernelSignature &signature) {
   StatusOr<dsl::Kernel> k = kernels::buildKernel(kind, config);
   if (!k.ok())
     return k.status();
+  signature = kernels::signatureOf(*k);
   const std::string key = cache::cacheKey(hostKeyInputs(*k, config));
   record.kernel = k->name;
   record.config = config.str();

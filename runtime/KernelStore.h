@@ -14,6 +14,7 @@
 #include "cache/CacheKey.h"
 #include "cache/DiskCache.h"
 #include "kernels_src/KernelCatalog.h"
+#include "kernels_src/LaunchPlan.h"
 #include "lowering/host/HostCompiler.h"
 
 namespace m3idx::runtime {
@@ -31,11 +32,16 @@ struct KernelRecord {
 // Everything that identifies a host kernel's code (the cache key's inputs).
 cache::KeyInputs hostKeyInputs(const dsl::Kernel &kernel, const kernels::KernelConfig &config);
 
+// A kernel in memory: its code and its arguments' names, both from the one DSL build that keyed it.
+struct StoredKernel {
+  const lowering::HostKernel *code = nullptr;
+  const kernels::KernelSignature *signature = nullptr;
+};
+
 class KernelStore {
 public:
   KernelStore();
-  StatusOr<const lowering::HostKernel *> get(kernels::KernelKind kind,
-                                             const kernels::KernelConfig &config);
+  StatusOr<StoredKernel> get(kernels::KernelKind kind, const kernels::KernelConfig &config);
   const std::vector<KernelRecord> &records() const { return records_; }
   const cache::DiskCache &diskCache() const { return disk_; }
 
@@ -47,12 +53,16 @@ private:
     kernels::KernelConfig config;
     bool operator<(const MemoryKey &o) const { return kind != o.kind ? kind < o.kind : config < o.config; }
   };
+  struct Stored {
+    std::unique_ptr<lowering::HostKernel> code;
+    kernels::KernelSignature signature;
+  };
   StatusOr<std::unique_ptr<lowering::HostKernel>> obtain(kernels::KernelKind kind,
                                                           const kernels::KernelConfig &config,
-                                                          KernelRecord &record);
+                                                          KernelRecord &record, kernels::KernelSignature &signature);
 
   std::mutex mutex_;
-  std::map<MemoryKey, std::unique_ptr<lowering::HostKernel>> memory_;
+  std::map<MemoryKey, Stored> memory_;
   std::vector<KernelRecord> records_;
   cache::DiskCache disk_;
 };

@@ -75,10 +75,11 @@ StatusOr<const GpuBackend::Function *> GpuBackend::function(KernelKind kind, con
   auto key = std::make_pair(static_cast<int>(kind), config);
   if (auto it = functions_.find(key); it != functions_.end())
     return &it->second;
-  StatusOr<kernels::KernelSignature> signature = kernels::signatureOf(kind, config);
-  if (!signature.ok())
-    return signature.status();
-  StatusOr<std::string> code = source_(kind, config);
+  StatusOr<dsl::Kernel> kernel = kernels::buildKernel(kind, config); // once: signature and code
+  if (!kernel.ok())
+    return kernel.status();
+  kernels::KernelSignature signature = kernels::signatureOf(*kernel);
+  StatusOr<std::string> code = source_(*kernel, config);
   if (!code.ok())
     return code.status();
   void *module = nullptr;
@@ -88,7 +89,7 @@ StatusOr<const GpuBackend::Function *> GpuBackend::function(KernelKind kind, con
   M3IDX_RETURN_IF_ERROR(api_->check(api_->getFunction(&fn, module, kernels::kernelName(kind)),
                                     "function lookup"));
   loaded_.push_back(fmt::format("{} ({})", kernels::kernelName(kind), config.str()));
-  return &(functions_[key] = Function{fn, std::move(*signature)});
+  return &(functions_[key] = Function{fn, std::move(signature)});
 }
 
 GpuBackend::~GpuBackend() {

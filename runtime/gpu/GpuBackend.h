@@ -23,8 +23,8 @@
 
 namespace m3idx::runtime {
 
-using CodeSource =
-    std::function<StatusOr<std::string>(kernels::KernelKind, const kernels::KernelConfig &)>;
+// The code object of a kernel (built once by the backend, for its signature too) and its config.
+using CodeSource = std::function<StatusOr<std::string>(const dsl::Kernel &, const kernels::KernelConfig &)>;
 
 // A decode workspace on the device: `base` laid out as `layout`.
 struct DeviceWorkspace {

@@ -33,7 +33,11 @@ TEST(GpuCodeCache, SecondRequestIsACacheHit) {
   const auto kind = kernels::KernelKind::TopkDecode;
   const auto config = tuning::hostTuning().configFor(kind, 1, 4);
   for (auto make : {lowering::makeSm90Target, lowering::makeGfx950Target}) {
-    runtime::CodeSource source = runtime::cachedGpuCode(make);
+    runtime::CodeSource cached = runtime::cachedGpuCode(make);
+    auto source = [&](kernels::KernelKind kind, const kernels::KernelConfig &config) -> StatusOr<std::string> {
+      auto k = kernels::buildKernel(kind, config);
+      return k.ok() ? cached(*k, config) : StatusOr<std::string>(k.status());
+    };
     auto first = source(kind, config);
     ASSERT_TRUE(first.ok()) << first.status().message();
     ScopedEnv off("M3IDX_DISABLE_COMPILER", "1");
@@ -72,20 +76,21 @@ TEST(GpuCodeCache, AotBundleServesGpuCodeWithTheCompilerDisabled) {
   ScopedEnv cacheDir("M3IDX_CACHE_DIR", (base / "cache").string());
   const auto kind = kernels::KernelKind::ScoreDecode;
   const auto config = tuning::hostTuning().configFor(kind, 1, 4);
+  const dsl::Kernel kernel = *kernels::buildKernel(kind, config);
   for (auto make : {lowering::makeSm90Target, lowering::makeGfx950Target}) {
-    auto compiled = runtime::cachedGpuCode(make)(kind, config); // fills the cache: not used below
+    auto compiled = runtime::cachedGpuCode(make)(kernel, config); // fills the cache: not used below
     ASSERT_TRUE(compiled.ok()) << compiled.status().message();
     std::filesystem::remove_all(base / "cache");
     ScopedEnv off("M3IDX_DISABLE_COMPILER", "1");
-    auto without = runtime::cachedGpuCode(make)(kind, config);
+    auto without = runtime::cachedGpuCode(make)(kernel, config);
     ASSERT_FALSE(without.ok());
     EXPECT_NE(without.status().message().find("any AOT bundle"), std::string::npos)
         << without.status().message();
     ScopedEnv path("M3IDX_AOT_PATH", "/nonexistent:" + req.out);
-    auto served = runtime::cachedGpuCode(make)(kind, config);
+    auto served = runtime::cachedGpuCode(make)(kernel, config);
     ASSERT_TRUE(served.ok()) << served.status().message();
     EXPECT_EQ(*served, *compiled);
-    auto withPtxas = runtime::cachedGpuCode(make, std::string("/nonexistent/ptxas"))(kind, config);
+    auto withPtxas = runtime::cachedGpuCode(make, std::string("/nonexistent/ptxas"))(kernel, config);
     ASSERT_TRUE(withPtxas.ok()) << withPtxas.status().message();
     EXPECT_EQ(*withPtxas, *compiled);
   }

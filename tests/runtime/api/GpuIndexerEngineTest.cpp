@@ -162,7 +162,7 @@ struct EngineStep {
     config.initBlocks = v.params.initBlocks;
     config.localBlocks = v.params.localBlocks;
     auto backend = runtime::GpuBackend::create(&device.api, "cuda", 0, 32,
-                                               [](kernels::KernelKind, const kernels::KernelConfig &)
+                                               [](const dsl::Kernel &, const kernels::KernelConfig &)
                                                    -> StatusOr<std::string> { return std::string("image"); },
                                                tuning::TargetTuning{"sm_90", prefill});
     EXPECT_TRUE(backend.ok());
@@ -582,7 +582,7 @@ TEST(GpuIndexerEngine, NoOwnWorkspaceWhenNotReserved) {
   config.numIndexHeads = 2;
   config.reserveDecodeWorkspace = false;
   auto backend = runtime::GpuBackend::create(&device.api, "cuda", 0, 32,
-                                             [](kernels::KernelKind, const kernels::KernelConfig &)
+                                             [](const dsl::Kernel &, const kernels::KernelConfig &)
                                                  -> StatusOr<std::string> { return std::string("image"); },
                                              tuning::TargetTuning{"sm_90", tuning::PrefillForm{}});
   ASSERT_TRUE(backend.ok());

@@ -20,6 +20,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/IR/Verifier.h"
+#include "tile/FromDsl.h"
 
 namespace m3idx::lowering {
 
@@ -39,18 +40,7 @@ mlir::Value Emitter::toIndex(mlir::Value v) {
   return arith::IndexCastOp::create(b_, b_.getIndexType(), v);
 }
 
-mlir::Type Emitter::elemType(Elem e) {
-  switch (e) {
-  case Elem::I1: return b_.getI1Type();
-  case Elem::I8: return b_.getI8Type();
-  case Elem::I32: return b_.getI32Type();
-  case Elem::I64: return b_.getI64Type();
-  case Elem::F32: return b_.getF32Type();
-  case Elem::F8E4M3FN: return b_.getType<Float8E4M3FNType>();
-  case Elem::F4E2M1FN: return b_.getType<Float4E2M1FNType>();
-  }
-  return {};
-}
+mlir::Type Emitter::elemType(Elem e) { return tile::elemType(b_.getContext(), e); }
 
 mlir::Type Emitter::type(dsl::Type t) {
   mlir::Type e = elemType(t.elem);

@@ -20,6 +20,20 @@ void loadTileDialects(mlir::MLIRContext &ctx) {
   ctx.loadAllAvailableDialects();
 }
 
+mlir::Type elemType(mlir::MLIRContext *ctx, Elem e) {
+  mlir::Builder b(ctx);
+  switch (e) {
+  case Elem::I1: return b.getI1Type();
+  case Elem::I8: return b.getI8Type();
+  case Elem::I32: return b.getI32Type();
+  case Elem::I64: return b.getI64Type();
+  case Elem::F32: return b.getF32Type();
+  case Elem::F8E4M3FN: return b.getType<mlir::Float8E4M3FNType>();
+  case Elem::F4E2M1FN: return b.getType<mlir::Float4E2M1FNType>();
+  }
+  return {};
+}
+
 namespace {
 
 class Translator {
@@ -55,18 +69,7 @@ public:
   }
 
 private:
-  mlir::Type elem(Elem e) {
-    switch (e) {
-    case Elem::I1: return b_.getI1Type();
-    case Elem::I8: return b_.getI8Type();
-    case Elem::I32: return b_.getI32Type();
-    case Elem::I64: return b_.getI64Type();
-    case Elem::F32: return b_.getF32Type();
-    case Elem::F8E4M3FN: return b_.getType<mlir::Float8E4M3FNType>();
-    case Elem::F4E2M1FN: return b_.getType<mlir::Float4E2M1FNType>();
-    }
-    return {};
-  }
+  mlir::Type elem(Elem e) { return elemType(b_.getContext(), e); }
   mlir::Type type(dsl::Type t) {
     return t.isTile() ? mlir::Type(mlir::RankedTensorType::get({t.lanes}, elem(t.elem))) : elem(t.elem);
   }

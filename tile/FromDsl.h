@@ -16,5 +16,7 @@ namespace m3idx::tile {
 // The context must have registerTileDialects' dialects loaded (loadTileDialects does it).
 StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> fromDsl(const dsl::Kernel &k, mlir::MLIRContext &ctx);
 void loadTileDialects(mlir::MLIRContext &ctx);
+// The builtin type of a DSL element type (the lowering's too).
+mlir::Type elemType(mlir::MLIRContext *ctx, dsl::Elem e);
 
 } // namespace m3idx::tile

@@ -64,8 +64,7 @@ private:
     };
     std::map<int, int64_t> shuffleLanes; // per element type: a general shuffle's buffer
     std::vector<Buffer> dotBuffers;      // dot.tiles staging, results, wgmma exchanges
-    int64_t mmaColumnTiles = 0;          // the most mma column tiles (of 8) a dot spans
-    int64_t mmaColumns = 0;              // ... and the most columns
+    int64_t mmaColumns = 0;              // the most columns an mma dot spans (in tiles of 8)
     bool keysAsF32 = false;              // some extf or FFMA dot.tiles takes a decode's keys as f32
     bool keyWords = false;               // decodes read the target's key table in shared memory
     int64_t keyTilesInFlight = 0;        // the most packed key tiles one loop carries (loads ahead)
@@ -92,7 +91,7 @@ private:
   // score loop is bound by) per use. Measured on the H200 (bench/RESULTS.md): one column tile,
   // score 1.4% faster; two column tiles (104 registers), H=4 decode 3.7% and prefill 2% slower.
   bool mmaRowsWidened(int64_t lanes, unsigned elemBits) const {
-    return sm90_.mmaColumnTiles == 1 && elemBits == 8 && lanes <= 16 * 8;
+    return mmaColumnTiles() == 1 && elemBits == 8 && lanes <= 16 * 8;
   }
   mlir::Value mmaAccIota(int64_t lanes);
   mlir::Value mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups);
@@ -192,6 +191,7 @@ private:
   // The .maxnreg of an sm_90 program whose mma.sync dots span `columns` columns (in tiles of 8)
   // and whose score loop carries `keyTilesInFlight` packed key tiles (0: no mma, no cap).
   static int32_t sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight);
+  int64_t mmaColumnTiles() const { return (sm90_.mmaColumns + 7) / 8; } // the most mma column tiles of 8
   // Trips per iteration of a dsl for: its unroll hint in programs whose mma B fragments stay in
   // registers (one column tile) or two where they are in shared memory, else 1.
   int64_t sm90LoopUnroll(const dsl::Op &forOp) const;
@@ -279,8 +279,7 @@ private:
     mlir::Value keyTable;                      // constant memory: the 16 x 256 exact f32 keys
     mlir::Value keyWords;                      // workgroup memref<512xi32>, see sm90FillKeyWords
     std::map<int32_t, mlir::Value> mmaBShared; // b operand id -> its B fragments in shared memory
-    int64_t mmaColumnTiles = 0;                // the most mma column tiles (of 8) a dot spans
-    int64_t mmaColumns = 0;                    // ... and the most columns
+    int64_t mmaColumns = 0;                    // the most columns an mma dot spans
     int64_t keyTilesInFlight = 0;              // WorkgroupPlan's
     std::set<int32_t> wgmmaB;                  // b operand ids staged as wgmma B
     int64_t wgmmaColumns = 0;                  // N of the program's wgmma dots (one N per program)

@@ -525,10 +525,8 @@ StatusOr<Emitter::WorkgroupPlan> Emitter::planWorkgroupMemory() {
     const bool mfma = unit == TargetLowering::DotUnit::Mfma, mma = unit == TargetLowering::DotUnit::MmaSync,
                wgmma = unit == TargetLowering::DotUnit::Wgmma;
     plan.keysAsF32 |= !mfma && !mma && !wgmma && fromDecode(op.operands[0]);
-    if (mma) {
-      plan.mmaColumnTiles = std::max(plan.mmaColumnTiles, (N + 7) / 8);
+    if (mma)
       plan.mmaColumns = std::max(plan.mmaColumns, N);
-    }
     auto add = [&](Role role, int32_t key, int64_t n, mlir::Type e, int64_t align = 0) {
       plan.dotBuffers.push_back({role, key, workgroupBuffer(n, e), align});
       dotBytes += n * e.getIntOrFloatBitWidth() / 8;
@@ -599,7 +597,6 @@ gpu::GPUFuncOp Emitter::declareKernel(const WorkgroupPlan &plan) {
   auto fn = gpu::GPUFuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}), smemTypes);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
-  sm90_.mmaColumnTiles = plan.mmaColumnTiles;
   sm90_.mmaColumns = plan.mmaColumns;
   sm90_.keyTilesInFlight = plan.keyTilesInFlight;
   target_.annotate(*this, fn);

@@ -179,9 +179,9 @@ int32_t Emitter::sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight) {
 // throttle and short-scoreboard stalls first); prefill 4 x 32K H=1 score 3.30 -> 3.05 ms. gfx950
 // is not measured (no AMD GPU here), so it keeps its loops rolled.
 int64_t Emitter::sm90LoopUnroll(const dsl::Op &forOp) const {
-  if (sm90_.mmaColumnTiles > kMmaBRegisterTiles)
+  if (mmaColumnTiles() > kMmaBRegisterTiles)
     return std::min<int64_t>(forOp.intAttr, 2);
-  return sm90_.mmaColumnTiles == 1 ? forOp.intAttr : 1;
+  return mmaColumnTiles() == 1 ? forOp.intAttr : 1;
 }
 
 bool Emitter::mmaFits(const dsl::Op &op) const {

@@ -24,6 +24,28 @@ def time_step(fn, runs=25, dev="cuda"):
     return statistics.median(times)
 
 
+def time_steps(fns, runs=25, dev="cuda"):
+    """Median ms of each of fns, timed as time_step does but in turn (one call of each per round), so
+    that no one of them alone is timed in the GPU's state after what ran before (the first graph timed
+    after a reference computation ran up to 18 us slower than when timed later: bench/RESULTS.md,
+    2026-12-04 (3))."""
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
+    for fn in fns:
+        for _ in range(3):
+            fn()
+    times = [[] for _ in fns]
+    for _ in range(runs):
+        for fn, t in zip(fns, times):
+            flush.zero_()
+            a, b = torch.cuda.Event(True), torch.cuda.Event(True)
+            a.record()
+            fn()
+            b.record()
+            torch.cuda.synchronize()
+            t.append(a.elapsed_time(b))
+    return [statistics.median(t) for t in times]
+
+
 def graphed(fn):
     """A CUDA graph of fn(), captured after two warm-up calls on a side stream."""
     side = torch.cuda.Stream()

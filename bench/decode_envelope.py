@@ -22,7 +22,7 @@ import time
 import torch
 
 import m3idx
-from cuda_timing import graphed, time_step
+from cuda_timing import graphed, time_step, time_steps
 
 dev = "cuda"
 ONE_M = 1 << 20
@@ -80,6 +80,39 @@ def reference_topk(ref, q, kv, table, lens, Q, lut):
     return ref.run_chunked(ref.decode_step, q, kv, table, lens, Q, 0, 1, lut, chunk)
 
 
+def kernel_us(fn, runs=10):
+    """Mean GPU time per call of each kernel (and memset) fn() runs (torch.profiler, which sees a
+    graph's kernels), each call after an L2 flush: where a step's time goes. Also, as "idle", the
+    median time per call that no kernel of fn() ran between the flush's end and fn()'s last kernel's
+    end (launch latency and the gaps between kernels)."""
+    import statistics
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            flush.zero_()
+            fn()
+        torch.cuda.synchronize()
+    out, calls = {}, []
+    events = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA and e.time_range.end > e.time_range.start),
+                    key=lambda e: e.time_range.start)
+    for e in events:  # every kernel and memset but the flush's fill
+        if "FillFunctor" in e.name:
+            calls.append([e.time_range.end, 0.0, None])
+            continue
+        out[e.name[:48]] = out.get(e.name[:48], 0.0) + (e.time_range.end - e.time_range.start) / runs
+        if calls:
+            calls[-1][1] += e.time_range.end - e.time_range.start
+            calls[-1][2] = e.time_range.end
+    idle = [end - start - busy for start, busy, end in calls if end is not None]
+    if idle:
+        out["idle"] = statistics.median(idle)
+    return out
+
+
 def m3idx_graph(R, H, Q, capacity, q, kv, table, lens):
     idx = m3idx.Indexer(num_index_heads=H, init_blocks=0, local_blocks=1, device="cuda",
                         max_num_decodes=R, max_decode_query_len=Q, max_model_len=capacity)
@@ -95,6 +128,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--limit", type=int, default=0, help="only the first N shapes (a quick look)")
     ap.add_argument("--shapes", default="", help="only these shapes, R:L:H:Q comma-separated (a quick look)")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print each kernel's GPU time per step (torch.profiler) at both capacities and vLLM's")
     ap.add_argument("--budget-s", type=float, default=0,
                     help="start no shape after this many seconds (a device call's limit); 0: none")
     args = ap.parse_args()
@@ -126,7 +161,8 @@ def main():
             continue
         q, kv, table, lens = exact_step(R, L, H, Q, gen)
         want = reference_topk(ref, q, kv, table, lens, Q, lut)
-        times, ok = {}, True
+        times, ok, kernels = {}, True, {}
+        graphs = {}
         for name, capacity in (("1M", ONE_M), ("L", L)):
             idx, out, g = m3idx_graph(R, H, Q, capacity, q, kv, table, lens)
             out.fill_(-7)
@@ -135,9 +171,16 @@ def main():
             same = torch.equal(out, want)
             idx.check()
             ok &= same
-            times[name] = time_step(g.replay, args.runs)
+            graphs[name] = (idx, g, out)  # out stays alive while its graph may replay
+        # the two capacities timed in turn (time_steps): the cost of capacity is their ratio
+        for name, ms in zip(graphs, time_steps([g.replay for _, g, _ in graphs.values()], args.runs)):
+            times[name] = ms
+        for name, (idx, g, _) in graphs.items():
+            if args.profile:
+                kernels[name] = kernel_us(g.replay)
             del g
             idx.close()
+        del graphs
         del q, kv, table, lens, want
         torch.cuda.empty_cache()
         vq, vkv, vbt, vsl = peer.make(R, L, H)
@@ -145,6 +188,8 @@ def main():
             vq = (torch.randn(R * Q, H, 128, device=dev) * 2).to(torch.float8_e4m3fn)
         vg = graphed(lambda: minimax_m3_index_decode(vq, vkv, vbt, vsl, ONE_M, 16, 0, 1, H, Q, Q))
         v_ms = time_step(vg.replay, args.runs)
+        if args.profile:
+            kernels["vLLM"] = kernel_us(vg.replay)
         del vg, vq, vkv, vbt, vsl
         torch.cuda.empty_cache()
         pct = 100 * (R * L * 72 / times["1M"] / 1e6) / copy
@@ -155,6 +200,8 @@ def main():
         failures += not ok
         print(f"{R:>4} {L:>8} {H:>2} {Q:>2} | {times['1M']:>9.4f} {times['L']:>8.4f} {100 * cost:>7.1f}% "
               f"{pct:>6.1f} | {v_ms:>8.4f} | {v_ms / times['1M']:>9.2f}x | {'ok' if ok else 'DIFFERS'}", flush=True)
+        for name, ks in kernels.items():
+            print(f"    kernels, {name}: " + ", ".join(f"{k} {us:.2f} us" for k, us in sorted(ks.items())), flush=True)
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "envelope.md"), "w") as f:

@@ -35,7 +35,7 @@
 #   envelope bench/decode_envelope.py: decode graph replays over R x L x H (capacity 1M and L) next to
 #            vLLM's graph, each checked against bench/torch_reference.py; envelope.md and envelope.png
 #            (no shape started after $ENVELOPE_BUDGET_S seconds, when set; only $ENVELOPE_SHAPES, R:L:H:Q
-#            comma-separated, when set)
+#            comma-separated, when set; each kernel's time per step too with ENVELOPE_PROFILE=1)
 #   example  examples/indexer_step built with CMake through find_package(m3idx) and run
 #   sanitize every kernel config (decode_query_len 1/4/8 x 1/2/4 heads, 6 x 4, prefill, 1M-token rows)
 #            under compute-sanitizer memcheck, racecheck, initcheck and synccheck (memcheck also through
@@ -44,7 +44,7 @@
 #   variants decode steps (the shapes of bench, and 8 rows a request for 64 x 128K at H=1 and 4, or
 #            $VARIANT_SHAPES) under each tuning variant of $VARIANTS (';'-separated `m3idx bench` knobs, '' the
 #            table's own), side by side in one process per shape and variant; each variant also
-#            checked against exact scores on small steps (1, 4 heads; 4, 8 rows)
+#            checked against exact scores on small steps (1, 4 heads; 4, 6, 8 rows; or $VARIANT_CHECK_SHAPES)
 #   profile  Nsight Compute (clocks left alone) on the score kernels of the bench shapes and on the
 #            score and top-k of prefill 4 x 32K (or $PROFILE_DECODE / $PROFILE_PREFILL): speed of light, pipes,
 #            occupancy, warp stalls
@@ -187,7 +187,7 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       PYTHONPATH=$root/python python3 bench/decode_host_time.py 2>&1 | tee "$OUT/gpu-host-time.log" ;;
     envelope)
       PYTHONPATH=$root/python python3 bench/decode_envelope.py --peers carry/peers --out "$OUT" \
-        --budget-s "${ENVELOPE_BUDGET_S:-0}" --shapes "${ENVELOPE_SHAPES:-}" 2>&1 |
+        --budget-s "${ENVELOPE_BUDGET_S:-0}" --shapes "${ENVELOPE_SHAPES:-}" ${ENVELOPE_PROFILE:+--profile} 2>&1 |
         tee "$OUT/gpu-envelope.log" ;;
     example)
       cmake -S examples/indexer_step -B /tmp/m3idx-example -DCMAKE_PREFIX_PATH="$root" >/dev/null
@@ -197,15 +197,16 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       IFS=';' read -r -a variants <<<"${VARIANTS:-}"
       [[ ${#variants[@]} -eq 0 ]] && variants=("")
       {
-        for v in "${variants[@]}"; do for shape in 16:32768:1 16:32768:4 8:32768:1:8 8:32768:4:8 8:32768:4:6; do
+        read -r -a cshapes <<<"${VARIANT_CHECK_SHAPES:-16:32768:1 16:32768:4 8:32768:1:8 8:32768:4:8 8:32768:4:6}"
+        for v in "${variants[@]}"; do for shape in "${cshapes[@]}"; do
           # shellcheck disable=SC2086
           "$m3idx" bench --backend cuda --decode $shape --repeat 1 --check $v 2>&1 |
-            grep -E "top-k|rror|score_decode" | sed "s/^/[$v] $shape: /"
+            grep -E "top-k|rror|score_decode" | sed "s/^/[$v] $shape: /" || true
         done; done
         read -r -a vshapes <<<"${VARIANT_SHAPES:-${decode_shapes[*]} 64:131072:1:8 64:131072:4:8}"
         for shape in "${vshapes[@]}"; do for v in "${variants[@]}"; do
           # shellcheck disable=SC2086
-          echo "== variant [$v] $shape"; "$m3idx" bench --backend cuda --decode "$shape" --repeat 25 $v
+          echo "== variant [$v] $shape"; "$m3idx" bench --backend cuda --decode "$shape" --repeat 25 $v || true
         done; done
       } 2>&1 | tee "$OUT/gpu-variants.log" ;;
     profile) # PROFILE_DECODE / PROFILE_PREFILL: the shapes (bench's decode steps and 4 x 32K by default)

@@ -65,8 +65,9 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
     return invalidArgument("block unroll", "1, or more for a score kernel", c.blockUnroll);
   if (c.narrowMask && !score)
     return invalidArgument("narrow masks", "a score kernel", kernelName(k));
-  if (c.rowTile != 0 && (k != KernelKind::ScoreDecode || c.rowTile < 1 || c.rowTile >= c.queryRows))
-    return invalidArgument("row tile", "0, or in [1, queryRows) for score_decode",
+  if (c.rowTile != 0 && (k != KernelKind::ScoreDecode || c.rowTile < 1 || c.rowTile == c.queryRows ||
+                         c.rowTile > maxRows))
+    return invalidArgument("row tile", fmt::format("0, or in [1, {}] and not queryRows for score_decode", maxRows),
                            fmt::format("{} for {} of {} rows", c.rowTile, kernelName(k), c.queryRows));
   const int tilesPerBlock = spec::kSparseBlockSize / c.tokenTile;
   if (c.tilesAhead < 1 || c.tilesAhead > (score ? tilesPerBlock : 1))

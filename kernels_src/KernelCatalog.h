@@ -35,9 +35,10 @@ struct KernelConfig {
   // Score kernels: masked tiles compare one i32 offset per lane (token minus row, against the
   // row's causal length past the tile's start) instead of each lane's i64 token position.
   bool narrowMask = false;
-  // score_decode: rows one program scores when below queryRows (0: all of a request's rows): the
-  // rows are split into tiles of rowTile, each tile's programs reading the keys (from L2 after
-  // the first) where one program for every column would hold too many registers.
+  // score_decode: rows one program scores when not queryRows (0: all of a request's rows). Below
+  // it, the rows are split into tiles of rowTile, each tile's programs reading the keys (from L2
+  // after the first) where one program for every column would hold too many registers; above it,
+  // the one tile is padded with rows that see nothing (a warpgroup's wgmma takes columns in 8s).
   int rowTile = 0;
   // Score kernels: key tiles whose loads are in flight while one is dotted (1: the next tile
   // only). More cover longer memory latency at the cost of their registers.

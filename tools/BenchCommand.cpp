@@ -37,6 +37,7 @@ struct BenchArgs {
   // Variants of the target's tuning table to measure (-1: the table's own).
   int decodeColumns = -1, scoreUnroll = -1, decodeNarrowAbove = -1, topkPrograms = -1, tilesAhead = -1,
       decodeWarpgroupAbove = -1;
+  bool decodeWarpgroupPad = false;
   int64_t decodePrograms = -1, decodeActive = -1;
 };
 
@@ -120,12 +121,13 @@ int runBench(const BenchArgs &a) {
     return fail(backend.status().message());
   const BatchView v = c->view();
   if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0 ||
-      a.tilesAhead >= 0 || a.decodePrograms >= 0 || a.decodeWarpgroupAbove >= 0 || a.decodeActive >= 0) {
+      a.tilesAhead >= 0 || a.decodePrograms >= 0 || a.decodeWarpgroupAbove >= 0 || a.decodeActive >= 0 ||
+      a.decodeWarpgroupPad) {
     // a variant of the target's table, to measure it
     auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
     if (!gpu)
       return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs/--tiles-ahead/"
-                  "--decode-programs/--decode-active/--decode-warpgroup-above: expected --backend cuda or hip");
+                  "--decode-programs/--decode-active/--decode-warpgroup-above/--decode-warpgroup-pad: expected --backend cuda or hip");
     tuning::TargetTuning t = gpu->tuning();
     if (a.decodeColumns >= 0)
       t.decodeMaxColumns = a.decodeColumns;
@@ -150,6 +152,7 @@ int runBench(const BenchArgs &a) {
       t.decodeWarpgroupAbove = a.decodeWarpgroupAbove;
     if (a.decodeActive >= 0)
       t.decodeActivePrograms = a.decodeActive;
+    t.decodeWarpgroupPad = t.decodeWarpgroupPad || a.decodeWarpgroupPad;
     gpu->setTuning(t);
   }
   if (auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get()); gpu && a.indexer) {
@@ -270,6 +273,9 @@ void addBenchCommand(CLI::App &app, Runner &run) {
   cmd->add_option("--decode-warpgroup-above", args->decodeWarpgroupAbove,
                   "GPU: measure a tuning variant: score_decode requests of more columns (rows x heads, a multiple "
                   "of 8 up to 64) run as one warpgroup program");
+  cmd->add_flag("--decode-warpgroup-pad", args->decodeWarpgroupPad,
+               "GPU: measure a tuning variant: requests of columns no multiple of 8 padded to one for the warpgroup "
+               "test (with --decode-warpgroup-above: 4-column requests as warpgroups)");
   cmd->add_option("--prefill", args->prefill, "A generated prefill step PROMPTS:TOKENS:HEADS (causal, all rows new)");
   cmd->add_flag("--check", args->check, "Check the last step's top-k against exact scores");
   cmd->add_flag("--indexer", args->indexer,

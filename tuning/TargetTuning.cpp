@@ -85,7 +85,10 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     c.numHeads = numHeads;
     c.queryRows = decodeQueryLen;
     c.blockUnroll = scoreUnroll;
-    if (decodeAsWarpgroup(numHeads * decodeQueryLen)) {
+    if (const int columns = decodeWarpgroupColumns(numHeads, numHeads * decodeQueryLen);
+        decodeAsWarpgroup(columns)) {
+      if (columns != numHeads * decodeQueryLen)
+        c.rowTile = columns / numHeads; // padding rows past decodeQueryLen
       c.tokenTile = 64; // a warp's 16 tokens each
       c.warps = 4;
       c.foldTokenPairs = true;
@@ -151,6 +154,11 @@ bool TargetTuning::decodeAsWarpgroup(int columns) const {
   // wgmma's columns (lowering/nvvm/WgmmaShape.h), at most 64 for a decode (its 64-token tile's
   // accumulators under the warpgroup's register cap, Emitter::wgmmaRegisterCap).
   return columns > decodeWarpgroupAbove && columns <= 64 && lowering::wgmmaTakesColumns(columns);
+}
+
+int TargetTuning::decodeWarpgroupColumns(int numHeads, int columns) const {
+  const int padded = (columns + 7) / 8 * 8;
+  return decodeWarpgroupPad && numHeads > 0 && padded % numHeads == 0 ? padded : columns;
 }
 
 int64_t TargetTuning::mostDecodeScorePrograms() const {

@@ -57,6 +57,10 @@ struct TargetTuning {
   // warp decoding its 16 tokens once for every column) on a grid of decodeWarpgroupPrograms.
   int decodeWarpgroupAbove = 1 << 30;
   int64_t decodeWarpgroupPrograms = 4096;
+  // Whether a request of columns that are no multiple of 8 is asked about as the next multiple of 8
+  // (its row tile padded with rows that see nothing, KernelConfig::rowTile): a 4-column request can
+  // then run as a warpgroup, 2 tiles a block where a warp runs 8 in sequence.
+  bool decodeWarpgroupPad = false;
 
   // Rows of one prefill program: columns / heads.
   int prefillRowTile(int numHeads) const;
@@ -74,6 +78,8 @@ private:
   DecodeForm decodeFormFor(int columns) const;
   // Whether a request of `columns` columns (rows x heads) is scored by one warpgroup program.
   bool decodeAsWarpgroup(int columns) const;
+  // The columns a warpgroup program of such a request takes (decodeWarpgroupPad).
+  int decodeWarpgroupColumns(int numHeads, int columns) const;
 };
 
 // The table of a target ("host", "sm_90", "gfx950"); an unknown name is an error naming the known.

@@ -135,6 +135,16 @@ TEST_P(HostVsReference, MatchesWithoutRowTiles) {
   expectMatches(host);
 }
 
+// Every decode request as one warpgroup program, a request of columns that are no multiple of 8
+// padded with rows that see nothing (4 rows x 1 head as a tile of 8 rows, 3 x 4 as one of 4).
+TEST_P(HostVsReference, MatchesInPaddedWarpgroups) {
+  tuning::TargetTuning form = **tuning::tuningFor("sm_90");
+  form.decodeWarpgroupAbove = 0;
+  form.decodeWarpgroupPad = true;
+  runtime::HostBackend host(form);
+  expectMatches(host);
+}
+
 // Decode programs with more key tiles in flight: 3 (loads crossing into the next block from the
 // 6th tile on, a count the unroll of 4 does not divide) and a whole block's 8 (row tiles).
 static tuning::TargetTuning tilesAheadForm(int ahead, int maxColumns) {

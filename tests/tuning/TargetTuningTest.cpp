@@ -172,7 +172,31 @@ TEST(TargetTuning, WideDecodeRequestsMaySplitIntoRowTiles) {
   EXPECT_FALSE(buildKernel(KernelKind::TopkDecode, topk).ok());
   KernelConfig wide = tiled.configFor(KernelKind::ScoreDecode, 4, 8);
   wide.rowTile = 8;
-  EXPECT_FALSE(buildKernel(KernelKind::ScoreDecode, wide).ok()); // not below queryRows
+  EXPECT_FALSE(buildKernel(KernelKind::ScoreDecode, wide).ok()); // queryRows itself
+  wide.rowTile = 65;
+  EXPECT_FALSE(buildKernel(KernelKind::ScoreDecode, wide).ok()); // past the rows a decode may have
+}
+
+// With decodeWarpgroupPad a request of columns no multiple of 8 is one warpgroup program whose row
+// tile is padded to the next multiple of 8 columns; without it such requests stay one warp.
+TEST(TargetTuning, WarpgroupsMayPadTheirRows) {
+  TargetTuning padded = sm90();
+  padded.decodeWarpgroupAbove = 0;
+  padded.decodeWarpgroupPad = true;
+  const KernelConfig c14 = padded.configFor(KernelKind::ScoreDecode, 1, 4), c43 = padded.configFor(KernelKind::ScoreDecode, 4, 3);
+  EXPECT_EQ(c14.warps, 4);
+  EXPECT_EQ(c14.rowTile, 8);
+  EXPECT_EQ(c14.decodeColumns(), 8);
+  EXPECT_EQ(c14.decodeRowTiles(), 1);
+  EXPECT_EQ(c43.rowTile, 4);
+  EXPECT_EQ(c43.decodeColumns(), 16);
+  EXPECT_EQ(padded.configFor(KernelKind::ScoreDecode, 2, 4).rowTile, 0); // 8 columns already
+  for (int heads : {1, 2, 4})
+    for (int rows = 1; rows <= 8; ++rows)
+      EXPECT_TRUE(buildKernel(KernelKind::ScoreDecode, padded.configFor(KernelKind::ScoreDecode, heads, rows)).ok())
+          << heads << " x " << rows;
+  padded.decodeWarpgroupPad = false;
+  EXPECT_EQ(padded.configFor(KernelKind::ScoreDecode, 1, 4).warps, 1);
 }
 
 // gfx950's one-program decodes of 12, 14, 20, 24 or 28 columns did not compile (the wave's blocked

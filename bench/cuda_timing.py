@@ -9,24 +9,12 @@ import torch
 
 def time_step(fn, runs=25, dev="cuda"):
     """Median ms of fn() over `runs` calls, each after an L2 flush, by CUDA events."""
-    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(runs):
-        flush.zero_()
-        a, b = torch.cuda.Event(True), torch.cuda.Event(True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    return time_steps([fn], runs, dev)[0]
 
 
 def time_steps(fns, runs=25, dev="cuda"):
-    """Median ms of each of fns, timed as time_step does but in turn (one call of each per round), so
-    that no one of them alone is timed in the GPU's state after what ran before (the first graph timed
+    """Median ms of each of fns over `runs` calls, each after an L2 flush, by CUDA events, in turn
+    (one call of each per round), so that no one of them alone is timed in the GPU's state after what ran before (the first graph timed
     after a reference computation ran up to 18 us slower than when timed later: bench/RESULTS.md,
     2026-12-04 (3))."""
     flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)

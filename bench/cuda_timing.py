@@ -14,9 +14,9 @@ def time_step(fn, runs=25, dev="cuda"):
 
 def time_steps(fns, runs=25, dev="cuda"):
     """Median ms of each of fns over `runs` calls, each after an L2 flush, by CUDA events, in turn
-    (one call of each per round), so that no one of them alone is timed in the GPU's state after what ran before (the first graph timed
-    after a reference computation ran up to 18 us slower than when timed later: bench/RESULTS.md,
-    2026-12-04 (3))."""
+    (one call of each per round), so that none of them alone is timed in the GPU's state after what
+    ran before (the first graph timed after a reference computation ran up to 18 us slower than
+    when timed later: bench/RESULTS.md, 2026-12-04 (3))."""
     flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
     for fn in fns:
         for _ in range(3):

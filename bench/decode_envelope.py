@@ -16,6 +16,7 @@ R x L per H, capacity 1M).
 Usage: PYTHONPATH=<archive>/python python3 bench/decode_envelope.py --peers carry/peers --out $OUT"""
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -85,7 +86,6 @@ def kernel_us(fn, runs=10):
     graph's kernels), each call after an L2 flush: where a step's time goes. Also, as "idle", the
     median time per call that no kernel of fn() ran between the flush's end and fn()'s last kernel's
     end (launch latency and the gaps between kernels)."""
-    import statistics
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
     flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
@@ -173,14 +173,12 @@ def main():
             ok &= same
             graphs[name] = (idx, g, out)  # out stays alive while its graph may replay
         # the two capacities timed in turn (time_steps): the cost of capacity is their ratio
-        for name, ms in zip(graphs, time_steps([g.replay for _, g, _ in graphs.values()], args.runs)):
-            times[name] = ms
+        times.update(zip(graphs, time_steps([g.replay for _, g, _ in graphs.values()], args.runs)))
         for name, (idx, g, _) in graphs.items():
             if args.profile:
                 kernels[name] = kernel_us(g.replay)
-            del g
             idx.close()
-        del graphs
+        del graphs, g
         del q, kv, table, lens, want
         torch.cuda.empty_cache()
         vq, vkv, vbt, vsl = peer.make(R, L, H)

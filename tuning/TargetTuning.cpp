@@ -85,8 +85,7 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     c.numHeads = numHeads;
     c.queryRows = decodeQueryLen;
     c.blockUnroll = scoreUnroll;
-    if (const int columns = decodeWarpgroupColumns(numHeads, numHeads * decodeQueryLen);
-        decodeAsWarpgroup(columns)) {
+    if (const int columns = decodeWarpgroupColumns(numHeads, decodeQueryLen); decodeAsWarpgroup(columns)) {
       if (columns != numHeads * decodeQueryLen)
         c.rowTile = columns / numHeads; // padding rows past decodeQueryLen
       c.tokenTile = 64; // a warp's 16 tokens each
@@ -156,8 +155,8 @@ bool TargetTuning::decodeAsWarpgroup(int columns) const {
   return columns > decodeWarpgroupAbove && columns <= 64 && lowering::wgmmaTakesColumns(columns);
 }
 
-int TargetTuning::decodeWarpgroupColumns(int numHeads, int columns) const {
-  const int padded = (columns + 7) / 8 * 8;
+int TargetTuning::decodeWarpgroupColumns(int numHeads, int decodeQueryLen) const {
+  const int columns = numHeads * decodeQueryLen, padded = (columns + 7) / 8 * 8;
   return decodeWarpgroupPad && numHeads > 0 && padded % numHeads == 0 ? padded : columns;
 }
 

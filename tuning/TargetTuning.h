@@ -78,8 +78,9 @@ private:
   DecodeForm decodeFormFor(int columns) const;
   // Whether a request of `columns` columns (rows x heads) is scored by one warpgroup program.
   bool decodeAsWarpgroup(int columns) const;
-  // The columns a warpgroup program of such a request takes (decodeWarpgroupPad).
-  int decodeWarpgroupColumns(int numHeads, int columns) const;
+  // The columns a warpgroup program of a request of these heads and rows takes (rows x heads, or
+  // with decodeWarpgroupPad the next multiple of 8).
+  int decodeWarpgroupColumns(int numHeads, int decodeQueryLen) const;
 };
 
 // The table of a target ("host", "sm_90", "gfx950"); an unknown name is an error naming the known.

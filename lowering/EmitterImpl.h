@@ -99,6 +99,7 @@ private:
   int64_t chunk(int64_t lanes) const { return lanes >= threads_ ? lanes / threads_ : 1; }
   bool partial(int64_t lanes) const { return lanes < threads_; }
   mlir::Value laneI64();
+  mlir::Value warpLaneI64(); // the thread's lane in its warp of shuffleWidth threads
   mlir::Value laneBelow(int64_t n); // i1: this thread holds a lane of an n-lane tile
   mlir::Value shuffleIdx(mlir::Value v, mlir::Value srcLane); // any int/float scalar
   mlir::Value shuffleXor(mlir::Value v, int32_t mask);
@@ -196,6 +197,8 @@ private:
   // registers (one column tile) or two where they are in shared memory, else 1.
   int64_t sm90LoopUnroll(const dsl::Op &forOp) const;
   void sm90FillKeyWords(); // sm90_.keyWords[2s], [2s + 1]: key bytes of codes 0-3, 4-7 times scale s
+  // Fills the key table here unless a fill already dominates this point (sm90KeyWordsReady).
+  void sm90KeyWordsReady();
   std::pair<mlir::Value, mlir::Value> sm90KeyWordsOf(mlir::Value scaleByte);
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes
   bool mmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
@@ -220,6 +223,10 @@ private:
   // warp, A in registers) against N query columns, N a multiple of 8 up to 128 (B, f16 in shared
   // memory, 128-byte swizzled) as wgmma m64nNk16 with f32 sums.
   static constexpr int64_t kWgmmaTokens = 64; // wgmma's M
+  // Warpgroup dots of at most 16 columns (decode requests of few rows x heads) run as mma.sync,
+  // each warp on its own 16 of the 64 tokens with B in registers, into the same WgmmaAcc
+  // registers (m16n8's C is one warp's share of m64nN's D); wider ones as wgmma.
+  static bool warpMmaTakes(int64_t columns) { return columns <= 16; }
   // The .maxnreg of wgmma programs of `columns` columns: 64 -> 128 (4 programs per SM), 128 -> 168
   // (3 per SM; the accumulators alone take 64). Measured on the H200, prefill 4 x 32K H=1 score
   // (bench/RESULTS.md): 64 columns, uncapped (243 registers, 2 programs per SM)
@@ -278,11 +285,12 @@ private:
   struct Sm90Program {
     mlir::Value keyTable;                      // constant memory: the 16 x 256 exact f32 keys
     mlir::Value keyWords;                      // workgroup memref<512xi32>, see sm90FillKeyWords
+    mlir::Block *keyWordsFilledIn = nullptr;   // the block whose fill of keyWords is emitted (none yet)
     std::map<int32_t, mlir::Value> mmaBShared; // b operand id -> its B fragments in shared memory
     int64_t mmaColumns = 0;                    // the most columns an mma dot spans
     int64_t keyTilesInFlight = 0;              // WorkgroupPlan's
     std::set<int32_t> wgmmaB;                  // b operand ids staged as wgmma B
-    int64_t wgmmaColumns = 0;                  // N of the program's wgmma dots (one N per program)
+    int64_t wgmmaColumns = 0;    // N of the program's warpgroup dots (one N per program; wgmma or mma.sync)
     mlir::Value wgmmaExchange;   // the warps' column maxima (two of 4 x N floats, used in turn)
     mlir::Value wgmmaExchangeAt; // the offset of the one the next reduction uses (0 or 4 N)
   } sm90_;

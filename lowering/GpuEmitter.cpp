@@ -27,6 +27,11 @@ using namespace mlir;
 
 mlir::Value Emitter::laneI64() { return arith::IndexCastOp::create(b_, b_.getI64Type(), lane_); }
 
+mlir::Value Emitter::warpLaneI64() {
+  const int width = target_.shuffleWidth(threads_);
+  return width == threads_ ? laneI64() : arith::RemUIOp::create(b_, laneI64(), constant(b_.getI64Type(), width));
+}
+
 mlir::Value Emitter::laneBelow(int64_t n) {
   return arith::CmpIOp::create(b_, arith::CmpIPredicate::ult, laneI64(),
                                constant(b_.getI64Type(), static_cast<double>(n)));
@@ -537,22 +542,24 @@ StatusOr<Emitter::WorkgroupPlan> Emitter::planWorkgroupMemory() {
       add(Role::StageB, op.operands[1].id, wgmma ? 2 * bLanes : mma ? mmaStageBytes(bLanes) : bLanes,
           mfma || mma || wgmma ? mlir::Type(b_.getI8Type()) : mlir::Type(b_.getF32Type()), wgmma ? 1024 : 0);
     }
+    // a warpgroup's dot, on wgmma or on each warp's mma.sync: results stay in WgmmaAcc registers
+    const bool warpgroup = wgmma || (mma && spreadOf(op.results[0]) == Spread::WgmmaAcc);
     if (wgmma && spreadOf(op.results[0]) != Spread::WgmmaAcc) // no blocked copy of 64 x 64 results
       return Status::error(fmt::format("kernel @{}: the wgmma dot.tiles result is read in blocked order "
                                        "(on sm_90 warpgroup programs only elementwise ops, loop-carried "
                                        "values and a reduce.max.groups of 64 may read it)",
                                        k_.name) + sourceOf(op));
-    if (wgmma && sm90_.wgmmaColumns && sm90_.wgmmaColumns != N)
-      return Status::error(fmt::format("kernel @{}: wgmma dot.tiles of {} and {} columns in one program",
+    if (warpgroup && sm90_.wgmmaColumns && sm90_.wgmmaColumns != N)
+      return Status::error(fmt::format("kernel @{}: warpgroup dot.tiles of {} and {} columns in one program",
                                        k_.name, sm90_.wgmmaColumns, N) + sourceOf(op));
-    if (wgmma) {
+    if (wgmma)
       sm90_.wgmmaB.insert(op.operands[1].id);
+    if (warpgroup)
       sm90_.wgmmaColumns = N;
-    }
-    if (!mfma && !(mma && spreadOf(op.results[0]) == Spread::MmaAcc) && !wgmma)
+    if (!mfma && !(mma && spreadOf(op.results[0]) == Spread::MmaAcc) && !warpgroup)
       add(Role::Result, static_cast<int32_t>(i), N * M, b_.getF32Type());
   }
-  if (!sm90_.wgmmaB.empty()) { // the warps' column maxima, two exchanges in turn
+  if (sm90_.wgmmaColumns) { // the warps' column maxima, two exchanges in turn
     plan.dotBuffers.push_back({Role::WgmmaExchange, 0, workgroupBuffer(2 * 4 * sm90_.wgmmaColumns, b_.getF32Type())});
     dotBytes += 2 * 4 * sm90_.wgmmaColumns * 4;
   }
@@ -627,7 +634,7 @@ void Emitter::bindProgram(gpu::GPUFuncOp fn, const WorkgroupPlan &plan) {
     }
   }
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
-  if (!sm90_.wgmmaB.empty()) { // which exchange the next reduction uses: a scalar LLVM keeps in a register
+  if (sm90_.wgmmaColumns) { // which exchange the next reduction uses: a scalar LLVM keeps in a register
     sm90_.wgmmaExchangeAt = memref::AllocaOp::create(b_, MemRefType::get({1}, b_.getI64Type()));
     mlir::Value zero = constant(b_.getI64Type(), 0);
     memref::StoreOp::create(b_, zero, sm90_.wgmmaExchangeAt, ValueRange{toIndex(zero)});
@@ -637,7 +644,9 @@ void Emitter::bindProgram(gpu::GPUFuncOp fn, const WorkgroupPlan &plan) {
                                             "m3idx_nvfp4_keys");
   if (plan.keyWords) {
     sm90_.keyWords = fn.getWorkgroupAttributions()[w++];
-    sm90FillKeyWords();
+    // wgmma programs fill it first; others at the first staging or decode (Sm90Lowering::beforeStaging)
+    if (!sm90_.wgmmaB.empty())
+      sm90KeyWordsReady();
   }
   programId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));
 }

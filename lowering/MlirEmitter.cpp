@@ -178,8 +178,10 @@ void Emitter::emitRegion(const dsl::Region &r) {
     }
     for (dsl::ValueId v : k_.ops[i].results) // a dot.tiles b operand: staged once, where defined
       if (v.id < static_cast<int32_t>(dotStageOf_.size()) && dotStageOf_[v.id] >= 0 &&
-          !dotStage_.count(v.id))
+          !dotStage_.count(v.id)) {
+        target_.beforeStaging(*this);
         stageDotOperand(v, /*barrierBefore=*/false);
+      }
   }
 }
 
@@ -505,12 +507,21 @@ void Emitter::emitOp(const dsl::Op &op) {
     for (size_t i = 1; i < r.args.size(); ++i)
       values_[r.args[i].id] = forOp.getRegionIterArgs()[i - 1];
     emitRegion(r);
-    if (int64_t factor = target_.loopUnroll(*this, op); factor > 1) {
-      // A hint only: a loop the utility cannot unroll stays rolled, with the same results.
+    SmallVector<mlir::Value> results(forOp.getResults());
+    if (int64_t factor = target_.loopUnroll(*this, op); factor > 1 && !results.empty()) {
+      // A hint only: a loop the utility cannot unroll stays rolled, with the same results. One of
+      // no more trips than the factor is unrolled whole and erased, its results' uses replaced by
+      // the last trip's values: a cast holds a use of each, to read them back from.
+      b_.setInsertionPointAfter(forOp);
+      auto hold = UnrealizedConversionCastOp::create(b_, forOp.getResultTypes(), forOp.getResults());
+      (void)mlir::loopUnrollByFactor(forOp, static_cast<uint64_t>(factor));
+      results.assign(hold->getOperands().begin(), hold->getOperands().end());
+      hold->erase();
+    } else if (factor > 1) {
       (void)mlir::loopUnrollByFactor(forOp, static_cast<uint64_t>(factor));
     }
     for (size_t i = 0; i < op.results.size(); ++i)
-      values_[op.results[i].id] = forOp.getResult(i);
+      values_[op.results[i].id] = results[i];
     return;
   }
   case OpKind::If: {

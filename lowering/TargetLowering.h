@@ -51,6 +51,9 @@ public:
   virtual mlir::Value decodeNvfp4(Emitter &e, mlir::Value packed, mlir::Value scales) const;
   // sm_90: the key tables in constant and shared memory its decodes and f32 keys read.
   virtual bool keyTables() const { return false; }
+  // GPU forms: before a dot operand is staged where it is defined (its loads and the ones before
+  // it issued, the staging's stores about to wait for them): work that needs no loaded value.
+  virtual void beforeStaging(Emitter &) const {}
   // Attributes of the kernel function (a register budget) once the program is planned.
   virtual void annotate(const Emitter &, mlir::gpu::GPUFuncOp) const {}
 

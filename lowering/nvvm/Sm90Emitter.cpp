@@ -90,6 +90,17 @@ void Emitter::sm90FillKeyWords() {
   barrier();
 }
 
+// The fill is emitted at the first point that needs the table (a staging, else a decode) and dominates
+// every later use inside that block's region: a use outside it (not in m3idx's kernels) fills again.
+void Emitter::sm90KeyWordsReady() {
+  mlir::Block *here = b_.getInsertionBlock();
+  for (mlir::Block *at = here; at; at = at->getParentOp() ? at->getParentOp()->getBlock() : nullptr)
+    if (at == sm90_.keyWordsFilledIn)
+      return;
+  sm90FillKeyWords();
+  sm90_.keyWordsFilledIn = here;
+}
+
 // Then one prmt looks up 4 elements at once (the packed nibbles, sign bits masked, are its
 // selectors), and the nibbles' signs are XORed into bit 7: a second prmt in sign-replicate mode
 // spreads them to whole bytes (an even element's sign is bit 7 of its packed byte shifted left by
@@ -108,6 +119,7 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   auto prmt = [&](mlir::Value lo, mlir::Value hi, mlir::Value sel) {
     return NVVM::PermuteOp::create(b_, i32, lo, hi, sel, NVVM::PermuteMode::DEFAULT).getResult();
   };
+  sm90KeyWordsReady();
   mlir::Value scaleBytes = gpuThreadScales(scales, N);
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
   std::vector<std::pair<mlir::Value, mlir::Value>> tables; // per group: key bytes of codes 0-3, 4-7
@@ -158,14 +170,15 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
 // column tile's program still fits 96 with two, two column tiles need 112 (ptxas spills 20 bytes
 // under 104). A one-tile program of 5-7 columns (1 head x 6 rows: masked column slots) is the
 // tightest at 96: the reverted first try of the 2026-12-03 run split (bench/RESULTS.md) spilled
-// 4 bytes there and took 103 registers uncapped, so it gets 104.
+// 4 bytes there and took 103 registers uncapped, so it gets 104; so does a one-column program (1
+// head x 1 row) since the key table's fill moved after the first loads: 4 bytes spilled under 96.
 int32_t Emitter::sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight) {
   const int64_t columnTiles = (columns + 7) / 8;
   if (columnTiles == 0 || columnTiles > kMmaBRegisterTiles)
     return 0;
   const int32_t extra = columnTiles == 1 ? std::max<int32_t>(0, static_cast<int32_t>(keyTilesInFlight) - 2) * 8
                                          : std::max<int32_t>(0, static_cast<int32_t>(keyTilesInFlight) - 1) * 8;
-  const int32_t oneTile = columns > 4 && columns < 8 ? 104 : 96;
+  const int32_t oneTile = columns == 1 || (columns > 4 && columns < 8) ? 104 : 96;
   return std::min<int32_t>(255, (columnTiles == 1 ? oneTile : columnTiles == 2 ? 104 : columnTiles == 3 ? 136 : 168) + extra);
 }
 
@@ -332,7 +345,7 @@ mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, int64_
   const int64_t steps = kRowK / kMmaK;
   if (last < 0)
     last = (rows + kMmaN - 1) / kMmaN;
-  mlir::Value lane = laneI64();
+  mlir::Value lane = warpLaneI64(); // every warp of a warpgroup holds the same fragments
   mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
   mlir::Value k32 = arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, 4)), constant(i64, 32));
   mlir::Value out = constant(VectorType::get({(last - first) * steps * 4}, i32), 0);
@@ -483,7 +496,9 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
       }
     acc.insert(acc.end(), c.begin(), c.end());
   }
-  if (spreadOf(op.results[0]) == Spread::MmaAcc)
+  // In a warpgroup, warp w's m16n8 C of tile nt is registers 4 nt.. 4 nt + 3 of m64nN's D
+  // (tokens 16 w + g and + 8): the WgmmaAcc order (Sm90Wgmma.cpp), so the result is the same.
+  if (spreadOf(op.results[0]) == Spread::MmaAcc || spreadOf(op.results[0]) == Spread::WgmmaAcc)
     return vector::FromElementsOp::create(b_, VectorType::get({4 * tiles}, f32), acc);
   // c[i] is token g + 8 (i / 2) against column 8 nt + 2 t + i % 2: written where that column exists.
   mlir::Value lane = laneI64();

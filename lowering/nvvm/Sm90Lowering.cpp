@@ -36,14 +36,19 @@ public:
         e.k_, [&](const dsl::Op &op) { return e.mmaFits(op); }, [&](const dsl::Op &op) { return e.wgmmaFits(op); });
   }
 
+  // A warpgroup's dot of few columns runs as each warp's own mma.sync on its 16 tokens
+  // (Emitter::warpMmaTakes): the same WgmmaAcc result, without wgmma's fences and waits.
   DotUnit dotUnit(const Emitter &e, const dsl::Op &op) const override {
-    return e.wgmmaRuns(op) ? DotUnit::Wgmma : e.mmaRuns(op) ? DotUnit::MmaSync : DotUnit::Ffma;
+    if (e.wgmmaRuns(op))
+      return Emitter::warpMmaTakes(e.k_.typeOf(op.operands[1]).lanes / spec::kIndexHeadDim) ? DotUnit::MmaSync
+                                                                                          : DotUnit::Wgmma;
+    return e.mmaRuns(op) ? DotUnit::MmaSync : DotUnit::Ffma;
   }
 
-  // Programs of several warps exist for wgmma (the warpgroup prefill form): a dot that cannot take
-  // it is refused rather than run, much slower, on FFMA.
+  // Programs of several warps exist for warpgroup dots (the prefill form, wide decode requests):
+  // a dot that cannot take one is refused rather than run, much slower, on FFMA.
   Status checkDot(const Emitter &e, const dsl::Op &op, DotUnit unit) const override {
-    if (e.k_.warps == 1 || unit == DotUnit::Wgmma)
+    if (e.k_.warps == 1 || unit == DotUnit::Wgmma || (unit == DotUnit::MmaSync && e.wgmmaRuns(op)))
       return Status();
     return Status::error(fmt::format(
         "kernel @{}: dot.tiles of {} x {} lanes (k = {}) in a {}-warp sm_90 program does not lower to wgmma "
@@ -54,7 +59,7 @@ public:
   }
 
   mlir::Value matrixDot(Emitter &e, const dsl::Op &op, DotUnit unit) const override {
-    return unit == DotUnit::Wgmma ? e.wgmmaDotTiles(op) : e.mmaDotTiles(op);
+    return unit == DotUnit::Wgmma ? e.wgmmaDotTiles(op) : e.mmaDotTiles(op); // either warp count
   }
 
   void stageMatrixB(Emitter &e, dsl::ValueId v, mlir::Value staged, int64_t rows) const override {
@@ -70,6 +75,12 @@ public:
     return e.sm90DecodeNvfp4(packed, scales);
   }
   bool keyTables() const override { return true; }
+  // The key table's fill (a few hundred instructions) here instead of at the program's start,
+  // where it sat in front of the first metadata load in every program's dependent chain.
+  void beforeStaging(Emitter &e) const override {
+    if (e.sm90_.keyWords)
+      e.sm90KeyWordsReady();
+  }
 
   void annotate(const Emitter &e, mlir::gpu::GPUFuncOp fn) const override {
     const int32_t cap = e.sm90_.wgmmaB.empty() ? Emitter::sm90RegisterCap(e.sm90_.mmaColumns, e.sm90_.keyTilesInFlight)

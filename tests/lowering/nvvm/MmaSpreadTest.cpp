@@ -335,3 +335,26 @@ TEST(MmaSpread, BlockedFoldMaxOnlyWithinAThread) {
     }
   }
 }
+
+// Warpgroup decode programs (every request one, padded to 8 columns: a tuning variant) lower for
+// sm_90: up to 16 columns as each warp's own mma.sync on its 16 tokens, wider as wgmma. The 8-column
+// ones' loop over a block's two 64-token tiles is unrolled whole, which erased the loop whose
+// results the emitter still held (a crash, 2 heads x 4 rows) before results were read back.
+TEST(MmaSpread, WarpgroupDecodesOfFewColumnsLowerToMmaSync) {
+  using kernels::KernelKind;
+  tuning::TargetTuning padded = **tuning::tuningFor("sm_90");
+  padded.decodeWarpgroupAbove = 0;
+  padded.decodeWarpgroupPad = true;
+  for (int heads : {1, 2, 4})
+    for (int rows : {1, 2, 3, 4, 6, 8}) {
+      const kernels::KernelConfig c = padded.configFor(KernelKind::ScoreDecode, heads, rows);
+      ASSERT_EQ(c.warps, 4) << heads << " x " << rows;
+      auto k = kernels::buildKernel(KernelKind::ScoreDecode, c);
+      ASSERT_TRUE(k.ok()) << k.status().message();
+      auto ptx = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
+      ASSERT_TRUE(ptx.ok()) << heads << " x " << rows << ": " << ptx.status().message();
+      const bool few = c.decodeColumns() <= 16;
+      EXPECT_EQ(ptx->find("mma.sync.aligned.m16n8k16") != std::string::npos, few) << heads << " x " << rows;
+      EXPECT_EQ(ptx->find("wgmma.mma_async") != std::string::npos, !few) << heads << " x " << rows;
+    }
+}

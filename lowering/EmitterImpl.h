@@ -197,7 +197,7 @@ private:
   // registers (one column tile) or two where they are in shared memory, else 1.
   int64_t sm90LoopUnroll(const dsl::Op &forOp) const;
   void sm90FillKeyWords(); // sm90_.keyWords[2s], [2s + 1]: key bytes of codes 0-3, 4-7 times scale s
-  // Fills the key table here unless a fill already dominates this point (sm90KeyWordsReady).
+  // Fills the key table here unless a fill emitted earlier dominates this point.
   void sm90KeyWordsReady();
   std::pair<mlir::Value, mlir::Value> sm90KeyWordsOf(mlir::Value scaleByte);
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes

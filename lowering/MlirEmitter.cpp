@@ -508,17 +508,20 @@ void Emitter::emitOp(const dsl::Op &op) {
       values_[r.args[i].id] = forOp.getRegionIterArgs()[i - 1];
     emitRegion(r);
     SmallVector<mlir::Value> results(forOp.getResults());
-    if (int64_t factor = target_.loopUnroll(*this, op); factor > 1 && !results.empty()) {
+    if (int64_t factor = target_.loopUnroll(*this, op); factor > 1) {
       // A hint only: a loop the utility cannot unroll stays rolled, with the same results. One of
       // no more trips than the factor is unrolled whole and erased, its results' uses replaced by
       // the last trip's values: a cast holds a use of each, to read them back from.
-      b_.setInsertionPointAfter(forOp);
-      auto hold = UnrealizedConversionCastOp::create(b_, forOp.getResultTypes(), forOp.getResults());
+      UnrealizedConversionCastOp hold;
+      if (!results.empty()) {
+        b_.setInsertionPointAfter(forOp);
+        hold = UnrealizedConversionCastOp::create(b_, forOp.getResultTypes(), results);
+      }
       (void)mlir::loopUnrollByFactor(forOp, static_cast<uint64_t>(factor));
-      results.assign(hold->getOperands().begin(), hold->getOperands().end());
-      hold->erase();
-    } else if (factor > 1) {
-      (void)mlir::loopUnrollByFactor(forOp, static_cast<uint64_t>(factor));
+      if (hold) {
+        results.assign(hold->getOperands().begin(), hold->getOperands().end());
+        hold->erase();
+      }
     }
     for (size_t i = 0; i < op.results.size(); ++i)
       values_[op.results[i].id] = results[i];

@@ -75,8 +75,9 @@ public:
     return e.sm90DecodeNvfp4(packed, scales);
   }
   bool keyTables() const override { return true; }
-  // The key table's fill (a few hundred instructions) here instead of at the program's start,
-  // where it sat in front of the first metadata load in every program's dependent chain.
+  // The key table's fill (a few hundred instructions) here instead of at the program's start
+  // (where wgmma programs keep it: prefill spilled more), where it sat in front of the first
+  // metadata load in every program's dependent chain.
   void beforeStaging(Emitter &e) const override {
     if (e.sm90_.keyWords)
       e.sm90KeyWordsReady();

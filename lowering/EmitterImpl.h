@@ -1,13 +1,15 @@
 // The DSL -> MLIR emitter's class: MlirEmitter.cpp (ops common to every target, and the host
 // module), GpuEmitter.cpp (how tiles are spread over a GPU program's threads, and the GPU module),
-// and the emitting code each target's lowering (TargetLowering.h) picks, in its folder
-// (host/HostTiles.cpp, nvvm/Sm90*.cpp, rocdl/Gfx950Emitter.cpp). The common files never test which
-// target they emit for: they ask target_. Internal to lowering/.
+// and sm_90's emitting code (nvvm/Sm90*.cpp, driven by its Sm90Program). The host's and gfx950's
+// programs (TargetLowering.h: host/HostProgram.h, rocdl/Gfx950Program.h) hold their own state and
+// code and emit with the building blocks declared public here. The common files never test which
+// target they emit for: they ask target_ and program_. Internal to lowering/.
 #pragma once
 
 #include <array>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,7 +44,7 @@ public:
   // `threads`: a GPU program's threads per warp (a kernel's warps multiply it).
   Emitter(mlir::MLIRContext &ctx, const dsl::Kernel &k, const TargetLowering &target, int threads = 1)
       : k_(k), b_(mlir::UnknownLoc::get(&ctx), &ctx), values_(k.valueTypes.size()), target_(target),
-        gpu_(target.distributed()), threads_(threads * k.warps) {}
+        gpu_(target.distributed()), threads_(threads * k.warps), program_(target.program(*this)) {}
 
   const dsl::Kernel &kernel() const { return k_; }
 
@@ -74,10 +76,30 @@ private:
   mlir::MemRefType workgroupBuffer(int64_t n, mlir::Type e);
   mlir::gpu::GPUFuncOp declareKernel(const WorkgroupPlan &plan);
   void bindProgram(mlir::gpu::GPUFuncOp fn, const WorkgroupPlan &plan); // arguments, buffers, tables
-  // The targets' lowerings drive the emitting code in their folders (nvvm/, rocdl/).
-  friend class TargetLowering;
-  friend class Sm90Lowering;
-  friend class Gfx950Lowering;
+  // sm_90's state and emitting code are still the Emitter's (nvvm/Sm90*.cpp); its program drives them.
+  friend class Sm90Program;
+
+public:
+  // The building blocks of every form's emitting, which the targets' programs (TargetProgram, in
+  // host/, nvvm/ and rocdl/) emit with too.
+  ImplicitLocOpBuilder &builder() { return b_; }
+  int threads() const { return threads_; }
+  std::vector<mlir::Value> &values() { return values_; } // per ValueId: the emitted value
+  // dot.tiles b operand id -> its staged copy (GPU: workgroup memory; host: widened rows)
+  std::map<int32_t, mlir::Value> &stagedDotOperands() { return dotStage_; }
+  TargetProgram &program() { return *program_; }
+  mlir::Value bufferArg(int64_t i) const { return buffers_[i]; } // the kernel's buffer argument i
+  // While a target emits an op piece by piece (the host's wide tiles), tiles of `lanes` lanes
+  // are typed as vectors of `piece` lanes (type()); {} outside.
+  struct PieceView {
+    int64_t lanes = 0, piece = 0;
+  };
+  void setPieceView(PieceView v) { piece_ = v; }
+  // Keeps the first lowering error, naming the kernel line of the op being emitted.
+  void fail(const std::string &what);
+  // " (at kernels_src/File.cpp:LINE)" for an op the DSL knows the source of, else "".
+  static std::string sourceOf(const dsl::Op &op);
+  mlir::Location locOf(const dsl::Op &op);
   mlir::Type elemType(Elem e);
   mlir::Type type(dsl::Type t);
   // A value's per-thread type: on GPUs it depends on the value's spread (sm_90 fragment orders).
@@ -123,69 +145,18 @@ private:
   mlir::Value smemFor(dsl::Elem e);
   mlir::Value maxNum(mlir::Value a, mlir::Value b);
   mlir::Value gpuExtractDynamic(mlir::Value t, int64_t tileLanes, mlir::Value lane);
-  int64_t scaleLanes_ = 0;
   // GPU: extf(nvfp4.decode(p, s)) as one lookup per element in a table of the 16 x 256 exact key
   // values (core/Nvfp4), instead of the decode's arithmetic and the widening's.
   mlir::Value gpuKeysF32(const dsl::Op &decode);
   // The scale bytes of this thread's `perThread` consecutive decoded elements, one per 16 (a
   // vector<max(1, perThread / 16) x i8>).
   mlir::Value gpuThreadScales(mlir::Value scales, int64_t perThread);
-  // dot.tiles: host loops over rows; GPU partial dots per thread against a workgroup copy of b
-  // (staged once where b is defined); gfx950 one MFMA 16x16x128 per tile.
-  std::map<int32_t, int64_t> hostDotB_; // host: dot.tiles b operand id -> row length
-  // Host (host/HostTiles.cpp): tiles of more than kHostPiece lanes live in stack buffers and ops
-  // on them are loops over pieces, so code size does not grow with tile widths.
-  static constexpr int64_t kHostPiece = 64;
-  bool hostWide(dsl::ValueId v) const;
-  bool hostOwns(const dsl::Op &op) const; // emitted by emitHostOp on the host
-  void emitHostOp(const dsl::Op &op);
-  mlir::Type hostStorage(Elem e); // a tile's element in memory: bytes for i1 and small floats
-  mlir::Value hostNewBuffer(dsl::ValueId v);
-  mlir::Value hostBuffer(dsl::ValueId v); // a wide value's buffer; a narrow one stored into scratch
-  mlir::Value hostLoadPiece(mlir::Value buf, Elem e, mlir::Value at, int64_t lanes);
-  void hostStorePiece(mlir::Value buf, Elem e, mlir::Value at, mlir::Value piece);
-  mlir::Value hostLoadWhole(mlir::Value buf, dsl::ValueId v);
-  // Lanes [at, at + n) of wide value v: made in place for splats, constants and iota, else loaded.
-  mlir::Value hostPieceOf(dsl::ValueId v, mlir::Value at, int64_t n);
-  void hostSetResult(dsl::ValueId v, mlir::Value buf); // wide: the buffer; narrow: loaded from it
-  // body(at, n) for pieces [at, at + n) of `lanes`: a loop over whole pieces, then the tail.
-  void hostForPieces(int64_t lanes, int64_t piece, const std::function<void(mlir::Value, int64_t)> &body);
-  void hostCopy(mlir::Value dst, mlir::Value src, int64_t lanes);
-  mlir::scf::ForOp hostRolledLoop(int64_t lo, int64_t hi, mlir::ValueRange inits = {});
-  void hostElementwise(const dsl::Op &op);
-  void hostReduce(const dsl::Op &op);
-  void hostReduceMaxGroups(const dsl::Op &op);
-  void hostFoldMax(const dsl::Op &op);
-  void hostShuffle(const dsl::Op &op);
-  void hostMemoryOp(const dsl::Op &op);
-  void hostDecodeNvfp4(const dsl::Op &op);
-  mlir::Value hostWidenRows(dsl::ValueId b, int64_t k);
-  void hostDotTiles(const dsl::Op &op);
-  void hostBind(ArrayRef<dsl::ValueId> ids, const std::vector<mlir::Value> &buffers, mlir::ValueRange narrow);
-  void hostFor(const dsl::Op &op);
-  void hostIf(const dsl::Op &op);
-  void hostYield(const dsl::Op &op);
-  struct PieceView {
-    int64_t lanes = 0, piece = 0; // while emitting one piece: tiles of `lanes` lanes have `piece`
-  } hostPiece_;
-  std::map<int32_t, mlir::Value> hostWideBuf_;        // wide value id -> its buffer
-  std::map<int32_t, int32_t> hostSplats_;             // wide splat / constant / iota id -> its op
-  std::vector<std::vector<mlir::Value>> hostYieldTo_; // per open region: each yielded wide value's buffer
-  mlir::ModuleOp module_;
-  int shuffleTables_ = 0;
   mlir::Value gpuDotTiles(const dsl::Op &op);
   void stageDotOperand(dsl::ValueId v, bool barrierBefore);
   mlir::Value gpuReduceMaxGroups(mlir::Value t, int64_t lanes, int64_t groups);
   mlir::Value loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit, int64_t lanes,
                              mlir::Type elem);
   mlir::Value toF32(mlir::Value v);
-  mlir::Value entryAlloca(int64_t n, mlir::Type elem); // host scratch, allocated once per call
-  // gfx950 (rocdl/Gfx950Emitter.cpp): the decode as v_cvt_scalef32_pk_f32_fp4, an f32 multiply,
-  // a NaN-keeping clamp and v_cvt_pk_fp8_f32; dot.tiles as v_mfma_f32_16x16x128_f8f6f4.
-  mlir::Value gfx950DecodeNvfp4(mlir::Value packed, mlir::Value scales);
-  bool mfmaFits(const dsl::Op &dotTiles) const;
-  mlir::Value mfmaDotTiles(const dsl::Op &op);
-  mlir::Value mfmaFragmentB(mlir::Value stagedBytes, int64_t rows, int64_t k);
   // sm_90 (nvvm/Sm90Emitter.cpp): the decode's rounding as cvt.rn.satfinite.e4m3x2.f16x2, and
   // dot.tiles as f16 mma.sync m16n8k16 (tensor cores) on keys held in fragment order.
   mlir::Value sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales);
@@ -250,7 +221,6 @@ private:
   mlir::Value wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result);
   mlir::Value wgmmaAccFoldThreadTokens(mlir::Value acc);
   void declareKeyTable(mlir::Block *moduleBody);
-  std::vector<int32_t> definingOp_; // ValueId -> index of the op that makes it
   mlir::Value constant(mlir::Type t, double v);
   mlir::Value toIndex(mlir::Value v);
   mlir::Value get(dsl::ValueId v) { return values_[v.id]; }
@@ -262,6 +232,7 @@ private:
   mlir::Value emitDecodeNvfp4(mlir::Value packed, mlir::Value scales);
   mlir::Value emitPackScoreKey(mlir::Value score, mlir::Value block);
 
+private:
   const dsl::Kernel &k_;
   ImplicitLocOpBuilder b_;
   std::vector<mlir::Value> values_;
@@ -270,7 +241,6 @@ private:
   const TargetLowering &target_;
   bool gpu_ = false;                          // the distributed (GPU) form
   int threads_ = 32;                          // gpu: threads of a program
-  mlir::Block *entry_ = nullptr;              // host: where scratch allocas go
   std::map<int32_t, mlir::Value> dotStage_;   // gpu: b operand id -> staged copy (f32 or bytes)
   std::map<int32_t, mlir::Value> dotResult_;  // gpu: dot.tiles op index -> result buffer
   std::map<int32_t, mlir::Value> mfmaB_;      // b operand id -> this lane's B fragment(s)
@@ -281,8 +251,11 @@ private:
   mlir::Value lane_;                          // gpu: thread id (index)
   std::map<int, mlir::Value> smem_;           // gpu: workgroup buffer per element type
   std::string error_;                         // first lowering error
+  std::vector<int32_t> definingOp_;           // ValueId -> index of the op that makes it
+  int64_t scaleLanes_ = 0;
+  std::unique_ptr<TargetProgram> program_;    // made last, from the emitter it serves
   // sm_90 programs' own state (nvvm/): where their tables, B fragments and wgmma exchanges live.
-  struct Sm90Program {
+  struct Sm90State {
     mlir::Value keyTable;                      // constant memory: the 16 x 256 exact f32 keys
     mlir::Value keyWords;                      // workgroup memref<512xi32>, see sm90FillKeyWords
     mlir::Block *keyWordsFilledIn = nullptr;   // the block whose fill of keyWords is emitted (none yet)
@@ -295,11 +268,7 @@ private:
     mlir::Value wgmmaExchangeAt; // the offset of the one the next reduction uses (0 or 4 N)
   } sm90_;
   const dsl::Op *currentOp_ = nullptr;        // the op being emitted
-  // Keeps the first lowering error, naming the kernel line of the op being emitted.
-  void fail(const std::string &what);
-  // " (at kernels_src/File.cpp:LINE)" for an op the DSL knows the source of, else "".
-  static std::string sourceOf(const dsl::Op &op);
-  mlir::Location locOf(const dsl::Op &op);
+  PieceView piece_;
 };
 
 } // namespace m3idx::lowering

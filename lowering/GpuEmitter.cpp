@@ -389,15 +389,15 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
   barrier();
   const int64_t rows = t.lanes / spec::kIndexHeadDim;
   if (bytes)
-    target_.stageMatrixB(*this, v, buf, rows);
+    program_->stageMatrixB(v, buf, rows);
 }
 
 // FFMA form: thread t holds ca consecutive lanes of a, i.e. a slice of one row m; it dots the
 // slice with every row of the staged b, the g threads of a row sum their parts with xor
 // shuffles, and the N x M results reach their owners through a workgroup buffer.
 mlir::Value Emitter::gpuDotTiles(const dsl::Op &op) {
-  if (TargetLowering::DotUnit unit = target_.dotUnit(*this, op); unit != TargetLowering::DotUnit::Ffma)
-    return target_.matrixDot(*this, op, unit);
+  if (DotUnit unit = program_->dotUnit(op); unit != DotUnit::Ffma)
+    return program_->matrixDot(op, unit);
   const int64_t k = op.intAttr, aLanes = k_.typeOf(op.operands[0]).lanes;
   const int64_t M = aLanes / k, N = k_.typeOf(op.operands[1]).lanes / k, ca = chunk(aLanes);
   mlir::Type f32 = b_.getF32Type(), i64 = b_.getI64Type();
@@ -491,7 +491,7 @@ Status Emitter::planProgram() {
     for (dsl::ValueId r : k_.ops[i].results)
       definingOp_[r.id] = static_cast<int32_t>(i);
   M3IDX_RETURN_IF_ERROR(target_.checkProgram(k_));
-  spread_ = target_.assignSpreads(*this);
+  spread_ = program_->assignSpreads();
   return Status();
 }
 
@@ -525,10 +525,10 @@ StatusOr<Emitter::WorkgroupPlan> Emitter::planWorkgroupMemory() {
       continue;
     const int64_t k = op.intAttr, M = k_.typeOf(op.operands[0]).lanes / k;
     const int64_t bLanes = k_.typeOf(op.operands[1]).lanes, N = bLanes / k;
-    const TargetLowering::DotUnit unit = target_.dotUnit(*this, op);
-    M3IDX_RETURN_IF_ERROR(target_.checkDot(*this, op, unit));
-    const bool mfma = unit == TargetLowering::DotUnit::Mfma, mma = unit == TargetLowering::DotUnit::MmaSync,
-               wgmma = unit == TargetLowering::DotUnit::Wgmma;
+    const DotUnit unit = program_->dotUnit(op);
+    M3IDX_RETURN_IF_ERROR(program_->checkDot(op, unit));
+    const bool mfma = unit == DotUnit::Mfma, mma = unit == DotUnit::MmaSync,
+               wgmma = unit == DotUnit::Wgmma;
     plan.keysAsF32 |= !mfma && !mma && !wgmma && fromDecode(op.operands[0]);
     if (mma)
       plan.mmaColumns = std::max(plan.mmaColumns, N);
@@ -606,7 +606,7 @@ gpu::GPUFuncOp Emitter::declareKernel(const WorkgroupPlan &plan) {
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
   sm90_.mmaColumns = plan.mmaColumns;
   sm90_.keyTilesInFlight = plan.keyTilesInFlight;
-  target_.annotate(*this, fn);
+  program_->annotate(fn);
   return fn;
 }
 
@@ -644,7 +644,7 @@ void Emitter::bindProgram(gpu::GPUFuncOp fn, const WorkgroupPlan &plan) {
                                             "m3idx_nvfp4_keys");
   if (plan.keyWords) {
     sm90_.keyWords = fn.getWorkgroupAttributions()[w++];
-    // wgmma programs fill it first; others at the first staging or decode (Sm90Lowering::beforeStaging)
+    // wgmma programs fill it first; others at the first staging or decode (Sm90Program::beforeStaging)
     if (!sm90_.wgmmaB.empty())
       sm90KeyWordsReady();
   }

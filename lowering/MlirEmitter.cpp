@@ -48,7 +48,7 @@ mlir::Type Emitter::type(dsl::Type t) {
     return e;
   if (gpu_)
     return VectorType::get({chunk(t.lanes)}, e);
-  return VectorType::get({hostPiece_.lanes == t.lanes ? hostPiece_.piece : t.lanes}, e);
+  return VectorType::get({piece_.lanes == t.lanes ? piece_.piece : t.lanes}, e);
 }
 
 mlir::Type Emitter::valueType(dsl::ValueId v) {
@@ -170,16 +170,13 @@ void Emitter::emitOpAt(const dsl::Op &op) {
 void Emitter::emitRegion(const dsl::Region &r) {
   for (int32_t i : r.ops) {
     emitOpAt(k_.ops[i]);
-    if (!gpu_) {
-      for (dsl::ValueId v : k_.ops[i].results) // a dot.tiles b operand: widened once, where defined
-        if (auto it = hostDotB_.find(v.id); it != hostDotB_.end())
-          dotStage_[v.id] = hostWidenRows(v, it->second);
+    program_->defined(k_.ops[i]);
+    if (!gpu_)
       continue;
-    }
     for (dsl::ValueId v : k_.ops[i].results) // a dot.tiles b operand: staged once, where defined
       if (v.id < static_cast<int32_t>(dotStageOf_.size()) && dotStageOf_[v.id] >= 0 &&
           !dotStage_.count(v.id)) {
-        target_.beforeStaging(*this);
+        program_->beforeStaging();
         stageDotOperand(v, /*barrierBefore=*/false);
       }
   }
@@ -217,8 +214,8 @@ mlir::Value Emitter::atomicAdd(mlir::Value buf, mlir::Value at, mlir::Value v) {
 }
 
 void Emitter::emitOp(const dsl::Op &op) {
-  if (!gpu_ && hostPiece_.lanes == 0 && hostOwns(op)) {
-    emitHostOp(op);
+  if (piece_.lanes == 0 && program_->ownsOp(op)) {
+    program_->emitOwnedOp(op);
     return;
   }
   auto in = [&](size_t i) { return get(op.operands[i]); };
@@ -463,7 +460,7 @@ void Emitter::emitOp(const dsl::Op &op) {
     return;
   case OpKind::DecodeNvfp4: {
     if (spreadOf(op.results[0]) == Spread::MmaRows) { // whole scale groups per thread by construction
-      set(target_.decodeNvfp4(*this, in(0), in(1)));
+      set(program_->decodeNvfp4(in(0), in(1)));
       return;
     }
     if (gpu_) {
@@ -480,7 +477,7 @@ void Emitter::emitOp(const dsl::Op &op) {
       }
       scaleLanes_ = k_.typeOf(op.operands[1]).lanes;
     }
-    set(target_.decodeNvfp4(*this, in(0), in(1)));
+    set(program_->decodeNvfp4(in(0), in(1)));
     return;
   }
   case OpKind::Dot: {
@@ -508,7 +505,7 @@ void Emitter::emitOp(const dsl::Op &op) {
       values_[r.args[i].id] = forOp.getRegionIterArgs()[i - 1];
     emitRegion(r);
     SmallVector<mlir::Value> results(forOp.getResults());
-    if (int64_t factor = target_.loopUnroll(*this, op); factor > 1) {
+    if (int64_t factor = program_->loopUnroll(op); factor > 1) {
       // A hint only: a loop the utility cannot unroll stays rolled, with the same results. One of
       // no more trips than the factor is unrolled whole and erased, its results' uses replaced by
       // the last trip's values: a cast holds a use of each, to read them back from.
@@ -560,12 +557,6 @@ mlir::Value Emitter::toF32(mlir::Value v) {
   return arith::ExtFOp::create(b_, vt ? mlir::Type(vt.clone(b_.getF32Type())) : b_.getF32Type(), v);
 }
 
-mlir::Value Emitter::entryAlloca(int64_t n, mlir::Type elem) {
-  OpBuilder::InsertionGuard guard(b_);
-  b_.setInsertionPointToStart(entry_);
-  return memref::AllocaOp::create(b_, MemRefType::get({n}, elem), b_.getI64IntegerAttr(64));
-}
-
 // This thread's lanes [first, first + c) of the tile, those below min(limit, lanes) read from
 // memory, the rest 0 (a masked load touches no memory for them).
 mlir::Value Emitter::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit,
@@ -607,7 +598,6 @@ mlir::Value Emitter::maxNum(mlir::Value a, mlir::Value b) {
 
 StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
   OwningOpRef<ModuleOp> module = ModuleOp::create(b_.getLoc());
-  module_ = *module;
   b_.setInsertionPointToEnd(module->getBody());
   SmallVector<mlir::Type> argTypes;
   for (const dsl::BufferArg &buf : k_.buffers)
@@ -618,10 +608,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
   auto fn = func::FuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}));
   fn->setAttr("llvm.emit_c_interface", b_.getUnitAttr());
   Block *entry = fn.addEntryBlock();
-  entry_ = entry;
-  for (const dsl::Op &op : k_.ops)
-    if (op.kind == OpKind::DotTiles)
-      hostDotB_[op.operands[1].id] = op.intAttr;
+  program_->beginFunction(entry);
   b_.setInsertionPointToEnd(entry);
   size_t a = 0;
   for (size_t i = 0; i < k_.buffers.size(); ++i)
@@ -665,13 +652,13 @@ StatusOr<OwningOpRef<ModuleOp>> emitGpuModule(MLIRContext &ctx, const dsl::Kerne
 namespace m3idx::lowering {
 
 std::string Emitter::layouts() {
-  spread_ = target_.assignSpreads(*this);
+  spread_ = program_->assignSpreads();
   return k_.print([&](const dsl::Op &op) {
     std::string note;
     for (dsl::ValueId r : op.results)
       note += std::string(note.empty() ? "" : ", ") + spreadName(spreadOf(r));
     if (op.kind == OpKind::DotTiles)
-      note += std::string(" on ") + TargetLowering::dotUnitName(target_.dotUnit(*this, op));
+      note += std::string(" on ") + dotUnitName(program_->dotUnit(op));
     return note;
   });
 }

@@ -1,5 +1,5 @@
 // Layouts of the GPU form: how a tile's lanes are spread over a program's threads. A target's
-// lowering assigns one per value (TargetLowering::assignSpreads; sm_90's analysis is
+// lowering assigns one per value (TargetProgram::assignSpreads; sm_90's analysis is
 // nvvm/MmaSpread), and `m3idx inspect --emit layouts` prints them. Internal to lowering/.
 #pragma once
 

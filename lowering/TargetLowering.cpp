@@ -16,7 +16,7 @@ const char *spreadName(Spread s) {
   return "?";
 }
 
-const char *TargetLowering::dotUnitName(DotUnit u) {
+const char *dotUnitName(DotUnit u) {
   switch (u) {
   case DotUnit::Ffma: return "ffma";
   case DotUnit::MmaSync: return "mma.sync";
@@ -27,10 +27,5 @@ const char *TargetLowering::dotUnitName(DotUnit u) {
 }
 
 void TargetLowering::barrier(mlir::ImplicitLocOpBuilder &b, int) const { mlir::gpu::BarrierOp::create(b); }
-
-// SPEC §2 in target-neutral arith (MlirEmitter.cpp), legalized by each target's pipeline.
-mlir::Value TargetLowering::decodeNvfp4(Emitter &e, mlir::Value packed, mlir::Value scales) const {
-  return e.emitDecodeNvfp4(packed, scales);
-}
 
 } // namespace m3idx::lowering

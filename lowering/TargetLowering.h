@@ -1,9 +1,11 @@
-// What differs between targets in the DSL -> MLIR step, as one interface: host/HostLowering.cpp,
-// nvvm/Sm90Lowering.cpp and rocdl/Gfx950Lowering.cpp implement it, and the common emitter
-// (MlirEmitter.cpp, GpuEmitter.cpp) asks it instead of testing which target it is. Internal to
-// lowering/ (it speaks MLIR); the emitting code a target picks is in its folder's Emitter files.
+// What differs between targets in the DSL -> MLIR step, as two interfaces: TargetLowering (a
+// target's facts, one object per target: host/HostLowering.cpp, nvvm/Sm90Lowering.cpp,
+// rocdl/Gfx950Lowering.cpp) and TargetProgram (one kernel's target state and emitting, made by its
+// TargetLowering for each Emitter). The common emitter (MlirEmitter.cpp, GpuEmitter.cpp) asks them
+// instead of testing which target it is. Internal to lowering/ (they speak MLIR).
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/Status.h"
@@ -16,17 +18,22 @@
 namespace m3idx::lowering {
 
 class Emitter;
+class TargetProgram;
 
+// Which unit runs a dot.tiles: FFMA (every target), mma.sync or wgmma (sm_90), MFMA (gfx950).
+enum class DotUnit { Ffma, MmaSync, Wgmma, Mfma };
+const char *dotUnitName(DotUnit u); // "ffma", "mma.sync", "wgmma", "mfma"
+
+// A target's facts that hold for every kernel, and the factory of its per-kernel programs.
 class TargetLowering {
 public:
-  // Which unit runs a dot.tiles: FFMA (every target), mma.sync or wgmma (sm_90), MFMA (gfx950).
-  enum class DotUnit { Ffma, MmaSync, Wgmma, Mfma };
-  static const char *dotUnitName(DotUnit u); // "ffma", "mma.sync", "wgmma", "mfma"
-
   virtual ~TargetLowering() = default;
   virtual const char *name() const = 0;
   // GPU targets spread a tile's lanes over a program's threads; the host keeps whole vectors.
   virtual bool distributed() const = 0;
+  // The target's side of one kernel's emitting, made once per Emitter (it holds that kernel's
+  // target state: tables, fragments, plans) and living as long as it.
+  virtual std::unique_ptr<TargetProgram> program(Emitter &e) const = 0;
 
   // GPU form. Threads of a `threads`-thread program that exchange values by shuffles (a warp, or
   // the whole wave).
@@ -38,28 +45,43 @@ public:
   virtual const char *deviceSyncScope() const { return ""; }
   // A program the target cannot run (its warps) is an error naming why.
   virtual Status checkProgram(const dsl::Kernel &) const { return Status(); }
-  // Where each value's lanes live (per ValueId; empty: all Blocked).
-  virtual std::vector<Spread> assignSpreads(const Emitter &) const { return {}; }
-  virtual DotUnit dotUnit(const Emitter &, const dsl::Op &) const { return DotUnit::Ffma; }
-  // A dot this target must not run on the unit it got is an error naming its shapes.
-  virtual Status checkDot(const Emitter &, const dsl::Op &, DotUnit) const { return Status(); }
-  // The dot on a matrix unit (unit != Ffma).
-  virtual mlir::Value matrixDot(Emitter &, const dsl::Op &, DotUnit) const { return {}; }
-  // The matrix unit's B operand of a staged dot.tiles b (byte tiles of `rows` rows in `staged`).
-  virtual void stageMatrixB(Emitter &, dsl::ValueId, mlir::Value, int64_t) const {}
-  // decode of NVFP4 (SPEC §2) for a thread's packed bytes and their scales.
-  virtual mlir::Value decodeNvfp4(Emitter &e, mlir::Value packed, mlir::Value scales) const;
   // sm_90: the key tables in constant and shared memory its decodes and f32 keys read.
   virtual bool keyTables() const { return false; }
+};
+
+// One kernel's target-specific emitting (TargetLowering::program): the common emitter asks it
+// where a target picks the form of an op, instead of testing which target it is.
+class TargetProgram {
+public:
+  virtual ~TargetProgram() = default;
+
+  // Where each value's lanes live (per ValueId; empty: all Blocked).
+  virtual std::vector<Spread> assignSpreads() { return {}; }
+  virtual DotUnit dotUnit(const dsl::Op &) const { return DotUnit::Ffma; }
+  // A dot this target must not run on the unit it got is an error naming its shapes.
+  virtual Status checkDot(const dsl::Op &, DotUnit) const { return Status(); }
+  // The dot on a matrix unit (unit != Ffma).
+  virtual mlir::Value matrixDot(const dsl::Op &, DotUnit) { return {}; }
+  // The matrix unit's B operand of a staged dot.tiles b (byte tiles of `rows` rows in `staged`).
+  virtual void stageMatrixB(dsl::ValueId, mlir::Value /*staged*/, int64_t /*rows*/) {}
+  // decode of NVFP4 (SPEC §2) for a thread's packed bytes and their scales.
+  virtual mlir::Value decodeNvfp4(mlir::Value packed, mlir::Value scales) = 0;
   // GPU forms: before a dot operand is staged where it is defined (its loads and the ones before
   // it issued, the staging's stores about to wait for them): work that needs no loaded value.
-  virtual void beforeStaging(Emitter &) const {}
+  virtual void beforeStaging() {}
   // Attributes of the kernel function (a register budget) once the program is planned.
-  virtual void annotate(const Emitter &, mlir::gpu::GPUFuncOp) const {}
-
+  virtual void annotate(mlir::gpu::GPUFuncOp) const {}
   // Every form: trips per iteration a dsl for runs with (its unroll hint where the target gains
   // from it, else 1).
-  virtual int64_t loopUnroll(const Emitter &, const dsl::Op &) const { return 1; }
+  virtual int64_t loopUnroll(const dsl::Op &) const { return 1; }
+
+  // The host form. Before any op: the function's entry block (where scratch goes).
+  virtual void beginFunction(mlir::Block * /*entry*/) {}
+  // Ops the target emits its own way (tiles wider than a vector, in pieces), not the common one.
+  virtual bool ownsOp(const dsl::Op &) const { return false; }
+  virtual void emitOwnedOp(const dsl::Op &) {}
+  // After an op of the kernel's body was emitted (a dot.tiles b operand prepared where defined).
+  virtual void defined(const dsl::Op &) {}
 };
 
 const TargetLowering &hostLowering();

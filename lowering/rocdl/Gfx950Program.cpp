@@ -1,4 +1,4 @@
-// The gfx950 parts of the DSL's GPU form (see EmitterImpl.h): the NVFP4 decode through the CDNA4
+// One kernel's gfx950 emitting (Gfx950Program.h): the NVFP4 decode through the CDNA4
 // conversion instructions and dot.tiles on the f8f6f4 matrix cores, both reached through MLIR's
 // amdgpu dialect (convert-amdgpu-to-rocdl picks the instructions).
 //
@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "core/Spec.h"
-#include "lowering/EmitterImpl.h"
+#include "lowering/rocdl/Gfx950Program.h"
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -28,10 +28,10 @@ constexpr int64_t kMfmaM = 16, kMfmaK = 128, kMfmaLanes = 64, kFragBytes = 32;
 // only the scale's exponent, so the E4M3 scale cannot go in there), an f32 multiply by the
 // scale (exact: 2 x 4 significant bits), a clamp to +-448 that keeps NaN (minimumf/maximumf),
 // then v_cvt_pk_fp8_f32 (round to nearest even; it does not saturate, hence the clamp).
-mlir::Value Emitter::gfx950DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
+mlir::Value Gfx950Program::decodeNvfp4(mlir::Value packed, mlir::Value scales) {
   const int64_t P = cast<VectorType>(packed.getType()).getNumElements(), N = 2 * P;
   mlir::Type f32 = b_.getF32Type(), f8 = b_.getType<Float8E4M3FNType>();
-  mlir::Value scaleBytes = gpuThreadScales(scales, N);
+  mlir::Value scaleBytes = e_.gpuThreadScales(scales, N);
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
   mlir::Value scaleF8 = arith::BitcastOp::create(b_, VectorType::get({S}, f8), scaleBytes);
   std::vector<mlir::Value> scaleF;
@@ -40,10 +40,10 @@ mlir::Value Emitter::gfx950DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
         b_, f32, vector::ExtractStridedSliceOp::create(b_, scaleF8, ArrayRef<int64_t>{g},
                                                        ArrayRef<int64_t>{1}, ArrayRef<int64_t>{1}),
         b_.getI32IntegerAttr(0)));
-  mlir::Value one = constant(f32, 1.0);
+  mlir::Value one = e_.constant(f32, 1.0);
   auto v2 = VectorType::get({2}, f32), v4f8 = VectorType::get({4}, f8);
-  mlir::Value hi = constant(v2, 448.0), lo = constant(v2, -448.0);
-  mlir::Value out = constant(VectorType::get({N}, f8), 0);
+  mlir::Value hi = e_.constant(v2, 448.0), lo = e_.constant(v2, -448.0);
+  mlir::Value out = e_.constant(VectorType::get({N}, f8), 0);
   for (int64_t w = 0; w < P; w += 4) { // 4 packed bytes = 8 elements = 2 output words
     const int64_t take = std::min<int64_t>(4, P - w);
     mlir::Value bytes = vector::ExtractStridedSliceOp::create(
@@ -76,76 +76,80 @@ mlir::Value Emitter::gfx950DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   return out;
 }
 
-bool Emitter::mfmaFits(const dsl::Op &op) const {
+bool Gfx950Program::fits(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
-  return threads_ == kMfmaLanes && a.elem == Elem::F8E4M3FN && op.intAttr == kMfmaK &&
+  return e_.threads() == kMfmaLanes && a.elem == Elem::F8E4M3FN && op.intAttr == kMfmaK &&
          a.lanes == kMfmaM * kMfmaK && b.lanes % kMfmaK == 0 && b.lanes / kMfmaK <= 16;
 }
 
+void Gfx950Program::stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t rows) {
+  fragmentsB_[v.id] = fragmentB(staged, rows, spec::kIndexHeadDim);
+}
+
 // Lane l's B fragment: 32 bytes of row l % 16 of the staged b (zeros for rows b does not have).
-mlir::Value Emitter::mfmaFragmentB(mlir::Value stagedBytes, int64_t rows, int64_t k) {
+mlir::Value Gfx950Program::fragmentB(mlir::Value stagedBytes, int64_t rows, int64_t k) {
   mlir::Type i64 = b_.getI64Type();
   auto frag = VectorType::get({kFragBytes}, b_.getI8Type());
-  mlir::Value lane = laneI64();
-  mlir::Value col = arith::RemSIOp::create(b_, lane, constant(i64, 16));
-  mlir::Value kb = arith::MulIOp::create(b_, arith::DivSIOp::create(b_, lane, constant(i64, 16)),
-                                         constant(i64, kFragBytes));
-  mlir::Value has = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, constant(i64, rows));
-  mlir::Value row = arith::SelectOp::create(b_, has, col, constant(i64, 0));
-  mlir::Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, row, constant(i64, k)), kb);
-  mlir::Value v = vector::LoadOp::create(b_, frag, stagedBytes, ValueRange{toIndex(at)});
-  v = arith::SelectOp::create(b_, has, v, constant(frag, 0));
+  mlir::Value lane = e_.laneI64();
+  mlir::Value col = arith::RemSIOp::create(b_, lane, e_.constant(i64, 16));
+  mlir::Value kb = arith::MulIOp::create(b_, arith::DivSIOp::create(b_, lane, e_.constant(i64, 16)),
+                                         e_.constant(i64, kFragBytes));
+  mlir::Value has = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, e_.constant(i64, rows));
+  mlir::Value row = arith::SelectOp::create(b_, has, col, e_.constant(i64, 0));
+  mlir::Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, row, e_.constant(i64, k)), kb);
+  mlir::Value v = vector::LoadOp::create(b_, frag, stagedBytes, ValueRange{e_.toIndex(at)});
+  v = arith::SelectOp::create(b_, has, v, e_.constant(frag, 0));
   return arith::BitcastOp::create(b_, VectorType::get({kFragBytes}, b_.getType<Float8E4M3FNType>()), v);
 }
 
 // a (16 tokens x 128, blocked: thread t holds row t / 4, K [32 (t % 4), +32)) is permuted into
 // the A layout with 8 dword shuffles, one MFMA runs, and each result lane n * 16 + m is fetched
 // from D's owner (lane 16 (m / 4) + n, register m % 4).
-mlir::Value Emitter::mfmaDotTiles(const dsl::Op &op) {
+mlir::Value Gfx950Program::dotTiles(const dsl::Op &op) {
   mlir::Type i32 = b_.getI32Type(), i64 = b_.getI64Type(), f32 = b_.getF32Type();
   const dsl::ValueId bId = op.operands[1];
-  if (!dotStage_.count(bId.id))
-    stageDotOperand(bId, /*barrierBefore=*/true);
+  if (!e_.stagedDotOperands().count(bId.id))
+    e_.stageDotOperand(bId, /*barrierBefore=*/true);
   const int64_t N = k_.typeOf(bId).lanes / kMfmaK;
-  mlir::Value lane = laneI64();
+  mlir::Value lane = e_.laneI64();
   mlir::Value words = vector::BitCastOp::create(
       b_, VectorType::get({kFragBytes / 4}, i32),
-      arith::BitcastOp::create(b_, VectorType::get({kFragBytes}, b_.getI8Type()), get(op.operands[0])));
+      arith::BitcastOp::create(b_, VectorType::get({kFragBytes}, b_.getI8Type()), e_.get(op.operands[0])));
   mlir::Value src = arith::AddIOp::create(
-      b_, arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, 16)), constant(i64, 4)),
-      arith::DivSIOp::create(b_, lane, constant(i64, 16)));
-  mlir::Value aWords = constant(VectorType::get({kFragBytes / 4}, i32), 0);
+      b_, arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, e_.constant(i64, 16)), e_.constant(i64, 4)),
+      arith::DivSIOp::create(b_, lane, e_.constant(i64, 16)));
+  mlir::Value aWords = e_.constant(VectorType::get({kFragBytes / 4}, i32), 0);
   for (int64_t d = 0; d < kFragBytes / 4; ++d)
     aWords = vector::InsertOp::create(
-        b_, shuffleIdx(vector::ExtractOp::create(b_, words, ArrayRef<int64_t>{d}), src), aWords,
+        b_, e_.shuffleIdx(vector::ExtractOp::create(b_, words, ArrayRef<int64_t>{d}), src), aWords,
         ArrayRef<int64_t>{d});
   mlir::Value aFrag = arith::BitcastOp::create(
       b_, VectorType::get({kFragBytes}, b_.getType<Float8E4M3FNType>()),
       vector::BitCastOp::create(b_, VectorType::get({kFragBytes}, b_.getI8Type()), aWords));
   auto acc = VectorType::get({4}, f32);
-  mlir::Value d = amdgpu::MFMAOp::create(b_, acc, kMfmaM, 16, kMfmaK, 1, aFrag, mfmaB_.at(bId.id),
-                                         constant(acc, 0));
-  const int64_t lanesOut = N * kMfmaM, cr = chunk(lanesOut);
-  mlir::Value out = constant(VectorType::get({cr}, f32), 0);
+  mlir::Value d = amdgpu::MFMAOp::create(b_, acc, kMfmaM, 16, kMfmaK, 1, aFrag, fragmentsB_.at(bId.id),
+                                         e_.constant(acc, 0));
+  const int64_t lanesOut = N * kMfmaM, cr = e_.chunk(lanesOut);
+  mlir::Value out = e_.constant(VectorType::get({cr}, f32), 0);
   for (int64_t j = 0; j < cr; ++j) {
-    mlir::Value idx = arith::AddIOp::create(b_, arith::MulIOp::create(b_, lane, constant(i64, cr)),
-                                            constant(i64, j));
-    if (partial(lanesOut)) // threads past the tile fetch from lane 0: in range, unused
-      idx = arith::SelectOp::create(b_, laneBelow(lanesOut), idx, constant(i64, 0));
-    mlir::Value n = arith::DivSIOp::create(b_, idx, constant(i64, kMfmaM));
-    mlir::Value m = arith::RemSIOp::create(b_, idx, constant(i64, kMfmaM));
+    mlir::Value idx = arith::AddIOp::create(b_, arith::MulIOp::create(b_, lane, e_.constant(i64, cr)),
+                                            e_.constant(i64, j));
+    if (e_.partial(lanesOut)) // threads past the tile fetch from lane 0: in range, unused
+      idx = arith::SelectOp::create(b_, e_.laneBelow(lanesOut), idx, e_.constant(i64, 0));
+    mlir::Value n = arith::DivSIOp::create(b_, idx, e_.constant(i64, kMfmaM));
+    mlir::Value m = arith::RemSIOp::create(b_, idx, e_.constant(i64, kMfmaM));
     mlir::Value from = arith::AddIOp::create(
-        b_, arith::MulIOp::create(b_, arith::DivSIOp::create(b_, m, constant(i64, 4)), constant(i64, 16)), n);
+        b_, arith::MulIOp::create(b_, arith::DivSIOp::create(b_, m, e_.constant(i64, 4)), e_.constant(i64, 16)), n);
     mlir::Value v;
     if (cr % 4 == 0) { // every thread wants register j % 4
-      v = shuffleIdx(vector::ExtractOp::create(b_, d, ArrayRef<int64_t>{j % 4}), from);
+      v = e_.shuffleIdx(vector::ExtractOp::create(b_, d, ArrayRef<int64_t>{j % 4}), from);
     } else {
-      mlir::Value reg = arith::RemSIOp::create(b_, m, constant(i64, 4));
+      mlir::Value reg = arith::RemSIOp::create(b_, m, e_.constant(i64, 4));
       for (int64_t i = 0; i < 4; ++i) {
-        mlir::Value vi = shuffleIdx(vector::ExtractOp::create(b_, d, ArrayRef<int64_t>{i}), from);
+        mlir::Value vi = e_.shuffleIdx(vector::ExtractOp::create(b_, d, ArrayRef<int64_t>{i}), from);
         v = i == 0 ? vi
                    : mlir::Value(arith::SelectOp::create(
-                         b_, arith::CmpIOp::create(b_, arith::CmpIPredicate::eq, reg, constant(i64, i)),
+                         b_, arith::CmpIOp::create(b_, arith::CmpIPredicate::eq, reg, e_.constant(i64, i)),
                          vi, v));
       }
     }

@@ -312,21 +312,6 @@ void Emitter::gpuStoreScatter(mlir::Value buf, mlir::Value offsets, mlir::Value 
   }
 }
 
-void Emitter::declareKeyTable(Block *moduleBody) {
-  // Entry [scale * 16 + nibble] = E4M3 value of e4m3_rn_satfinite(E2M1(nibble) * E4M3(scale)).
-  std::vector<float> table(16 * 256);
-  for (int sc = 0; sc < 256; ++sc)
-    for (int n = 0; n < 16; ++n)
-      table[sc * 16 + n] = nvfp4::e4m3Table()[nvfp4::keyByteTable()[n][sc]];
-  auto type = MemRefType::get({16 * 256}, b_.getF32Type());
-  OpBuilder::InsertionGuard guard(b_);
-  b_.setInsertionPointToStart(moduleBody);
-  memref::GlobalOp::create(b_, "m3idx_nvfp4_keys", b_.getStringAttr("private"), type,
-                           DenseElementsAttr::get(RankedTensorType::get({16 * 256}, b_.getF32Type()),
-                                                  ArrayRef<float>(table)),
-                           /*constant=*/true, /*alignment=*/IntegerAttr());
-}
-
 // This thread's elements start at lane * perThread. Either they cover whole scale groups and the
 // thread holds exactly their scales (checked when the decode was emitted), or perThread divides
 // 16 and the one scale they share is held by another thread.
@@ -339,32 +324,6 @@ mlir::Value Emitter::gpuThreadScales(mlir::Value scales, int64_t perThread) {
       arith::DivSIOp::create(b_, arith::MulIOp::create(b_, laneI64(), constant(i64, perThread)),
                              constant(i64, 16)));
   return vector::BroadcastOp::create(b_, VectorType::get({1}, b_.getI8Type()), s);
-}
-
-mlir::Value Emitter::gpuKeysF32(const dsl::Op &decode) {
-  mlir::Value packed = values_[decode.operands[0].id], scales = values_[decode.operands[1].id];
-  const int64_t kp = cast<VectorType>(packed.getType()).getNumElements(), ko = 2 * kp;
-  mlir::Type i32 = b_.getI32Type();
-  mlir::Value scaleBytes = gpuThreadScales(scales, ko);
-  const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
-  std::vector<mlir::Value> rows; // table row of each scale: scale * 16
-  for (int64_t g = 0; g < S; ++g)
-    rows.push_back(arith::MulIOp::create(
-        b_, arith::ExtUIOp::create(b_, i32, vector::ExtractOp::create(b_, scaleBytes, ArrayRef<int64_t>{g})),
-        constant(i32, 16)));
-  mlir::Value out = constant(VectorType::get({ko}, b_.getF32Type()), 0);
-  for (int64_t j = 0; j < ko; ++j) {
-    mlir::Value byte = arith::ExtUIOp::create(
-        b_, i32, vector::ExtractOp::create(b_, packed, ArrayRef<int64_t>{j / 2}));
-    mlir::Value nibble = arith::AndIOp::create(
-        b_, j % 2 ? mlir::Value(arith::ShRUIOp::create(b_, byte, constant(i32, 4))) : byte,
-        constant(i32, 15));
-    mlir::Value idx = arith::IndexCastOp::create(
-        b_, b_.getIndexType(), arith::AddIOp::create(b_, rows[S == 1 ? 0 : j / 16], nibble));
-    mlir::Value v = memref::LoadOp::create(b_, sm90_.keyTable, ValueRange{idx});
-    out = vector::InsertOp::create(b_, v, out, ArrayRef<int64_t>{j});
-  }
-  return out;
 }
 
 // Writes a dot.tiles b operand into its workgroup buffer (as f32, or as bytes for MFMA, whose
@@ -381,10 +340,8 @@ void Emitter::stageDotOperand(dsl::ValueId v, bool barrierBefore) {
   else
     val = toF32(val);
   dotStage_[v.id] = buf;
-  if (sm90_.wgmmaB.count(v.id)) { // widened into B's layout, through B's own buffer
-    wgmmaStageColumns(buf, val, t.lanes);
+  if (program_->stageOwnLayout(v, buf, val))
     return;
-  }
   gpuStoreTile(buf, constant(b_.getI64Type(), 0), val, t.lanes);
   barrier();
   const int64_t rows = t.lanes / spec::kIndexHeadDim;
@@ -413,9 +370,9 @@ mlir::Value Emitter::gpuDotTiles(const dsl::Op &op) {
     stageDotOperand(op.operands[1], /*barrierBefore=*/true);
   mlir::Value staged = dotStage_[op.operands[1].id];
   const int32_t def = definingOp_[op.operands[0].id];
-  mlir::Value a = sm90_.keyTable && def >= 0 && k_.ops[def].kind == OpKind::DecodeNvfp4
-                      ? gpuKeysF32(k_.ops[def]) // the decode itself becomes dead and is removed
-                      : toF32(get(op.operands[0]));
+  mlir::Value a = def >= 0 && k_.ops[def].kind == OpKind::DecodeNvfp4 ? program_->keysF32(k_.ops[def]) : nullptr;
+  if (!a) // else the decode itself becomes dead and is removed
+    a = toF32(get(op.operands[0]));
   mlir::Value lane = laneI64();
   mlir::Value m = arith::DivSIOp::create(b_, lane, constant(i64, g));
   mlir::Value part = arith::RemSIOp::create(b_, lane, constant(i64, g));
@@ -527,41 +484,25 @@ StatusOr<Emitter::WorkgroupPlan> Emitter::planWorkgroupMemory() {
     const int64_t bLanes = k_.typeOf(op.operands[1]).lanes, N = bLanes / k;
     const DotUnit unit = program_->dotUnit(op);
     M3IDX_RETURN_IF_ERROR(program_->checkDot(op, unit));
-    const bool mfma = unit == DotUnit::Mfma, mma = unit == DotUnit::MmaSync,
-               wgmma = unit == DotUnit::Wgmma;
-    plan.keysAsF32 |= !mfma && !mma && !wgmma && fromDecode(op.operands[0]);
-    if (mma)
-      plan.mmaColumns = std::max(plan.mmaColumns, N);
+    plan.keysAsF32 |= unit == DotUnit::Ffma && fromDecode(op.operands[0]);
+    StatusOr<TargetProgram::DotStaging> staging = program_->planDot(op, unit, bLanes);
+    if (!staging.ok())
+      return staging.status();
     auto add = [&](Role role, int32_t key, int64_t n, mlir::Type e, int64_t align = 0) {
       plan.dotBuffers.push_back({role, key, workgroupBuffer(n, e), align});
       dotBytes += n * e.getIntOrFloatBitWidth() / 8;
     };
     if (dotStageOf_[op.operands[1].id] < 0) {
       dotStageOf_[op.operands[1].id] = static_cast<int32_t>(stageCount_++);
-      // wgmma's B: 64 columns x 128 as swizzled f16, 1024-byte aligned (the swizzle's period)
-      add(Role::StageB, op.operands[1].id, wgmma ? 2 * bLanes : mma ? mmaStageBytes(bLanes) : bLanes,
-          mfma || mma || wgmma ? mlir::Type(b_.getI8Type()) : mlir::Type(b_.getF32Type()), wgmma ? 1024 : 0);
+      add(Role::StageB, op.operands[1].id, staging->elements,
+          staging->bytes ? mlir::Type(b_.getI8Type()) : mlir::Type(b_.getF32Type()), staging->align);
     }
-    // a warpgroup's dot, on wgmma or on each warp's mma.sync: results stay in WgmmaAcc registers
-    const bool warpgroup = wgmma || (mma && spreadOf(op.results[0]) == Spread::WgmmaAcc);
-    if (wgmma && spreadOf(op.results[0]) != Spread::WgmmaAcc) // no blocked copy of 64 x 64 results
-      return Status::error(fmt::format("kernel @{}: the wgmma dot.tiles result is read in blocked order "
-                                       "(on sm_90 warpgroup programs only elementwise ops, loop-carried "
-                                       "values and a reduce.max.groups of 64 may read it)",
-                                       k_.name) + sourceOf(op));
-    if (warpgroup && sm90_.wgmmaColumns && sm90_.wgmmaColumns != N)
-      return Status::error(fmt::format("kernel @{}: warpgroup dot.tiles of {} and {} columns in one program",
-                                       k_.name, sm90_.wgmmaColumns, N) + sourceOf(op));
-    if (wgmma)
-      sm90_.wgmmaB.insert(op.operands[1].id);
-    if (warpgroup)
-      sm90_.wgmmaColumns = N;
-    if (!mfma && !(mma && spreadOf(op.results[0]) == Spread::MmaAcc) && !warpgroup)
+    if (!staging->resultInRegisters)
       add(Role::Result, static_cast<int32_t>(i), N * M, b_.getF32Type());
   }
-  if (sm90_.wgmmaColumns) { // the warps' column maxima, two exchanges in turn
-    plan.dotBuffers.push_back({Role::WgmmaExchange, 0, workgroupBuffer(2 * 4 * sm90_.wgmmaColumns, b_.getF32Type())});
-    dotBytes += 2 * 4 * sm90_.wgmmaColumns * 4;
+  if (const int64_t floats = program_->exchangeFloats()) {
+    plan.dotBuffers.push_back({Role::Exchange, 0, workgroupBuffer(floats, b_.getF32Type())});
+    dotBytes += floats * 4;
   }
   if (dotBytes > kMaxDotWorkgroupBytes)
     return Status::error(fmt::format("kernel @{}: dot.tiles needs {} bytes of workgroup memory "
@@ -604,9 +545,7 @@ gpu::GPUFuncOp Emitter::declareKernel(const WorkgroupPlan &plan) {
   auto fn = gpu::GPUFuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}), smemTypes);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   fn.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({threads_, 1, 1}));
-  sm90_.mmaColumns = plan.mmaColumns;
-  sm90_.keyTilesInFlight = plan.keyTilesInFlight;
-  program_->annotate(fn);
+  program_->annotate(fn, plan.keyTilesInFlight);
   return fn;
 }
 
@@ -622,6 +561,7 @@ void Emitter::bindProgram(gpu::GPUFuncOp fn, const WorkgroupPlan &plan) {
   for (auto [e, n] : plan.shuffleLanes)
     smem_[e] = fn.getWorkgroupAttributions()[w++];
   stageBufs_.resize(stageCount_);
+  mlir::Value exchange;
   for (const WorkgroupPlan::Buffer &pb : plan.dotBuffers) {
     if (pb.align)
       fn.setWorkgroupAttributionAttr(static_cast<unsigned>(w), LLVM::LLVMDialect::getAlignAttrName(),
@@ -630,24 +570,12 @@ void Emitter::bindProgram(gpu::GPUFuncOp fn, const WorkgroupPlan &plan) {
     switch (pb.role) {
     case WorkgroupPlan::Role::StageB: stageBufs_[dotStageOf_[pb.key]] = buf; break;
     case WorkgroupPlan::Role::Result: dotResult_[pb.key] = buf; break;
-    case WorkgroupPlan::Role::WgmmaExchange: sm90_.wgmmaExchange = buf; break;
+    case WorkgroupPlan::Role::Exchange: exchange = buf; break;
     }
   }
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
-  if (sm90_.wgmmaColumns) { // which exchange the next reduction uses: a scalar LLVM keeps in a register
-    sm90_.wgmmaExchangeAt = memref::AllocaOp::create(b_, MemRefType::get({1}, b_.getI64Type()));
-    mlir::Value zero = constant(b_.getI64Type(), 0);
-    memref::StoreOp::create(b_, zero, sm90_.wgmmaExchangeAt, ValueRange{toIndex(zero)});
-  }
-  if (plan.keysAsF32 && target_.keyTables())
-    sm90_.keyTable = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()),
-                                            "m3idx_nvfp4_keys");
-  if (plan.keyWords) {
-    sm90_.keyWords = fn.getWorkgroupAttributions()[w++];
-    // wgmma programs fill it first; others at the first staging or decode (Sm90Program::beforeStaging)
-    if (!sm90_.wgmmaB.empty())
-      sm90KeyWordsReady();
-  }
+  program_->bind(exchange, plan.keysAsF32 && target_.keyTables(),
+                 plan.keyWords ? mlir::Value(fn.getWorkgroupAttributions()[w++]) : mlir::Value());
   programId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));
 }
 
@@ -663,8 +591,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   StatusOr<WorkgroupPlan> plan = planWorkgroupMemory();
   if (!plan.ok())
     return plan.status();
-  if (plan->keysAsF32 && target_.keyTables()) // a table of exact key values, for decodes widened to f32
-    declareKeyTable(gpuModule.getBody());
+  program_->declareGlobals(gpuModule.getBody(), plan->keysAsF32 && target_.keyTables());
   bindProgram(declareKernel(*plan), *plan);
   emitRegion(k_.body);
   gpu::ReturnOp::create(b_);

@@ -53,17 +53,8 @@ mlir::Type Emitter::type(dsl::Type t) {
 
 mlir::Type Emitter::valueType(dsl::ValueId v) {
   const dsl::Type t = k_.typeOf(v);
-  switch (spreadOf(v)) {
-  case Spread::Blocked: return type(t);
-  case Spread::MmaRows: {
-    const bool widened = mmaRowsWidened(t.lanes, static_cast<unsigned>(dsl::elemBits(t.elem)));
-    return VectorType::get({t.lanes / (widened ? 32 : threads_)}, widened ? b_.getI32Type() : elemType(t.elem));
-  }
-  case Spread::MmaAcc: return VectorType::get({4 * ((t.lanes / 16 + 7) / 8)}, elemType(t.elem));
-  case Spread::WgmmaAcc: case Spread::WgmmaAccFolded:
-    return VectorType::get({t.lanes / threads_}, elemType(t.elem));
-  }
-  return {};
+  const Spread s = spreadOf(v);
+  return s == Spread::Blocked ? type(t) : program_->spreadType(t, s);
 }
 
 mlir::Value Emitter::constant(mlir::Type t, double v) {
@@ -228,14 +219,6 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::ProgramId: set(programId_); return;
   case OpKind::Iota: {
     auto vt = cast<VectorType>(resultType());
-    if (spreadOf(op.results[0]) == Spread::MmaAcc) {
-      set(mmaAccIota(k_.typeOf(op.results[0]).lanes));
-      return;
-    }
-    if (spreadOf(op.results[0]) == Spread::WgmmaAcc) {
-      set(wgmmaAccIota(k_.typeOf(op.results[0]).lanes));
-      return;
-    }
     if (gpu_) { // lane * k + [0, k)
       const int64_t k = vt.getNumElements();
       SmallVector<int64_t> steps;
@@ -298,12 +281,13 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::Trunc: set(arith::TruncIOp::create(b_, resultType(), in(0))); return;
   case OpKind::SIToFP: set(arith::SIToFPOp::create(b_, resultType(), in(0))); return;
   case OpKind::ExtF:
-    if (gpu_ && sm90_.keyTable) {
+    if (gpu_) {
       const int32_t def = definingOp_[op.operands[0].id];
-      if (def >= 0 && k_.ops[def].kind == OpKind::DecodeNvfp4) {
-        set(gpuKeysF32(k_.ops[def])); // the decode itself becomes dead and is removed
-        return;
-      }
+      if (def >= 0 && k_.ops[def].kind == OpKind::DecodeNvfp4)
+        if (mlir::Value keys = program_->keysF32(k_.ops[def])) {
+          set(keys); // the decode itself becomes dead and is removed
+          return;
+        }
     }
     set(arith::ExtFOp::create(b_, resultType(), in(0)));
     return;
@@ -356,10 +340,6 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
   case OpKind::FoldMax: {
     const int64_t lanes = k_.typeOf(op.operands[0]).lanes, d = op.intAttr;
-    if (spreadOf(op.operands[0]) == Spread::WgmmaAcc) {
-      set(wgmmaAccFoldMax(in(0), d, spreadOf(op.results[0])));
-      return;
-    }
     if (gpu_ && (partial(lanes / 2) || chunk(lanes) % (2 * d) != 0)) { // pairs must be in one thread
       fail(fmt::format("fold.max: pairs {} apart across threads ({} lanes, {} per thread)", d, lanes,
                              partial(lanes) ? 1 : chunk(lanes)));
@@ -379,14 +359,6 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
   case OpKind::ReduceMaxGroups: {
     const int64_t lanes = k_.typeOf(op.operands[0]).lanes, groups = op.intAttr;
-    if (spreadOf(op.operands[0]) == Spread::MmaAcc) {
-      set(mmaAccReduceMaxGroups(in(0), groups));
-      return;
-    }
-    if (spreadOf(op.operands[0]) == Spread::WgmmaAcc || spreadOf(op.operands[0]) == Spread::WgmmaAccFolded) {
-      set(wgmmaAccReduceMaxGroups(in(0), groups, spreadOf(op.operands[0]) == Spread::WgmmaAccFolded));
-      return;
-    }
     if (gpu_) {
       set(gpuReduceMaxGroups(in(0), lanes, groups));
       return;
@@ -417,11 +389,6 @@ void Emitter::emitOp(const dsl::Op &op) {
     set(memref::LoadOp::create(b_, buffers_[op.intAttr], ValueRange{toIndex(in(0))}));
     return;
   case OpKind::LoadTile:
-    if (spreadOf(op.results[0]) == Spread::MmaRows) {
-      set(mmaRowsLoadTile(buffers_[op.intAttr], in(0), k_.typeOf(op.results[0]).lanes,
-                          elemType(k_.typeOf(op.results[0]).elem), op.alignAttr));
-      return;
-    }
     if (gpu_) {
       set(gpuLoadTile(buffers_[op.intAttr], in(0), k_.typeOf(op.results[0]).lanes,
                       elemType(k_.typeOf(op.results[0]).elem), op.alignAttr));

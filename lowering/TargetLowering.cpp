@@ -26,6 +26,13 @@ const char *dotUnitName(DotUnit u) {
   return "?";
 }
 
+// The common forms: FFMA dots stage b as f32 and write their results to workgroup memory; a
+// matrix unit takes b's bytes and keeps its results in registers.
+StatusOr<TargetProgram::DotStaging> TargetProgram::planDot(const dsl::Op &, DotUnit unit, int64_t bLanes) {
+  const bool matrix = unit != DotUnit::Ffma;
+  return DotStaging{bLanes, matrix, 0, matrix};
+}
+
 void TargetLowering::barrier(mlir::ImplicitLocOpBuilder &b, int) const { mlir::gpu::BarrierOp::create(b); }
 
 } // namespace m3idx::lowering

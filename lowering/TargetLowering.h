@@ -69,8 +69,37 @@ public:
   // GPU forms: before a dot operand is staged where it is defined (its loads and the ones before
   // it issued, the staging's stores about to wait for them): work that needs no loaded value.
   virtual void beforeStaging() {}
-  // Attributes of the kernel function (a register budget) once the program is planned.
-  virtual void annotate(mlir::gpu::GPUFuncOp) const {}
+  // Attributes of the kernel function (a register budget) once the program is planned; its loops
+  // carry at most `keyTilesInFlight` packed key tiles.
+  virtual void annotate(mlir::gpu::GPUFuncOp, int64_t /*keyTilesInFlight*/) {}
+
+  // GPU forms, the target's own layouts. The per-thread type of a tile in a spread other than
+  // Blocked ({}: none of this target's).
+  virtual mlir::Type spreadType(dsl::Type, Spread) { return {}; }
+  // extf of a decode's keys through the target's own table of key values ({}: the common widening).
+  virtual mlir::Value keysF32(const dsl::Op & /*decode*/) { return {}; }
+  // Stages dot operand v's value `val` into its buffer in the target's own layout (true), or
+  // leaves it to the common copy (false).
+  virtual bool stageOwnLayout(dsl::ValueId, mlir::Value /*buf*/, mlir::Value /*val*/) { return false; }
+  // Workgroup planning of a dot.tiles on its unit (its b operand of `bLanes` lanes): b's staging
+  // buffer (`elements` bytes, else f32s, aligned to `align` bytes where not 0) and whether the
+  // result stays in the unit's registers (else a workgroup buffer takes it); an error for a dot
+  // the program cannot run so.
+  struct DotStaging {
+    int64_t elements = 0;
+    bool bytes = false;
+    int64_t align = 0;
+    bool resultInRegisters = false;
+  };
+  virtual StatusOr<DotStaging> planDot(const dsl::Op &op, DotUnit unit, int64_t bLanes);
+  // f32s of workgroup memory the program's dots exchange partial results through (0: none),
+  // once every dot is planned.
+  virtual int64_t exchangeFloats() const { return 0; }
+  // Declarations in the GPU module before the kernel (`keysAsF32`: some decode is widened to f32).
+  virtual void declareGlobals(mlir::Block * /*moduleBody*/, bool /*keysAsF32*/) {}
+  // At the program's start: its exchange buffer ({} without one) and the workgroup buffer of the
+  // key table its decodes read ({} without one).
+  virtual void bind(mlir::Value /*exchange*/, bool /*keysAsF32*/, mlir::Value /*keyWords*/) {}
   // Every form: trips per iteration a dsl for runs with (its unroll hint where the target gains
   // from it, else 1).
   virtual int64_t loopUnroll(const dsl::Op &) const { return 1; }

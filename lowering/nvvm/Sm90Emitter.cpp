@@ -12,8 +12,9 @@
 #include <array>
 #include <limits>
 
+#include "core/Nvfp4.h"
 #include "core/Spec.h"
-#include "lowering/EmitterImpl.h"
+#include "lowering/nvvm/Sm90Program.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -30,7 +31,7 @@ namespace {
 constexpr int64_t kMmaM = 16, kMmaN = 8, kRowK = 128;
 constexpr int64_t kMmaK = 32; // K per step of the keys' word order (two f16 half steps)
 // Up to 64 columns (rows x heads) per dot: a prefill program's queries, whose B fragments then
-// live in shared memory (Emitter::kMmaBRegisterTiles).
+// live in shared memory (Sm90Program::kMmaBRegisterTiles).
 constexpr int64_t kMmaMaxTiles = 8;
 // One column tile's B registers: 4 K steps x 2 half steps x (b0, b1), i32 f16 pairs.
 constexpr int64_t kMmaBWords = 16;
@@ -46,7 +47,7 @@ constexpr const char *kMmaIntrinsic = "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
 // 1, 1.5, 2, 3, 4, 6) times s: those products are exact in f16 (at most 6 significant bits,
 // between 2^-10 and 2688), so cvt.rn.satfinite.e4m3x2.f16x2 is the only rounding (to nearest
 // even, |x| > 448 to +-448, NaN to 0x7F), as in SPEC's fp32 formulation.
-std::pair<mlir::Value, mlir::Value> Emitter::sm90KeyWordsOf(mlir::Value scaleByte) {
+std::pair<mlir::Value, mlir::Value> Sm90Program::sm90KeyWordsOf(mlir::Value scaleByte) {
   mlir::Type i16 = b_.getI16Type(), i32 = b_.getI32Type();
   auto h2 = VectorType::get({2}, b_.getF16Type());
   mlir::Value two = vector::BroadcastOp::create(b_, VectorType::get({2}, b_.getI8Type()), scaleByte);
@@ -64,7 +65,7 @@ std::pair<mlir::Value, mlir::Value> Emitter::sm90KeyWordsOf(mlir::Value scaleByt
         NVVM::ConvertF16x2ToF8x2Op::create(b_, i16, arith::MulFOp::create(b_, m, sc), false,
                                            b_.getType<Float8E4M3FNType>()));
   }
-  mlir::Value sixteen = constant(i32, 16);
+  mlir::Value sixteen = e_.constant(i32, 16);
   return {arith::OrIOp::create(b_, pair[0], arith::ShLIOp::create(b_, pair[1], sixteen)),
           arith::OrIOp::create(b_, pair[2], arith::ShLIOp::create(b_, pair[3], sixteen))};
 }
@@ -72,8 +73,8 @@ std::pair<mlir::Value, mlir::Value> Emitter::sm90KeyWordsOf(mlir::Value scaleByt
 // The table of all 256 scales, 2 KB of shared memory, once per program: a decode then loads its
 // scale group's two words (one ld.shared.v2) instead of computing them, which cost a sixth of the
 // score loop when done per tile.
-void Emitter::sm90FillKeyWords() {
-  auto loop = scf::ForOp::create(b_, lane_, arith::ConstantIndexOp::create(b_, 256),
+void Sm90Program::sm90FillKeyWords() {
+  auto loop = scf::ForOp::create(b_, e_.lane(), arith::ConstantIndexOp::create(b_, 256),
                                  arith::ConstantIndexOp::create(b_, threads_));
   {
     OpBuilder::InsertionGuard g(b_);
@@ -83,22 +84,22 @@ void Emitter::sm90FillKeyWords() {
         arith::TruncIOp::create(b_, b_.getI8Type(), arith::IndexCastOp::create(b_, b_.getI32Type(), s)));
     mlir::Value words = vector::FromElementsOp::create(b_, VectorType::get({2}, b_.getI32Type()),
                                                        ValueRange{lo, hi});
-    vector::StoreOp::create(b_, words, sm90_.keyWords,
+    vector::StoreOp::create(b_, words, state_.keyWords,
                             ValueRange{arith::MulIOp::create(b_, s, arith::ConstantIndexOp::create(b_, 2))},
                             false, llvm::MaybeAlign(8));
   }
-  barrier();
+  e_.barrier();
 }
 
 // The fill is emitted at the first point that needs the table (a staging, else a decode) and dominates
 // every later use inside that block's region: a use outside it (not in m3idx's kernels) fills again.
-void Emitter::sm90KeyWordsReady() {
+void Sm90Program::sm90KeyWordsReady() {
   mlir::Block *here = b_.getInsertionBlock();
   for (mlir::Block *at = here; at; at = at->getParentOp() ? at->getParentOp()->getBlock() : nullptr)
-    if (at == sm90_.keyWordsFilledIn)
+    if (at == state_.keyWordsFilledIn)
       return;
   sm90FillKeyWords();
-  sm90_.keyWordsFilledIn = here;
+  state_.keyWordsFilledIn = here;
 }
 
 // Then one prmt looks up 4 elements at once (the packed nibbles, sign bits masked, are its
@@ -107,20 +108,20 @@ void Emitter::sm90KeyWordsReady() {
 // 4, an odd one's bit 7 of the byte itself). The table carries the scale's sign and rounding is
 // symmetric; a NaN scale gives 0x7F or 0xFF, both NaN, and a NaN dot is dropped from the max
 // either way.
-mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
+mlir::Value Sm90Program::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   const int64_t P = cast<VectorType>(packed.getType()).getNumElements(), N = 2 * P;
   mlir::Type i32 = b_.getI32Type();
-  if (P % 4 != 0 || !sm90_.keyWords) {
-    fail(!sm90_.keyWords ? std::string("nvfp4.decode: no sm_90 key table in this program")
+  if (P % 4 != 0 || !state_.keyWords) {
+    e_.fail(!state_.keyWords ? std::string("nvfp4.decode: no sm_90 key table in this program")
                           : fmt::format("nvfp4.decode: {} packed bytes per thread is not whole words", P));
-    return constant(VectorType::get({N}, b_.getType<Float8E4M3FNType>()), 0);
+    return e_.constant(VectorType::get({N}, b_.getType<Float8E4M3FNType>()), 0);
   }
-  auto c32 = [&](uint32_t v) { return constant(i32, static_cast<double>(static_cast<int32_t>(v))); };
+  auto c32 = [&](uint32_t v) { return e_.constant(i32, static_cast<double>(static_cast<int32_t>(v))); };
   auto prmt = [&](mlir::Value lo, mlir::Value hi, mlir::Value sel) {
     return NVVM::PermuteOp::create(b_, i32, lo, hi, sel, NVVM::PermuteMode::DEFAULT).getResult();
   };
   sm90KeyWordsReady();
-  mlir::Value scaleBytes = gpuThreadScales(scales, N);
+  mlir::Value scaleBytes = e_.gpuThreadScales(scales, N);
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
   std::vector<std::pair<mlir::Value, mlir::Value>> tables; // per group: key bytes of codes 0-3, 4-7
   for (int64_t g = 0; g < S; ++g) {
@@ -129,14 +130,14 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
         arith::IndexCastUIOp::create(b_, b_.getIndexType(),
                                      vector::ExtractOp::create(b_, scaleBytes, ArrayRef<int64_t>{g})),
         arith::ConstantIndexOp::create(b_, 1));
-    mlir::Value two = vector::LoadOp::create(b_, VectorType::get({2}, i32), sm90_.keyWords, ValueRange{at}, false,
+    mlir::Value two = vector::LoadOp::create(b_, VectorType::get({2}, i32), state_.keyWords, ValueRange{at}, false,
                                              llvm::MaybeAlign(8));
     tables.push_back({vector::ExtractOp::create(b_, two, ArrayRef<int64_t>{0}),
                       vector::ExtractOp::create(b_, two, ArrayRef<int64_t>{1})});
   }
   const int64_t W = P / 4;
   mlir::Value words = vector::BitCastOp::create(b_, VectorType::get({W}, i32), packed);
-  mlir::Value out = constant(VectorType::get({2 * W}, i32), 0);
+  mlir::Value out = e_.constant(VectorType::get({2 * W}, i32), 0);
   for (int64_t w = 0; w < W; ++w) { // 8 elements of one scale group
     mlir::Value x = vector::ExtractOp::create(b_, words, ArrayRef<int64_t>{w});
     auto [lo, hi] = tables[S == 1 ? 0 : (8 * w) / 16];
@@ -172,7 +173,7 @@ mlir::Value Emitter::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
 // tightest at 96: the reverted first try of the 2026-12-03 run split (bench/RESULTS.md) spilled
 // 4 bytes there and took 103 registers uncapped, so it gets 104; so does a one-column program (1
 // head x 1 row) since the key table's fill moved after the first loads: 4 bytes spilled under 96.
-int32_t Emitter::sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight) {
+int32_t Sm90Program::sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight) {
   const int64_t columnTiles = (columns + 7) / 8;
   if (columnTiles == 0 || columnTiles > kMmaBRegisterTiles)
     return 0;
@@ -191,20 +192,20 @@ int32_t Emitter::sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight) {
 // once for both key tiles, halving the shared-memory loads that bound them (Nsight Compute: MIO
 // throttle and short-scoreboard stalls first); prefill 4 x 32K H=1 score 3.30 -> 3.05 ms. gfx950
 // is not measured (no AMD GPU here), so it keeps its loops rolled.
-int64_t Emitter::sm90LoopUnroll(const dsl::Op &forOp) const {
+int64_t Sm90Program::sm90LoopUnroll(const dsl::Op &forOp) const {
   if (mmaColumnTiles() > kMmaBRegisterTiles)
     return std::min<int64_t>(forOp.intAttr, 2);
   return mmaColumnTiles() == 1 ? forOp.intAttr : 1;
 }
 
-bool Emitter::mmaFits(const dsl::Op &op) const {
+bool Sm90Program::mmaFits(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
   return threads_ == 32 && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
          a.lanes == kMmaM * kRowK && b.lanes % kRowK == 0 && b.lanes / kRowK <= kMmaMaxTiles * kMmaN;
 }
 
-bool Emitter::mmaRuns(const dsl::Op &op) const {
-  return mmaFits(op) && spreadOf(op.operands[0]) == Spread::MmaRows;
+bool Sm90Program::mmaRuns(const dsl::Op &op) const {
+  return mmaFits(op) && e_.spreadOf(op.operands[0]) == Spread::MmaRows;
 }
 
 namespace {
@@ -219,22 +220,22 @@ mlir::Value loadWord(ImplicitLocOpBuilder &b, mlir::Value buf, mlir::Value at) {
 // Rows g and g + 8 of a 16-row tile, R / 4 lanes of each at column t R / 4: two vector loads (or,
 // for widened byte tiles, one load per byte). In programs of several warps the tile has 16 rows
 // per warp, warp w taking rows [16w, 16w + 16).
-mlir::Value Emitter::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
+mlir::Value Sm90Program::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
                                      int64_t alignBytes) {
   mlir::Type i64 = b_.getI64Type();
   const int64_t R = lanes / (kMmaM * (threads_ / 32)), c = R / 4, bits = elem.getIntOrFloatBitWidth();
   const int64_t partBits = c * bits, partBytes = partBits / 8;
   const int64_t align = alignBytes ? std::min(alignBytes, partBytes & -partBytes) : 0;
-  mlir::Value lane = laneI64();
+  mlir::Value lane = e_.laneI64();
   // (warp, g) = lane / 4 with rows 16 warp + g: the tile's row of lane / 4 is 16 (lane / 32) + g
-  mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
+  mlir::Value g = arith::DivSIOp::create(b_, lane, e_.constant(i64, 4));
   if (threads_ > 32)
-    g = arith::AddIOp::create(b_, g, arith::MulIOp::create(b_, arith::DivSIOp::create(b_, lane, constant(i64, 32)),
-                                                           constant(i64, 8)));
-  mlir::Value t = arith::RemSIOp::create(b_, lane, constant(i64, 4));
+    g = arith::AddIOp::create(b_, g, arith::MulIOp::create(b_, arith::DivSIOp::create(b_, lane, e_.constant(i64, 32)),
+                                                           e_.constant(i64, 8)));
+  mlir::Value t = arith::RemSIOp::create(b_, lane, e_.constant(i64, 4));
   mlir::Value first = arith::AddIOp::create(
-      b_, off, arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, constant(i64, R)),
-                                     arith::MulIOp::create(b_, t, constant(i64, c))));
+      b_, off, arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, e_.constant(i64, R)),
+                                     arith::MulIOp::create(b_, t, e_.constant(i64, c))));
   // An empty asm per loaded 32-bit word (no instruction in the PTX) keeps it a load: loads of the
   // next tile feed a loop-carried value, and LLVM's InstCombine would turn a phi of two small
   // loads into one load of a phi of addresses, issued just before its use (the prefetch lost).
@@ -249,8 +250,8 @@ mlir::Value Emitter::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t l
     SmallVector<mlir::Value> bytes;
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t j = 0; j < c; ++j) {
-        mlir::Value at = arith::AddIOp::create(b_, first, constant(i64, h * 8 * R + j));
-        mlir::Value byte = memref::LoadOp::create(b_, buf, ValueRange{toIndex(at)});
+        mlir::Value at = arith::AddIOp::create(b_, first, e_.constant(i64, h * 8 * R + j));
+        mlir::Value byte = memref::LoadOp::create(b_, buf, ValueRange{e_.toIndex(at)});
         bytes.push_back(kept(arith::ExtUIOp::create(b_, i32, byte)));
       }
     return vector::FromElementsOp::create(b_, VectorType::get({2 * c}, i32), bytes);
@@ -260,10 +261,10 @@ mlir::Value Emitter::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t l
   const int64_t wordBits = partBits % 32 == 0 ? 32 : partBits == 16 ? 16 : bits;
   auto asInts = [&](int64_t n, int64_t w) { return VectorType::get({n}, b_.getIntegerType(w)); };
   auto part = VectorType::get({c}, elem);
-  mlir::Value words = constant(asInts(2 * partBits / wordBits, wordBits), 0);
+  mlir::Value words = e_.constant(asInts(2 * partBits / wordBits, wordBits), 0);
   for (int64_t h = 0; h < 2; ++h) {
-    mlir::Value at = arith::AddIOp::create(b_, first, constant(i64, h * 8 * R));
-    mlir::Value v = vector::LoadOp::create(b_, part, buf, ValueRange{toIndex(at)}, false,
+    mlir::Value at = arith::AddIOp::create(b_, first, e_.constant(i64, h * 8 * R));
+    mlir::Value v = vector::LoadOp::create(b_, part, buf, ValueRange{e_.toIndex(at)}, false,
                                            align ? llvm::MaybeAlign(align) : llvm::MaybeAlign());
     v = vector::BitCastOp::create(b_, asInts(partBits / wordBits, wordBits),
                                   arith::BitcastOp::create(b_, asInts(c, bits), v));
@@ -283,7 +284,7 @@ mlir::Value Emitter::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t l
 
 // Lane n * 16 + m of each accumulator this thread holds (columns past the tile's give lanes past
 // it: they are computed like the others and never read).
-mlir::Value Emitter::mmaAccIota(int64_t lanes) {
+mlir::Value Sm90Program::mmaAccIota(int64_t lanes) {
   mlir::Type i64 = b_.getI64Type();
   const int64_t tiles = (lanes / kMmaM + kMmaN - 1) / kMmaN;
   auto vt = VectorType::get({4 * tiles}, i64);
@@ -291,10 +292,10 @@ mlir::Value Emitter::mmaAccIota(int64_t lanes) {
   for (int64_t nt = 0; nt < tiles; ++nt)
     for (int64_t i = 0; i < 4; ++i)
       offsets.push_back((nt * kMmaN + i % 2) * kMmaM + 8 * (i / 2));
-  mlir::Value lane = laneI64();
+  mlir::Value lane = e_.laneI64();
   mlir::Value base = arith::AddIOp::create( // 2t * 16 + g
-      b_, arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, 4)), constant(i64, 2 * kMmaM)),
-      arith::DivSIOp::create(b_, lane, constant(i64, 4)));
+      b_, arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, e_.constant(i64, 4)), e_.constant(i64, 2 * kMmaM)),
+      arith::DivSIOp::create(b_, lane, e_.constant(i64, 4)));
   return arith::AddIOp::create(b_, vector::BroadcastOp::create(b_, vt, base),
                                arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(offsets))));
 }
@@ -303,36 +304,36 @@ mlir::Value Emitter::mmaAccIota(int64_t lanes) {
 // (xor 4, 8, 16). Output lane n (held by thread n / L, L = the lanes each thread holds of the
 // groups: 1 up to 32 columns, else 2) comes from thread t = (n % 8) / 2, the one whose t holds
 // column n's accumulators.
-mlir::Value Emitter::mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
+mlir::Value Sm90Program::mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
-  const int64_t tiles = cast<VectorType>(acc.getType()).getNumElements() / 4, L = chunk(groups);
+  const int64_t tiles = cast<VectorType>(acc.getType()).getNumElements() / 4, L = e_.chunk(groups);
   auto reg = [&](int64_t r) { return vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r}).getResult(); };
-  mlir::Value lane = laneI64();
+  mlir::Value lane = e_.laneI64();
   std::vector<mlir::Value> n, src, out;
   for (int64_t j = 0; j < L; ++j) {
-    n.push_back(arith::AddIOp::create(b_, arith::MulIOp::create(b_, lane, constant(i64, L)), constant(i64, j)));
-    src.push_back(arith::DivSIOp::create(b_, arith::RemSIOp::create(b_, n[j], constant(i64, kMmaN)),
-                                         constant(i64, 2)));
-    out.push_back(constant(f32, -std::numeric_limits<double>::infinity()));
+    n.push_back(arith::AddIOp::create(b_, arith::MulIOp::create(b_, lane, e_.constant(i64, L)), e_.constant(i64, j)));
+    src.push_back(arith::DivSIOp::create(b_, arith::RemSIOp::create(b_, n[j], e_.constant(i64, kMmaN)),
+                                         e_.constant(i64, 2)));
+    out.push_back(e_.constant(f32, -std::numeric_limits<double>::infinity()));
   }
   for (int64_t nt = 0; nt < tiles; ++nt)
     for (int64_t odd = 0; odd < 2; ++odd) {
-      mlir::Value m = maxNum(reg(4 * nt + odd), reg(4 * nt + 2 + odd));
+      mlir::Value m = e_.maxNum(reg(4 * nt + odd), reg(4 * nt + 2 + odd));
       for (int32_t x = 4; x < 32; x *= 2)
-        m = maxNum(m, shuffleXor(m, x));
-      mlir::Value col = constant(i64, nt * kMmaN + odd);
+        m = e_.maxNum(m, e_.shuffleXor(m, x));
+      mlir::Value col = e_.constant(i64, nt * kMmaN + odd);
       for (int64_t j = 0; j < L; ++j) {
         if (L % 2 == 0 && j % 2 != odd)
           continue; // lane n's parity is j's: never this column
-        mlir::Value v = shuffleIdx(m, src[j]);
+        mlir::Value v = e_.shuffleIdx(m, src[j]);
         mlir::Value mine = arith::CmpIOp::create( // n - (n % 8) / 2 * 2 is 8 nt + odd
             b_, arith::CmpIPredicate::eq,
-            arith::SubIOp::create(b_, n[j], arith::MulIOp::create(b_, src[j], constant(i64, 2))), col);
+            arith::SubIOp::create(b_, n[j], arith::MulIOp::create(b_, src[j], e_.constant(i64, 2))), col);
         out[j] = arith::SelectOp::create(b_, mine, v, out[j]);
       }
     }
   if (groups > 2 * threads_)
-    fail("reduce.max.groups of mma accumulators: more than two groups per thread");
+    e_.fail("reduce.max.groups of mma accumulators: more than two groups per thread");
   return vector::FromElementsOp::create(b_, VectorType::get({L}, f32), out);
 }
 
@@ -340,26 +341,26 @@ mlir::Value Emitter::mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
 // as a vector of i32 holding f16 pairs, from the staged b bytes (rows past `rows` are zero
 // columns). Step s, half h reads K 32t + 8s + 4h + [0, 4) of column g: b0 its first two, b1 its
 // last two, as the MmaRows keys' words are split in mmaDotTiles.
-mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, int64_t first, int64_t last) {
+mlir::Value Sm90Program::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, int64_t first, int64_t last) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type();
   const int64_t steps = kRowK / kMmaK;
   if (last < 0)
     last = (rows + kMmaN - 1) / kMmaN;
-  mlir::Value lane = warpLaneI64(); // every warp of a warpgroup holds the same fragments
-  mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
-  mlir::Value k32 = arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(i64, 4)), constant(i64, 32));
-  mlir::Value out = constant(VectorType::get({(last - first) * steps * 4}, i32), 0);
+  mlir::Value lane = e_.warpLaneI64(); // every warp of a warpgroup holds the same fragments
+  mlir::Value g = arith::DivSIOp::create(b_, lane, e_.constant(i64, 4));
+  mlir::Value k32 = arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, e_.constant(i64, 4)), e_.constant(i64, 32));
+  mlir::Value out = e_.constant(VectorType::get({(last - first) * steps * 4}, i32), 0);
   for (int64_t nt = first; nt < last; ++nt) {
-    mlir::Value col = arith::AddIOp::create(b_, g, constant(i64, nt * kMmaN));
-    mlir::Value has = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, constant(i64, rows));
-    mlir::Value row = arith::SelectOp::create(b_, has, col, constant(i64, 0));
+    mlir::Value col = arith::AddIOp::create(b_, g, e_.constant(i64, nt * kMmaN));
+    mlir::Value has = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, e_.constant(i64, rows));
+    mlir::Value row = arith::SelectOp::create(b_, has, col, e_.constant(i64, 0));
     for (int64_t s = 0; s < steps; ++s)
       for (int64_t half = 0; half < 2; ++half) {
         mlir::Value at = arith::AddIOp::create(
-            b_, arith::MulIOp::create(b_, row, constant(i64, kRowK)),
-            arith::AddIOp::create(b_, k32, constant(i64, s * 8 + half * 4)));
-        mlir::Value w = arith::SelectOp::create(b_, has, loadWord(b_, stagedBytes, toIndex(at)),
-                                                constant(i32, 0));
+            b_, arith::MulIOp::create(b_, row, e_.constant(i64, kRowK)),
+            arith::AddIOp::create(b_, k32, e_.constant(i64, s * 8 + half * 4)));
+        mlir::Value w = arith::SelectOp::create(b_, has, loadWord(b_, stagedBytes, e_.toIndex(at)),
+                                                e_.constant(i32, 0));
         auto [lo, hi] = f16Pairs(w);
         const int64_t at4 = (((nt - first) * steps + s) * 2 + half) * 2;
         auto bits = [&](mlir::Value pair) {
@@ -373,7 +374,7 @@ mlir::Value Emitter::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, int64_
   return out;
 }
 
-int64_t Emitter::mmaStageBytes(int64_t bLanes) {
+int64_t Sm90Program::mmaStageBytes(int64_t bLanes) {
   const int64_t rows = bLanes / kRowK, tiles = (rows + kMmaN - 1) / kMmaN;
   return mmaBInShared(rows) ? std::max(bLanes, tiles * kMmaBWords * 4 * 32) : bLanes;
 }
@@ -384,10 +385,10 @@ int64_t Emitter::mmaStageBytes(int64_t bLanes) {
 // fragments take twice its bytes, at most 1 KB), so the upper tiles go first, from tile
 // ceil(tiles / 2) on: their fragments start at 2 KB x that, past every staged byte; the lower
 // ones are read whole before any of them is written.
-void Emitter::mmaFragmentsToShared(mlir::Value buf, int64_t rows) {
+void Sm90Program::mmaFragmentsToShared(mlir::Value buf, int64_t rows) {
   mlir::Type i64 = b_.getI64Type();
   const int64_t tiles = (rows + kMmaN - 1) / kMmaN, half = (tiles + 1) / 2;
-  mlir::Value lane = laneI64();
+  mlir::Value lane = e_.laneI64();
   auto store = [&](mlir::Value regs, int64_t first, int64_t last) {
     for (int64_t nt = first; nt < last; ++nt)
       for (int64_t q = 0; q < 4; ++q) {
@@ -395,26 +396,26 @@ void Emitter::mmaFragmentsToShared(mlir::Value buf, int64_t rows) {
             b_, regs, ArrayRef<int64_t>{(nt - first) * kMmaBWords + 4 * q}, ArrayRef<int64_t>{4},
             ArrayRef<int64_t>{1});
         mlir::Value at = arith::MulIOp::create(
-            b_, arith::AddIOp::create(b_, constant(i64, (nt * 4 + q) * 32), lane), constant(i64, 16));
+            b_, arith::AddIOp::create(b_, e_.constant(i64, (nt * 4 + q) * 32), lane), e_.constant(i64, 16));
         vector::StoreOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({16}, b_.getI8Type()), four),
-                                buf, ValueRange{toIndex(at)}, false, llvm::MaybeAlign(16));
+                                buf, ValueRange{e_.toIndex(at)}, false, llvm::MaybeAlign(16));
       }
   };
   store(mmaFragmentsB(buf, rows, half, tiles), half, tiles); // 2 KB * half >= the staged bytes
   mlir::Value low = mmaFragmentsB(buf, rows, 0, half);
-  barrier(); // every lane has read the bytes the lower tiles overwrite
+  e_.barrier(); // every lane has read the bytes the lower tiles overwrite
   store(low, 0, half);
-  barrier();
+  e_.barrier();
 }
 
-mlir::Value Emitter::mmaSharedFragments(mlir::Value buf, int64_t tile) {
+mlir::Value Sm90Program::mmaSharedFragments(mlir::Value buf, int64_t tile) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type();
-  mlir::Value lane = laneI64();
-  mlir::Value out = constant(VectorType::get({kMmaBWords}, i32), 0);
+  mlir::Value lane = e_.laneI64();
+  mlir::Value out = e_.constant(VectorType::get({kMmaBWords}, i32), 0);
   for (int64_t q = 0; q < 4; ++q) {
     mlir::Value at = arith::MulIOp::create(
-        b_, arith::AddIOp::create(b_, constant(i64, (tile * 4 + q) * 32), lane), constant(i64, 16));
-    mlir::Value v = vector::LoadOp::create(b_, VectorType::get({16}, b_.getI8Type()), buf, ValueRange{toIndex(at)},
+        b_, arith::AddIOp::create(b_, e_.constant(i64, (tile * 4 + q) * 32), lane), e_.constant(i64, 16));
+    mlir::Value v = vector::LoadOp::create(b_, VectorType::get({16}, b_.getI8Type()), buf, ValueRange{e_.toIndex(at)},
                                            false, llvm::MaybeAlign(16));
     out = vector::InsertStridedSliceOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({4}, i32), v),
                                                out, ArrayRef<int64_t>{4 * q}, ArrayRef<int64_t>{1});
@@ -423,7 +424,7 @@ mlir::Value Emitter::mmaSharedFragments(mlir::Value buf, int64_t tile) {
 }
 
 // The 4 e4m3 bytes of an i32 as two f16 pairs (bytes 0-1, 2-3), exactly.
-std::pair<mlir::Value, mlir::Value> Emitter::f16Pairs(mlir::Value word) {
+std::pair<mlir::Value, mlir::Value> Sm90Program::f16Pairs(mlir::Value word) {
   auto h2 = VectorType::get({2}, b_.getF16Type());
   mlir::Value bytes = vector::BitCastOp::create(
       b_, VectorType::get({4}, b_.getI8Type()),
@@ -441,7 +442,7 @@ std::pair<mlir::Value, mlir::Value> Emitter::f16Pairs(mlir::Value word) {
 // Rows g and g + 8 of K step s, half h (words 2s + h of each row) as f16 pairs, in f16 K step
 // order 2s + h: a0 (g, K 2t), a1 (g + 8, 2t), a2 (g, 2t + 8), a3 (g + 8, 2t + 8) of m16n8k16, and
 // of a warp's 16 rows of wgmma's A.
-std::vector<std::array<mlir::Value, 4>> Emitter::mmaFragmentsA(mlir::Value keys) {
+std::vector<std::array<mlir::Value, 4>> Sm90Program::mmaFragmentsA(mlir::Value keys) {
   mlir::Type i32 = b_.getI32Type();
   const int64_t words = cast<VectorType>(keys.getType()).getNumElements() / 4;
   mlir::Value aWords = vector::BitCastOp::create(
@@ -462,22 +463,22 @@ std::vector<std::array<mlir::Value, 4>> Emitter::mmaFragmentsA(mlir::Value keys)
 // step s's a0, a2 and a1, a3 of an m16n8k32 e4m3 mma; each word widened to two f16 pairs makes
 // the a0/a2 (a1/a3) of one m16n8k16 half step. 4 K steps x (1 or 2) column tiles of mma.sync; the accumulators are
 // the result (MmaAcc) or go through the result buffer to the blocked owners.
-mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
+mlir::Value Sm90Program::mmaDotTiles(const dsl::Op &op) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type(), i32 = b_.getI32Type();
   const dsl::ValueId bId = op.operands[1];
-  if (!dotStage_.count(bId.id))
-    stageDotOperand(bId, /*barrierBefore=*/true);
+  if (!e_.stagedDotOperands().count(bId.id))
+    e_.stageDotOperand(bId, /*barrierBefore=*/true);
   const int64_t N = k_.typeOf(bId).lanes / kRowK, tiles = (N + kMmaN - 1) / kMmaN;
   const int64_t steps = kRowK / kMmaK;
-  const bool bShared = sm90_.mmaBShared.count(bId.id) > 0;
-  mlir::Value bRegs = bShared ? mlir::Value() : mfmaB_.at(bId.id);
+  const bool bShared = state_.mmaBShared.count(bId.id) > 0;
+  mlir::Value bRegs = bShared ? mlir::Value() : fragmentsB_.at(bId.id);
   auto h2 = VectorType::get({2}, b_.getF16Type());
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), {f32, f32, f32, f32});
-  const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(get(op.operands[0]));
+  const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(e_.get(op.operands[0]));
   std::vector<mlir::Value> acc; // [tile][c0..c3]
   for (int64_t nt = 0; nt < tiles; ++nt) {
-    std::vector<mlir::Value> c(4, constant(f32, 0));
-    mlir::Value tileRegs = bShared ? mmaSharedFragments(sm90_.mmaBShared.at(bId.id), nt) : bRegs;
+    std::vector<mlir::Value> c(4, e_.constant(f32, 0));
+    mlir::Value tileRegs = bShared ? mmaSharedFragments(state_.mmaBShared.at(bId.id), nt) : bRegs;
     const int64_t base = bShared ? 0 : nt * kMmaBWords;
     for (int64_t s = 0; s < steps; ++s)
       for (int64_t half = 0; half < 2; ++half) {
@@ -498,28 +499,78 @@ mlir::Value Emitter::mmaDotTiles(const dsl::Op &op) {
   }
   // In a warpgroup, warp w's m16n8 C of tile nt is registers 4 nt.. 4 nt + 3 of m64nN's D
   // (tokens 16 w + g and + 8): the WgmmaAcc order (Sm90Wgmma.cpp), so the result is the same.
-  if (spreadOf(op.results[0]) == Spread::MmaAcc || spreadOf(op.results[0]) == Spread::WgmmaAcc)
+  if (e_.spreadOf(op.results[0]) == Spread::MmaAcc || e_.spreadOf(op.results[0]) == Spread::WgmmaAcc)
     return vector::FromElementsOp::create(b_, VectorType::get({4 * tiles}, f32), acc);
   // c[i] is token g + 8 (i / 2) against column 8 nt + 2 t + i % 2: written where that column exists.
-  mlir::Value lane = laneI64();
-  mlir::Value g = arith::DivSIOp::create(b_, lane, constant(i64, 4));
-  mlir::Value t = arith::RemSIOp::create(b_, lane, constant(i64, 4));
-  mlir::Value res = dotResult_.at(static_cast<int32_t>(&op - k_.ops.data()));
+  mlir::Value lane = e_.laneI64();
+  mlir::Value g = arith::DivSIOp::create(b_, lane, e_.constant(i64, 4));
+  mlir::Value t = arith::RemSIOp::create(b_, lane, e_.constant(i64, 4));
+  mlir::Value res = e_.dotResultBuffer(op);
   for (int64_t nt = 0; nt < tiles; ++nt)
     for (int64_t i = 0; i < 4; ++i) {
-      mlir::Value col = arith::AddIOp::create(b_, arith::MulIOp::create(b_, t, constant(i64, 2)),
-                                              constant(i64, nt * kMmaN + i % 2));
-      mlir::Value m = arith::AddIOp::create(b_, g, constant(i64, 8 * (i / 2)));
+      mlir::Value col = arith::AddIOp::create(b_, arith::MulIOp::create(b_, t, e_.constant(i64, 2)),
+                                              e_.constant(i64, nt * kMmaN + i % 2));
+      mlir::Value m = arith::AddIOp::create(b_, g, e_.constant(i64, 8 * (i / 2)));
       auto exists = scf::IfOp::create(
-          b_, TypeRange{}, arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, constant(i64, N)), false);
+          b_, TypeRange{}, arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, e_.constant(i64, N)), false);
       OpBuilder::InsertionGuard guard(b_);
       b_.setInsertionPoint(exists.thenBlock()->getTerminator());
-      mlir::Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, col, constant(i64, kMmaM)), m);
-      memref::StoreOp::create(b_, acc[4 * nt + i], res, ValueRange{toIndex(at)});
+      mlir::Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, col, e_.constant(i64, kMmaM)), m);
+      memref::StoreOp::create(b_, acc[4 * nt + i], res, ValueRange{e_.toIndex(at)});
     }
-  barrier();
-  mlir::Value out = gpuLoadTile(res, constant(i64, 0), N * kMmaM, f32);
-  barrier(); // the buffer is written again by the next tile
+  e_.barrier();
+  mlir::Value out = e_.gpuLoadTile(res, e_.constant(i64, 0), N * kMmaM, f32);
+  e_.barrier(); // the buffer is written again by the next tile
+  return out;
+}
+
+// The f32 key table (constant memory), for decodes widened to f32.
+void Sm90Program::declareGlobals(Block *moduleBody, bool keysAsF32) {
+  if (!keysAsF32)
+    return;
+  // Entry [scale * 16 + nibble] = E4M3 value of e4m3_rn_satfinite(E2M1(nibble) * E4M3(scale)).
+  std::vector<float> table(16 * 256);
+  for (int sc = 0; sc < 256; ++sc)
+    for (int n = 0; n < 16; ++n)
+      table[sc * 16 + n] = nvfp4::e4m3Table()[nvfp4::keyByteTable()[n][sc]];
+  auto type = MemRefType::get({16 * 256}, b_.getF32Type());
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPointToStart(moduleBody);
+  memref::GlobalOp::create(b_, "m3idx_nvfp4_keys", b_.getStringAttr("private"), type,
+                           DenseElementsAttr::get(RankedTensorType::get({16 * 256}, b_.getF32Type()),
+                                                  ArrayRef<float>(table)),
+                           /*constant=*/true, /*alignment=*/IntegerAttr());
+}
+
+
+// extf(nvfp4.decode(p, s)) as one lookup per element in the table of the 16 x 256 exact key
+// values (core/Nvfp4), instead of the decode's arithmetic and the widening's ({} without the table:
+// no decode of the program is widened to f32).
+mlir::Value Sm90Program::keysF32(const dsl::Op &decode) {
+  if (!state_.keyTable)
+    return {};
+  mlir::Value packed = values_[decode.operands[0].id], scales = values_[decode.operands[1].id];
+  const int64_t kp = cast<VectorType>(packed.getType()).getNumElements(), ko = 2 * kp;
+  mlir::Type i32 = b_.getI32Type();
+  mlir::Value scaleBytes = e_.gpuThreadScales(scales, ko);
+  const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
+  std::vector<mlir::Value> rows; // table row of each scale: scale * 16
+  for (int64_t g = 0; g < S; ++g)
+    rows.push_back(arith::MulIOp::create(
+        b_, arith::ExtUIOp::create(b_, i32, vector::ExtractOp::create(b_, scaleBytes, ArrayRef<int64_t>{g})),
+        e_.constant(i32, 16)));
+  mlir::Value out = e_.constant(VectorType::get({ko}, b_.getF32Type()), 0);
+  for (int64_t j = 0; j < ko; ++j) {
+    mlir::Value byte = arith::ExtUIOp::create(
+        b_, i32, vector::ExtractOp::create(b_, packed, ArrayRef<int64_t>{j / 2}));
+    mlir::Value nibble = arith::AndIOp::create(
+        b_, j % 2 ? mlir::Value(arith::ShRUIOp::create(b_, byte, e_.constant(i32, 4))) : byte,
+        e_.constant(i32, 15));
+    mlir::Value idx = arith::IndexCastOp::create(
+        b_, b_.getIndexType(), arith::AddIOp::create(b_, rows[S == 1 ? 0 : j / 16], nibble));
+    mlir::Value v = memref::LoadOp::create(b_, state_.keyTable, ValueRange{idx});
+    out = vector::InsertOp::create(b_, v, out, ArrayRef<int64_t>{j});
+  }
   return out;
 }
 

@@ -1,11 +1,13 @@
 // sm_90's side of the DSL -> MLIR step (lowering/TargetLowering.h): 32-lane warps (a warp's own
 // barrier where a program is one), keys and dot results in mma fragment orders (MmaSpread.h),
 // dot.tiles on mma.sync or, in warpgroup programs, on wgmma (and nothing else there), the NVFP4
-// decode through shared-memory key tables, and a register budget per program.
-#include "lowering/EmitterImpl.h"
+// decode through shared-memory key tables, and a register budget per program. Here: the target's
+// facts, and its program's (nvvm/Sm90Program.h) answers to the common emitter.
 #include "lowering/nvvm/MmaSpread.h"
+#include "lowering/nvvm/Sm90Program.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 #include <algorithm>
 
@@ -15,74 +17,171 @@
 
 namespace m3idx::lowering {
 
-// One kernel's sm_90 emitting. Its state and emitting code are still the Emitter's (sm90_,
-// nvvm/Sm90Emitter.cpp, nvvm/Sm90Wgmma.cpp), which this program drives.
-class Sm90Program final : public TargetProgram {
-public:
-  explicit Sm90Program(Emitter &e) : e(e) {}
+using namespace mlir;
 
-  std::vector<Spread> assignSpreads() override {
-    return assignMmaSpreads(
-        e.k_, [&](const dsl::Op &op) { return e.mmaFits(op); }, [&](const dsl::Op &op) { return e.wgmmaFits(op); });
+std::vector<Spread> Sm90Program::assignSpreads() {
+  return assignMmaSpreads(
+      k_, [&](const dsl::Op &op) { return mmaFits(op); }, [&](const dsl::Op &op) { return wgmmaFits(op); });
+}
+
+// A warpgroup's dot of few columns runs as each warp's own mma.sync on its 16 tokens
+// (warpMmaTakes): the same WgmmaAcc result, without wgmma's fences and waits.
+DotUnit Sm90Program::dotUnit(const dsl::Op &op) const {
+  if (wgmmaRuns(op))
+    return warpMmaTakes(k_.typeOf(op.operands[1]).lanes / spec::kIndexHeadDim) ? DotUnit::MmaSync : DotUnit::Wgmma;
+  return mmaRuns(op) ? DotUnit::MmaSync : DotUnit::Ffma;
+}
+
+// Programs of several warps exist for warpgroup dots (the prefill form, wide decode requests):
+// a dot that cannot take one is refused rather than run, much slower, on FFMA.
+Status Sm90Program::checkDot(const dsl::Op &op, DotUnit unit) const {
+  if (k_.warps == 1 || unit == DotUnit::Wgmma || (unit == DotUnit::MmaSync && wgmmaRuns(op)))
+    return Status();
+  return Status::error(fmt::format(
+      "kernel @{}: dot.tiles of {} x {} lanes (k = {}) in a {}-warp sm_90 program does not lower to wgmma "
+      "(it takes {} MmaRows key tokens against 8 to 128 columns, a multiple of 8, of {} e4m3 lanes{}){}",
+      k_.name, k_.typeOf(op.operands[0]).lanes, k_.typeOf(op.operands[1]).lanes, op.intAttr, k_.warps,
+      kWgmmaTokens, spec::kIndexHeadDim, wgmmaFits(op) ? "; these keys are not in MmaRows order" : "",
+      Emitter::sourceOf(op)));
+}
+
+// A warpgroup's dot, on wgmma or on each warp's mma.sync, keeps its results in WgmmaAcc registers
+// and its program's column maxima in an exchange (one N per program); a warp's mma.sync keeps
+// them in MmaAcc registers where they are read so.
+StatusOr<TargetProgram::DotStaging> Sm90Program::planDot(const dsl::Op &op, DotUnit unit, int64_t bLanes) {
+  const bool mma = unit == DotUnit::MmaSync, wgmma = unit == DotUnit::Wgmma;
+  const int64_t N = bLanes / op.intAttr;
+  if (mma)
+    state_.mmaColumns = std::max(state_.mmaColumns, N);
+  const Spread result = e_.spreadOf(op.results[0]);
+  const bool warpgroup = wgmma || (mma && result == Spread::WgmmaAcc);
+  if (wgmma && result != Spread::WgmmaAcc) // no blocked copy of 64 x 64 results
+    return Status::error(fmt::format("kernel @{}: the wgmma dot.tiles result is read in blocked order "
+                                     "(on sm_90 warpgroup programs only elementwise ops, loop-carried "
+                                     "values and a reduce.max.groups of 64 may read it)",
+                                     k_.name) + Emitter::sourceOf(op));
+  if (warpgroup && state_.wgmmaColumns && state_.wgmmaColumns != N)
+    return Status::error(fmt::format("kernel @{}: warpgroup dot.tiles of {} and {} columns in one program",
+                                     k_.name, state_.wgmmaColumns, N) + Emitter::sourceOf(op));
+  if (wgmma)
+    state_.wgmmaB.insert(op.operands[1].id);
+  if (warpgroup)
+    state_.wgmmaColumns = N;
+  // wgmma's B: 64 columns x 128 as swizzled f16, 1024-byte aligned (the swizzle's period)
+  DotStaging s;
+  s.elements = wgmma ? 2 * bLanes : mma ? mmaStageBytes(bLanes) : bLanes;
+  s.bytes = mma || wgmma;
+  s.align = wgmma ? 1024 : 0;
+  s.resultInRegisters = (mma && result == Spread::MmaAcc) || warpgroup;
+  return s;
+}
+
+mlir::Value Sm90Program::matrixDot(const dsl::Op &op, DotUnit unit) {
+  return unit == DotUnit::Wgmma ? wgmmaDotTiles(op) : mmaDotTiles(op); // either warp count
+}
+
+void Sm90Program::stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t rows) {
+  if (mmaBInShared(rows)) {
+    mmaFragmentsToShared(staged, rows);
+    state_.mmaBShared[v.id] = staged;
+  } else {
+    fragmentsB_[v.id] = mmaFragmentsB(staged, rows);
   }
+}
 
-  // A warpgroup's dot of few columns runs as each warp's own mma.sync on its 16 tokens
-  // (Emitter::warpMmaTakes): the same WgmmaAcc result, without wgmma's fences and waits.
-  DotUnit dotUnit(const dsl::Op &op) const override {
-    if (e.wgmmaRuns(op))
-      return Emitter::warpMmaTakes(e.k_.typeOf(op.operands[1]).lanes / spec::kIndexHeadDim) ? DotUnit::MmaSync
-                                                                                          : DotUnit::Wgmma;
-    return e.mmaRuns(op) ? DotUnit::MmaSync : DotUnit::Ffma;
+bool Sm90Program::stageOwnLayout(dsl::ValueId v, mlir::Value buf, mlir::Value val) {
+  if (!state_.wgmmaB.count(v.id))
+    return false;
+  wgmmaStageColumns(buf, val, k_.typeOf(v).lanes); // widened into B's layout, through B's own buffer
+  return true;
+}
+
+// The key table's fill (a few hundred instructions) here instead of at the program's start
+// (where wgmma programs keep it: prefill spilled more), where it sat in front of the first
+// metadata load in every program's dependent chain.
+void Sm90Program::beforeStaging() {
+  if (state_.keyWords)
+    sm90KeyWordsReady();
+}
+
+void Sm90Program::annotate(gpu::GPUFuncOp fn, int64_t keyTilesInFlight) {
+  const int32_t cap = state_.wgmmaB.empty() ? sm90RegisterCap(state_.mmaColumns, keyTilesInFlight)
+                                           : wgmmaRegisterCap(state_.wgmmaColumns, keyTilesInFlight);
+  if (cap)
+    fn->setAttr("nvvm.maxnreg", IntegerAttr::get(IntegerType::get(fn.getContext(), 32), cap));
+}
+
+mlir::Type Sm90Program::spreadType(dsl::Type t, Spread s) {
+  mlir::Type elem = e_.elemType(t.elem);
+  switch (s) {
+  case Spread::Blocked: return e_.type(t);
+  case Spread::MmaRows: {
+    const bool widened = mmaRowsWidened(t.lanes, static_cast<unsigned>(dsl::elemBits(t.elem)));
+    return VectorType::get({t.lanes / (widened ? 32 : threads_)}, widened ? b_.getI32Type() : elem);
   }
-
-  // Programs of several warps exist for warpgroup dots (the prefill form, wide decode requests):
-  // a dot that cannot take one is refused rather than run, much slower, on FFMA.
-  Status checkDot(const dsl::Op &op, DotUnit unit) const override {
-    if (e.k_.warps == 1 || unit == DotUnit::Wgmma || (unit == DotUnit::MmaSync && e.wgmmaRuns(op)))
-      return Status();
-    return Status::error(fmt::format(
-        "kernel @{}: dot.tiles of {} x {} lanes (k = {}) in a {}-warp sm_90 program does not lower to wgmma "
-        "(it takes {} MmaRows key tokens against 8 to 128 columns, a multiple of 8, of {} e4m3 lanes{}){}",
-        e.k_.name, e.k_.typeOf(op.operands[0]).lanes, e.k_.typeOf(op.operands[1]).lanes, op.intAttr, e.k_.warps,
-        Emitter::kWgmmaTokens, spec::kIndexHeadDim, e.wgmmaFits(op) ? "; these keys are not in MmaRows order" : "",
-        Emitter::sourceOf(op)));
+  case Spread::MmaAcc: return VectorType::get({4 * ((t.lanes / 16 + 7) / 8)}, elem);
+  case Spread::WgmmaAcc: case Spread::WgmmaAccFolded: return VectorType::get({t.lanes / threads_}, elem);
   }
+  return {};
+}
 
-  mlir::Value matrixDot(const dsl::Op &op, DotUnit unit) override {
-    return unit == DotUnit::Wgmma ? e.wgmmaDotTiles(op) : e.mmaDotTiles(op); // either warp count
+// The ops whose form follows sm_90's spreads: iota in accumulator order, fold.max and
+// reduce.max.groups of accumulators, loads of tiles in mma row order.
+bool Sm90Program::ownsOp(const dsl::Op &op) const {
+  auto spread = [&](dsl::ValueId v) { return e_.spreadOf(v); };
+  switch (op.kind) {
+  case OpKind::Iota: return spread(op.results[0]) == Spread::MmaAcc || spread(op.results[0]) == Spread::WgmmaAcc;
+  case OpKind::FoldMax: return spread(op.operands[0]) == Spread::WgmmaAcc;
+  case OpKind::ReduceMaxGroups: {
+    const Spread s = spread(op.operands[0]);
+    return s == Spread::MmaAcc || s == Spread::WgmmaAcc || s == Spread::WgmmaAccFolded;
   }
-
-  void stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t rows) override {
-    if (Emitter::mmaBInShared(rows)) {
-      e.mmaFragmentsToShared(staged, rows);
-      e.sm90_.mmaBShared[v.id] = staged;
-    } else {
-      e.mfmaB_[v.id] = e.mmaFragmentsB(staged, rows);
-    }
+  case OpKind::LoadTile: return spread(op.results[0]) == Spread::MmaRows;
+  default: return false;
   }
+}
 
-  mlir::Value decodeNvfp4(mlir::Value packed, mlir::Value scales) override { return e.sm90DecodeNvfp4(packed, scales); }
-  // The key table's fill (a few hundred instructions) here instead of at the program's start
-  // (where wgmma programs keep it: prefill spilled more), where it sat in front of the first
-  // metadata load in every program's dependent chain.
-  void beforeStaging() override {
-    if (e.sm90_.keyWords)
-      e.sm90KeyWordsReady();
+void Sm90Program::emitOwnedOp(const dsl::Op &op) {
+  const dsl::ValueId result = op.results[0];
+  const int64_t lanes = k_.typeOf(op.kind == OpKind::Iota || op.kind == OpKind::LoadTile ? result : op.operands[0]).lanes;
+  mlir::Value in = op.operands.empty() ? mlir::Value() : values_[op.operands[0].id];
+  switch (op.kind) {
+  case OpKind::Iota:
+    values_[result.id] = e_.spreadOf(result) == Spread::MmaAcc ? mmaAccIota(lanes) : wgmmaAccIota(lanes);
+    return;
+  case OpKind::FoldMax: values_[result.id] = wgmmaAccFoldMax(in, op.intAttr, e_.spreadOf(result)); return;
+  case OpKind::ReduceMaxGroups: {
+    const Spread s = e_.spreadOf(op.operands[0]);
+    values_[result.id] = s == Spread::MmaAcc ? mmaAccReduceMaxGroups(in, op.intAttr)
+                                             : wgmmaAccReduceMaxGroups(in, op.intAttr, s == Spread::WgmmaAccFolded);
+    return;
   }
-
-  void annotate(mlir::gpu::GPUFuncOp fn) const override {
-    const int32_t cap = e.sm90_.wgmmaB.empty() ? Emitter::sm90RegisterCap(e.sm90_.mmaColumns, e.sm90_.keyTilesInFlight)
-                                          : Emitter::wgmmaRegisterCap(e.sm90_.wgmmaColumns, e.sm90_.keyTilesInFlight);
-    if (cap)
-      fn->setAttr(mlir::NVVM::NVVMDialect::getMaxnregAttrName(),
-                  mlir::IntegerAttr::get(mlir::IntegerType::get(fn.getContext(), 32), cap));
+  case OpKind::LoadTile:
+    values_[result.id] =
+        mmaRowsLoadTile(e_.bufferArg(op.intAttr), in, lanes, e_.elemType(k_.typeOf(result).elem), op.alignAttr);
+    return;
+  default: e_.fail(fmt::format("sm_90: {} is not emitted in sm_90's spreads", static_cast<int>(op.kind))); return;
   }
+}
 
-  int64_t loopUnroll(const dsl::Op &forOp) const override { return e.sm90LoopUnroll(forOp); }
-
-private:
-  Emitter &e;
-};
+// The program's workgroup buffers and tables, in this order: the exchange's turn (a scalar LLVM
+// keeps in a register), the f32 key table, the shared key table (wgmma programs fill it first;
+// others at the first staging or decode, beforeStaging).
+void Sm90Program::bind(mlir::Value exchange, bool keysAsF32, mlir::Value keyWords) {
+  state_.wgmmaExchange = exchange;
+  if (state_.wgmmaColumns) {
+    state_.wgmmaExchangeAt = memref::AllocaOp::create(b_, MemRefType::get({1}, b_.getI64Type()));
+    mlir::Value zero = e_.constant(b_.getI64Type(), 0);
+    memref::StoreOp::create(b_, zero, state_.wgmmaExchangeAt, ValueRange{e_.toIndex(zero)});
+  }
+  if (keysAsF32)
+    state_.keyTable = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()), "m3idx_nvfp4_keys");
+  if (keyWords) {
+    state_.keyWords = keyWords;
+    if (!state_.wgmmaB.empty())
+      sm90KeyWordsReady();
+  }
+}
 
 namespace {
 

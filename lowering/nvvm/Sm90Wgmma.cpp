@@ -21,7 +21,7 @@
 // 1), (token + 8, 8i + 2t), (token + 8, 8i + 2t + 1), t = lane % 4 -- Spread::WgmmaAcc.
 #include <limits>
 
-#include "lowering/EmitterImpl.h"
+#include "lowering/nvvm/Sm90Program.h"
 #include "lowering/nvvm/WgmmaShape.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -46,15 +46,15 @@ mlir::Value pairBits(ImplicitLocOpBuilder &b, mlir::Value pair) {
 
 // 64 key tokens (16 per warp) against N query columns of 128-element rows (N a multiple of 8 up
 // to 128: wgmma's n), on a 4-warp program.
-bool Emitter::wgmmaFits(const dsl::Op &op) const {
+bool Sm90Program::wgmmaFits(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
   return threads_ == 32 * kWarps && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
          b.elem == Elem::F8E4M3FN && a.lanes == kWgmmaTokens * kRowK && b.lanes % kRowK == 0 &&
          wgmmaTakesColumns(b.lanes / kRowK);
 }
 
-bool Emitter::wgmmaRuns(const dsl::Op &op) const {
-  return wgmmaFits(op) && spreadOf(op.operands[0]) == Spread::MmaRows;
+bool Sm90Program::wgmmaRuns(const dsl::Op &op) const {
+  return wgmmaFits(op) && e_.spreadOf(op.operands[0]) == Spread::MmaRows;
 }
 
 // Element `dim` (a multiple of 8) of row `row` of a `rows`-row matrix: its 16-byte chunk's offset.
@@ -75,13 +75,13 @@ static mlir::Value swizzledChunk(ImplicitLocOpBuilder &b, int64_t rows, mlir::Va
 // -- half h of row r is K steps [4h, 4h + 4), 16 elements each, in the keys' K order -- and after
 // a barrier widens them to f16 and stores them swizzled; the writes are then made visible to
 // wgmma (the async proxy) and every thread's awaited.
-void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t lanes) {
+void Sm90Program::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t lanes) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type(), i8 = b_.getI8Type();
   // 2N (row, half) slots, `slots` a thread; a thread past the last slot (N not a multiple of 64)
   // reads the last one (every thread reaches both barriers) and stores nothing.
   const int64_t N = lanes / kRowK, slots = (2 * N + threads_ - 1) / threads_;
-  gpuStoreTile(bBuf, constant(i64, 0), queries, lanes);
-  barrier();
+  e_.gpuStoreTile(bBuf, e_.constant(i64, 0), queries, lanes);
+  e_.barrier();
   struct Slot {
     mlir::Value row, half, real; // real: an i1, the slot is this thread's own
     std::vector<mlir::Value> pairs; // [chunk j][t'] as the low half of an i32
@@ -90,31 +90,31 @@ void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t l
   for (int64_t p = 0; p < slots; ++p) {
     Slot s;
     mlir::Value own =
-        arith::AddIOp::create(b_, arith::MulIOp::create(b_, laneI64(), constant(i64, slots)), constant(i64, p));
-    s.real = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult, own, constant(i64, 2 * N));
-    mlir::Value slot = arith::MinUIOp::create(b_, own, constant(i64, 2 * N - 1));
-    s.row = arith::DivUIOp::create(b_, slot, constant(i64, 2));
-    s.half = arith::RemUIOp::create(b_, slot, constant(i64, 2));
+        arith::AddIOp::create(b_, arith::MulIOp::create(b_, e_.laneI64(), e_.constant(i64, slots)), e_.constant(i64, p));
+    s.real = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult, own, e_.constant(i64, 2 * N));
+    mlir::Value slot = arith::MinUIOp::create(b_, own, e_.constant(i64, 2 * N - 1));
+    s.row = arith::DivUIOp::create(b_, slot, e_.constant(i64, 2));
+    s.half = arith::RemUIOp::create(b_, slot, e_.constant(i64, 2));
     // step S = 4 half + j / 2 = 2s + h with s = 2 half + j / 4, h = (j / 2) % 2; chunk parity j % 2
-    mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.row, constant(i64, kRowK)),
-                                             arith::MulIOp::create(b_, s.half, constant(i64, 16)));
+    mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.row, e_.constant(i64, kRowK)),
+                                             arith::MulIOp::create(b_, s.half, e_.constant(i64, 16)));
     for (int64_t j = 0; j < 8; ++j)
       for (int64_t t = 0; t < 4; ++t) {
         const int64_t at = 32 * t + 8 * (j / 4) + 4 * ((j / 2) % 2) + 2 * (j % 2);
         mlir::Value two = vector::LoadOp::create(
-            b_, VectorType::get({2}, i8), bBuf, ValueRange{toIndex(arith::AddIOp::create(b_, base, constant(i64, at)))},
+            b_, VectorType::get({2}, i8), bBuf, ValueRange{e_.toIndex(arith::AddIOp::create(b_, base, e_.constant(i64, at)))},
             false, llvm::MaybeAlign(2));
         s.pairs.push_back(vector::ExtractOp::create(
             b_,
             vector::BitCastOp::create(
                 b_, VectorType::get({1}, i32),
-                vector::InsertStridedSliceOp::create(b_, two, constant(VectorType::get({4}, i8), 0),
+                vector::InsertStridedSliceOp::create(b_, two, e_.constant(VectorType::get({4}, i8), 0),
                                                      ArrayRef<int64_t>{0}, ArrayRef<int64_t>{1})),
             ArrayRef<int64_t>{0}));
       }
     mine.push_back(std::move(s));
   }
-  barrier(); // every raw byte is read before B is written over them
+  e_.barrier(); // every raw byte is read before B is written over them
   for (const Slot &s : mine) {
     OpBuilder::InsertionGuard guard(b_);
     if (2 * N % threads_ != 0) {
@@ -126,26 +126,26 @@ void Emitter::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t l
       for (int64_t t = 0; t < 4; ++t)
         four.push_back(pairBits(b_, f16Pairs(s.pairs[4 * j + t]).first));
       mlir::Value chunk = vector::FromElementsOp::create(b_, VectorType::get({4}, i32), four);
-      mlir::Value dim = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.half, constant(i64, 64)),
-                                              constant(i64, 8 * j));
+      mlir::Value dim = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.half, e_.constant(i64, 64)),
+                                              e_.constant(i64, 8 * j));
       vector::StoreOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({16}, i8), chunk), bBuf,
-                              ValueRange{toIndex(swizzledChunk(b_, N, s.row, dim))}, false, llvm::MaybeAlign(16));
+                              ValueRange{e_.toIndex(swizzledChunk(b_, N, s.row, dim))}, false, llvm::MaybeAlign(16));
     }
   }
   NVVM::FenceProxyOp::create(b_, NVVM::ProxyKind::async_shared,
                              NVVM::SharedSpaceAttr::get(b_.getContext(), NVVM::SharedSpace::shared_cta));
-  barrier();
+  e_.barrier();
 }
 
 // B's descriptor at K step `step`.
-mlir::Value Emitter::wgmmaDescriptor(mlir::Value buf, int64_t step) {
+mlir::Value Sm90Program::wgmmaDescriptor(mlir::Value buf, int64_t step) {
   mlir::Type i64 = b_.getI64Type();
   mlir::Value base = arith::IndexCastOp::create(
       b_, i64, memref::ExtractAlignedPointerAsIndexOp::create(b_, buf).getResult());
-  const int64_t offset = (step / 4) * sm90_.wgmmaColumns * kAtomBytes + (step % 4) * 32;
+  const int64_t offset = (step / 4) * state_.wgmmaColumns * kAtomBytes + (step % 4) * 32;
   mlir::Value start = arith::ShRUIOp::create(
-      b_, arith::AndIOp::create(b_, arith::AddIOp::create(b_, base, constant(i64, offset)), constant(i64, 0x3FFFF)),
-      constant(i64, 4));
+      b_, arith::AndIOp::create(b_, arith::AddIOp::create(b_, base, e_.constant(i64, offset)), e_.constant(i64, 0x3FFFF)),
+      e_.constant(i64, 4));
   const uint64_t fixed = (uint64_t{1} << 16) | (uint64_t{kGroupBytes / 16} << 32) | (uint64_t{1} << 62);
   return arith::OrIOp::create(b_, start, arith::ConstantOp::create(b_, b_.getI64IntegerAttr(static_cast<int64_t>(fixed))));
 }
@@ -154,17 +154,17 @@ mlir::Value Emitter::wgmmaDescriptor(mlir::Value buf, int64_t step) {
 // memory, so the instruction is inline PTX), committed and waited for here. (Waiting where the
 // result is first used, with the kernel folding each tile's dots into the max one tile later so
 // they overlap the next tile's decode, measured no faster: bench/RESULTS.md.)
-mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
+mlir::Value Sm90Program::wgmmaDotTiles(const dsl::Op &op) {
   mlir::Type f32 = b_.getF32Type();
   const dsl::ValueId bId = op.operands[1];
-  if (!dotStage_.count(bId.id))
-    stageDotOperand(bId, /*barrierBefore=*/true);
-  const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(get(op.operands[0]));
-  const int64_t regs = sm90_.wgmmaColumns * kWgmmaTokens / threads_;
+  if (!e_.stagedDotOperands().count(bId.id))
+    e_.stageDotOperand(bId, /*barrierBefore=*/true);
+  const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(e_.get(op.operands[0]));
+  const int64_t regs = state_.wgmmaColumns * kWgmmaTokens / threads_;
   SmallVector<mlir::Type> fields(regs, f32);
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), fields);
   mlir::Value acc = LLVM::PoisonOp::create(b_, accType);
-  mlir::Value bBuf = dotStage_.at(bId.id);
+  mlir::Value bBuf = e_.stagedDotOperands().at(bId.id);
   std::string d, constraints;
   for (int64_t r = 0; r < regs; ++r) {
     d += fmt::format("{}${}", r ? ", " : "", r);
@@ -179,7 +179,7 @@ mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
     const std::string text = fmt::format(
         "{{\n.reg .pred p;\nsetp.ne.b32 p, {}, 0;\nwgmma.mma_async.sync.aligned.m64n{}k16.f32.f16.f16 "
         "{{{}}}, {{${}, ${}, ${}, ${}}}, ${}, p, 1, 1, 0;\n}}",
-        s == 0 ? 0 : 1, sm90_.wgmmaColumns, d, 2 * regs, 2 * regs + 1, 2 * regs + 2, 2 * regs + 3, 2 * regs + 4);
+        s == 0 ? 0 : 1, state_.wgmmaColumns, d, 2 * regs, 2 * regs + 1, 2 * regs + 2, 2 * regs + 3, 2 * regs + 4);
     SmallVector<mlir::Value> operands;
     for (int64_t r = 0; r < regs; ++r)
       operands.push_back(LLVM::ExtractValueOp::create(b_, acc, ArrayRef<int64_t>{r}));
@@ -200,39 +200,39 @@ mlir::Value Emitter::wgmmaDotTiles(const dsl::Op &op) {
 }
 
 // Lane n * 64 + m (column n, token m) of each accumulator this thread holds.
-mlir::Value Emitter::wgmmaAccIota(int64_t lanes) {
+mlir::Value Sm90Program::wgmmaAccIota(int64_t lanes) {
   mlir::Type i64 = b_.getI64Type();
   const int64_t M = kWgmmaTokens, regs = lanes / threads_;
   auto vt = VectorType::get({regs}, i64);
   SmallVector<int64_t> offsets;
   for (int64_t r = 0; r < regs; ++r) // chunk r / 4, token half (r / 2) % 2, column parity r % 2
     offsets.push_back((8 * (r / 4) + r % 2) * M + 8 * ((r / 2) % 2));
-  mlir::Value lane = laneI64();
+  mlir::Value lane = e_.laneI64();
   mlir::Value token = arith::AddIOp::create( // 16 w + g
-      b_, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, lane, constant(i64, 32)), constant(i64, 16)),
-      arith::DivUIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(i64, 32)), constant(i64, 4)));
-  mlir::Value column = arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(i64, 4)), constant(i64, 2));
-  mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, column, constant(i64, M)), token);
+      b_, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, lane, e_.constant(i64, 32)), e_.constant(i64, 16)),
+      arith::DivUIOp::create(b_, arith::RemUIOp::create(b_, lane, e_.constant(i64, 32)), e_.constant(i64, 4)));
+  mlir::Value column = arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, e_.constant(i64, 4)), e_.constant(i64, 2));
+  mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, column, e_.constant(i64, M)), token);
   return arith::AddIOp::create(b_, vector::BroadcastOp::create(b_, vt, base),
                                arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(offsets))));
 }
 
 // The max of each thread's two tokens per column: tokens g and g + 8 are its registers 4i + p and
 // 4i + 2 + p, so folding them is in-thread, into WgmmaAccFolded order (register 2i + p).
-mlir::Value Emitter::wgmmaAccFoldThreadTokens(mlir::Value acc) {
+mlir::Value Sm90Program::wgmmaAccFoldThreadTokens(mlir::Value acc) {
   const int64_t regs = cast<VectorType>(acc.getType()).getNumElements();
   SmallVector<mlir::Value> folded;
   for (int64_t r = 0; r < regs; r += 4)
     for (int64_t p = 0; p < 2; ++p)
-      folded.push_back(maxNum(vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r + p}),
+      folded.push_back(e_.maxNum(vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r + p}),
                               vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r + 2 + p})));
   return vector::FromElementsOp::create(b_, VectorType::get({regs / 2}, b_.getF32Type()), folded);
 }
 
 // fold.max of accumulators: only pairs 8 apart (a thread's two tokens), kept in WgmmaAccFolded.
-mlir::Value Emitter::wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result) {
+mlir::Value Sm90Program::wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result) {
   if ((pairs != 8 || result != Spread::WgmmaAccFolded))
-    fail(pairs != 8 ? fmt::format("fold.max of wgmma accumulators: pairs {} apart (only 8: a thread's tokens)", pairs)
+    e_.fail(pairs != 8 ? fmt::format("fold.max of wgmma accumulators: pairs {} apart (only 8: a thread's tokens)", pairs)
                         : std::string("fold.max of wgmma accumulators read in blocked order"));
   return wgmmaAccFoldThreadTokens(acc);
 }
@@ -244,33 +244,33 @@ mlir::Value Emitter::wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread resu
 // suffices: a thread writes an exchange again only after the next reduction's barrier, which
 // every reader of it has passed (ncu: barrier stalls were 14% of the score loop's stall cycles
 // with two barriers).
-mlir::Value Emitter::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bool folded) {
+mlir::Value Sm90Program::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bool folded) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
   if (!folded)
     acc = wgmmaAccFoldThreadTokens(acc);
   const int64_t regs = cast<VectorType>(acc.getType()).getNumElements(); // 2 per 8-column chunk
-  if (groups != sm90_.wgmmaColumns)
-    fail(fmt::format("reduce.max.groups of wgmma accumulators: {} groups (expected {})", groups,
-                         sm90_.wgmmaColumns));
-  mlir::Value lane = laneI64();
-  mlir::Value zero = toIndex(constant(i64, 0));
-  mlir::Value exchange = memref::LoadOp::create(b_, sm90_.wgmmaExchangeAt, ValueRange{zero});
-  memref::StoreOp::create(b_, arith::XOrIOp::create(b_, exchange, constant(i64, 4 * sm90_.wgmmaColumns)),
-                          sm90_.wgmmaExchangeAt, ValueRange{zero});
-  mlir::Value warp = arith::DivUIOp::create(b_, lane, constant(i64, 32));
+  if (groups != state_.wgmmaColumns)
+    e_.fail(fmt::format("reduce.max.groups of wgmma accumulators: {} groups (expected {})", groups,
+                         state_.wgmmaColumns));
+  mlir::Value lane = e_.laneI64();
+  mlir::Value zero = e_.toIndex(e_.constant(i64, 0));
+  mlir::Value exchange = memref::LoadOp::create(b_, state_.wgmmaExchangeAt, ValueRange{zero});
+  memref::StoreOp::create(b_, arith::XOrIOp::create(b_, exchange, e_.constant(i64, 4 * state_.wgmmaColumns)),
+                          state_.wgmmaExchangeAt, ValueRange{zero});
+  mlir::Value warp = arith::DivUIOp::create(b_, lane, e_.constant(i64, 32));
   mlir::Value rowAt = arith::AddIOp::create(
       b_, exchange,
-      arith::AddIOp::create(b_, arith::MulIOp::create(b_, warp, constant(i64, sm90_.wgmmaColumns)),
-                            arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(i64, 4)),
-                                                  constant(i64, 2))));
+      arith::AddIOp::create(b_, arith::MulIOp::create(b_, warp, e_.constant(i64, state_.wgmmaColumns)),
+                            arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, e_.constant(i64, 4)),
+                                                  e_.constant(i64, 2))));
   mlir::Value leader = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult,
-                                             arith::RemUIOp::create(b_, lane, constant(i64, 32)), constant(i64, 4));
+                                             arith::RemUIOp::create(b_, lane, e_.constant(i64, 32)), e_.constant(i64, 4));
   std::vector<std::pair<int64_t, mlir::Value>> columns; // (8 i + parity, this warp's max)
   for (int64_t r = 0; r < regs; r += 2)
     for (int64_t p = 0; p < 2; ++p) {
       mlir::Value m = vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r + p});
       for (int32_t x = 4; x < 32; x *= 2)
-        m = maxNum(m, shuffleXor(m, x));
+        m = e_.maxNum(m, e_.shuffleXor(m, x));
       columns.push_back({4 * r + p, m}); // column 8 i + 2t + p, register 2i + p
     }
   {
@@ -278,16 +278,16 @@ mlir::Value Emitter::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bo
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(mine.thenBlock()->getTerminator());
     for (auto [col, m] : columns)
-      memref::StoreOp::create(b_, m, sm90_.wgmmaExchange,
-                              ValueRange{toIndex(arith::AddIOp::create(b_, rowAt, constant(i64, col)))});
+      memref::StoreOp::create(b_, m, state_.wgmmaExchange,
+                              ValueRange{e_.toIndex(arith::AddIOp::create(b_, rowAt, e_.constant(i64, col)))});
   }
-  barrier();
-  mlir::Value n = arith::AddIOp::create(b_, exchange, arith::SelectOp::create(b_, laneBelow(groups), lane, constant(i64, 0)));
-  mlir::Value best = constant(f32, -std::numeric_limits<double>::infinity());
+  e_.barrier();
+  mlir::Value n = arith::AddIOp::create(b_, exchange, arith::SelectOp::create(b_, e_.laneBelow(groups), lane, e_.constant(i64, 0)));
+  mlir::Value best = e_.constant(f32, -std::numeric_limits<double>::infinity());
   for (int64_t w = 0; w < kWarps; ++w)
-    best = maxNum(best, memref::LoadOp::create(
-                            b_, sm90_.wgmmaExchange,
-                            ValueRange{toIndex(arith::AddIOp::create(b_, n, constant(i64, w * sm90_.wgmmaColumns)))}));
+    best = e_.maxNum(best, memref::LoadOp::create(
+                            b_, state_.wgmmaExchange,
+                            ValueRange{e_.toIndex(arith::AddIOp::create(b_, n, e_.constant(i64, w * state_.wgmmaColumns)))}));
   return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), best);
 }
 

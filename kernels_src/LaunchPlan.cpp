@@ -124,7 +124,7 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
         .buffer(StepBuffer::Arrivals, split.arrivals(H * T)).scalar("num_rows", T).scalar("width", W);
     if (kind == KernelKind::TopkDecode)
       l.scalar("decode_rows", rows).scalar("max_seq_len", maxSeqLen).scalar("flag_programs", flagPrograms)
-          .scalar("flag_chunks", flagPrograms > 0 ? decodeChunks : 0);
+          .scalar("flag_chunks", flagPrograms > 0 ? decodeChunks : 0).scalar("grid_rows", H * rows);
     if (kind == KernelKind::TopkDecode)
       runScalars(l);
     else

@@ -277,9 +277,15 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   Value runUnits = b.scalarArg("run_units", Elem::I64); // score_decode's decodeRun
   Value activePrograms = b.scalarArg("active_programs", Elem::I64);
   Value maxRun = b.scalarArg("max_run", Elem::I64);
+  // Programs are (segment, head row), head rows fastest: a row uses the segments its own length
+  // fills (usedSegments), so a grid sized for capacity has its working programs first and the
+  // programs that leave at once after them. Interleaved (segments fastest), those had been
+  // dispatched between the working ones, which waited for them: 32 x 8K requests, 4 heads x 8 rows,
+  // 1024 rows x 4 segments on a 1M grid, top-k 5.3 -> 8.8 us (bench/RESULTS.md, 2026-12-05).
+  Value gridRows = b.scalarArg("grid_rows", Elem::I64); // heads x decode_rows
   Value pid = b.programId();
   flagChunks = b.maxS(flagChunks, b.constInt(1)); // 0 with flag_programs 0
-  Value segment = pid % sg.segments, rowId = pid / sg.segments;
+  Value segment = pid / gridRows, rowId = pid % gridRows;
   Value head = rowId / decodeRows, row = rowId % decodeRows;
   Value req = row / c.queryRows;
   // A request whose seq_len is outside [0, max_seq_len] or one of whose score programs met a bad

@@ -116,3 +116,49 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
       }
     }
 }
+
+// topk_decode on a grid sized for capacity (1M tokens: 4 segments a row) with requests short
+// enough that each row uses one segment: the first grid_rows programs (heads x decode rows) are
+// the working ones, so running only those answers every row; the rest leave without writing.
+// Before segments became the slowest grid dimension, the first grid_rows programs were the first
+// rows' segments and most rows got nothing.
+TEST(TopkKernel, DecodeGridPutsEachRowsFirstSegmentFirst) {
+  const int64_t Q = 4, R = 3, H = 2, rows = R * Q, T = rows, W = 8192, segments = 4, gridRows = H * rows;
+  const int64_t programs = gridRows * segments;
+  auto k = kernels::buildKernel(kernels::KernelKind::TopkDecode,
+                                tuning::hostTuning().configFor(kernels::KernelKind::TopkDecode, H, Q));
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  auto topk = lowering::compileHostKernel(*k);
+  ASSERT_TRUE(topk.ok()) << topk.status().message();
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uni(-100, 100);
+  const std::vector<int32_t> seqLens = {1000, 130, 4000}; // 8, 2 and 32 blocks: one segment each
+  std::vector<float> scores(H * T * W, std::nanf(""));
+  for (float &s : scores)
+    s = uni(rng);
+  auto run = [&](int64_t first, int64_t last) {
+    std::vector<int32_t> out(H * T * spec::kTopkBlocks, 12345), arrivals(H * T, 0), flags(1, 0);
+    std::vector<int64_t> partial(H * T * segments * spec::kTopkBlocks, 777);
+    runtime::KernelArgs args;
+    args.buffer(scores.data(), H * T * W).buffer(const_cast<int32_t *>(seqLens.data()), R)
+        .buffer(flags.data(), 1).buffer(out.data(), H * T * spec::kTopkBlocks)
+        .buffer(partial.data(), static_cast<int64_t>(partial.size())).buffer(arrivals.data(), H * T);
+    // num_rows, width, decode_rows, segments, max_seq_len, flag_programs, flag_chunks, run_units,
+    // active_programs, max_run, grid_rows
+    args.scalar(T).scalar(W).scalar(rows).scalar(segments).scalar(1 << 20).scalar(0).scalar(0).scalar(1)
+        .scalar(1).scalar(1).scalar(gridRows);
+    for (int64_t p = first; p < last; ++p)
+      args.call(**topk, p, p + 1);
+    return out;
+  };
+  const std::vector<int32_t> firstOnly = run(0, gridRows), whole = run(0, programs);
+  EXPECT_EQ(firstOnly, whole);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t causal = seqLens[r / Q] - (Q - 1) + r % Q, nblk = (causal + 127) / 128;
+      const std::vector<float> row(scores.begin() + (h * T + r) * W, scores.begin() + (h * T + r) * W + nblk);
+      const std::vector<int32_t> got(firstOnly.begin() + (h * T + r) * spec::kTopkBlocks,
+                                     firstOnly.begin() + (h * T + r + 1) * spec::kTopkBlocks);
+      EXPECT_EQ(got, expectedTopk(row)) << "head " << h << ", row " << r;
+    }
+}

@@ -185,10 +185,12 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       PYTHONPATH=$root/python python3 bench/graph_decode.py --peers carry/peers 2>&1 | tee "$OUT/gpu-graph.log" ;;
     host-time)
       PYTHONPATH=$root/python python3 bench/decode_host_time.py 2>&1 | tee "$OUT/gpu-host-time.log" ;;
-    envelope)
-      PYTHONPATH=$root/python python3 bench/decode_envelope.py --peers carry/peers --out "$OUT" \
+    envelope) # a subset ($ENVELOPE_SHAPES) writes under $OUT/subset: a whole grid's files in one call stay
+      eout=$OUT${ENVELOPE_SHAPES:+/subset}
+      mkdir -p "$eout"
+      PYTHONPATH=$root/python python3 bench/decode_envelope.py --peers carry/peers --out "$eout" \
         --budget-s "${ENVELOPE_BUDGET_S:-0}" --shapes "${ENVELOPE_SHAPES:-}" ${ENVELOPE_PROFILE:+--profile} 2>&1 |
-        tee "$OUT/gpu-envelope.log" ;;
+        tee "$eout/gpu-envelope.log" ;;
     example)
       cmake -S examples/indexer_step -B /tmp/m3idx-example -DCMAKE_PREFIX_PATH="$root" >/dev/null
       cmake --build /tmp/m3idx-example 2>&1 | tail -1

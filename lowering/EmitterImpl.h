@@ -88,7 +88,9 @@ public:
   mlir::Value bufferArg(int64_t i) const { return buffers_[i]; } // the kernel's buffer argument i
   mlir::Value lane() const { return lane_; } // GPU: the thread's id in its program (index)
   // GPU: the workgroup buffer a dot.tiles' results go through (one planned without registers).
-  mlir::Value dotResultBuffer(const dsl::Op &dot) const { return dotResult_.at(static_cast<int32_t>(&dot - k_.ops.data())); }
+  mlir::Value dotResultBuffer(const dsl::Op &dot) const {
+    return dotResult_.at(static_cast<int32_t>(&dot - k_.ops.data()));
+  }
   // While a target emits an op piece by piece (the host's wide tiles), tiles of `lanes` lanes
   // are typed as vectors of `piece` lanes (type()); {} outside.
   struct PieceView {
@@ -133,9 +135,6 @@ public:
   mlir::Value smemFor(dsl::Elem e);
   mlir::Value maxNum(mlir::Value a, mlir::Value b);
   mlir::Value gpuExtractDynamic(mlir::Value t, int64_t tileLanes, mlir::Value lane);
-  // GPU: extf(nvfp4.decode(p, s)) as one lookup per element in a table of the 16 x 256 exact key
-  // values (core/Nvfp4), instead of the decode's arithmetic and the widening's.
-  mlir::Value gpuKeysF32(const dsl::Op &decode);
   // The scale bytes of this thread's `perThread` consecutive decoded elements, one per 16 (a
   // vector<max(1, perThread / 16) x i8>).
   mlir::Value gpuThreadScales(mlir::Value scales, int64_t perThread);

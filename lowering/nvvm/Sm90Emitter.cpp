@@ -348,7 +348,8 @@ mlir::Value Sm90Program::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, in
     last = (rows + kMmaN - 1) / kMmaN;
   mlir::Value lane = e_.warpLaneI64(); // every warp of a warpgroup holds the same fragments
   mlir::Value g = arith::DivSIOp::create(b_, lane, e_.constant(i64, 4));
-  mlir::Value k32 = arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, e_.constant(i64, 4)), e_.constant(i64, 32));
+  mlir::Value k32 =
+      arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, e_.constant(i64, 4)), e_.constant(i64, 32));
   mlir::Value out = e_.constant(VectorType::get({(last - first) * steps * 4}, i32), 0);
   for (int64_t nt = first; nt < last; ++nt) {
     mlir::Value col = arith::AddIOp::create(b_, g, e_.constant(i64, nt * kMmaN));

@@ -143,7 +143,8 @@ bool Sm90Program::ownsOp(const dsl::Op &op) const {
 
 void Sm90Program::emitOwnedOp(const dsl::Op &op) {
   const dsl::ValueId result = op.results[0];
-  const int64_t lanes = k_.typeOf(op.kind == OpKind::Iota || op.kind == OpKind::LoadTile ? result : op.operands[0]).lanes;
+  const bool ofResult = op.kind == OpKind::Iota || op.kind == OpKind::LoadTile;
+  const int64_t lanes = k_.typeOf(ofResult ? result : op.operands[0]).lanes;
   mlir::Value in = op.operands.empty() ? mlir::Value() : values_[op.operands[0].id];
   switch (op.kind) {
   case OpKind::Iota:

@@ -8,7 +8,12 @@
 # updates the table in the same commit and says why (and, for a GPU target, what the H200
 # measured). The sums also follow LLVM/MLIR 22's own code generation: after a Debian point release
 # of llvm-22 the table is regenerated in a commit of its own that says so.
-#   output_hashes.sh M3IDX TABLE TARGET     compare TARGET's lines of TABLE (exit 1 on a difference)
+#   output_hashes.sh M3IDX TABLE TARGET [PART]  compare TARGET's lines of TABLE (exit 1 on a
+#                                              difference); PART: decode-h1, decode-h2, decode-h4
+#                                              (score_decode at that head count) or others, so that
+#                                              ctest runs a target's table in four parts (each a
+#                                              process per config: 80 s for all of gfx950's under
+#                                              the sanitizers beside a build)
 #   output_hashes.sh M3IDX TABLE --update   rewrite TABLE for every target
 # Configs: score_decode over heads 1/2/4 x decode_query_len 1..8 (every sm_90 form: one-warp,
 # row tiles, warpgroups), topk_decode over decode_query_len 1..8, score_prefill over heads 1/2/4,
@@ -17,6 +22,11 @@ set -euo pipefail
 M3IDX=$1
 TABLE=$2
 MODE=$3
+PART=${4:-all}
+case $PART in
+  all | others | decode-h1 | decode-h2 | decode-h4) ;;
+  *) echo "output_hashes: PART: expected decode-h1, decode-h2, decode-h4 or others, got '$PART'" >&2; exit 2 ;;
+esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -46,7 +56,7 @@ table_of() {
     h=$(hash_of "$target" "$kernel" "$heads" "$rows") ||
       { echo "output_hashes: $target $kernel --heads $heads --query-rows $rows does not compile" >&2; exit 1; }
     echo "$target $kernel heads=$heads rows=$rows $h"
-  done < <(configs)
+  done < <(if [[ ${PART:-all} == all ]]; then configs; else configs_of_part; fi)
 }
 
 if [[ $MODE == --update ]]; then
@@ -59,8 +69,21 @@ if [[ $MODE == --update ]]; then
   exit 0
 fi
 
-table_of "$MODE" >"$work/now"
-grep "^$MODE " "$TABLE" >"$work/committed" || true
+# the lines "TARGET KERNEL heads=H ..." (table) or "KERNEL H ROWS" (configs) of PART
+in_part() {
+  local kernel=$1 heads=${2#heads=}
+  case $PART in
+    all) return 0 ;;
+    others) [[ $kernel != score_decode ]] ;;
+    *) [[ $kernel == score_decode && $heads == "${PART#decode-h}" ]] ;;
+  esac
+}
+configs_of_part() { while read -r kernel heads rows; do in_part "$kernel" "$heads" && echo "$kernel $heads $rows"; done < <(configs); }
+
+table_of "$MODE" > "$work/now"
+while read -r target kernel heads rest; do
+  [[ $target == "$MODE" ]] && in_part "$kernel" "$heads" && echo "$target $kernel $heads $rest"
+done <"$TABLE" >"$work/committed" || true
 if ! diff -u "$work/committed" "$work/now"; then
   echo "output_hashes: $MODE code differs from $TABLE (above: - committed, + now)." >&2
   echo "If the change is meant, rerun: tests/lowering/output_hashes.sh build/bin/m3idx $TABLE --update" >&2

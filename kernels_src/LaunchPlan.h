@@ -135,8 +135,9 @@ ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms, int64
 // the row's last segment program merges; with one segment each program writes its row's ids.
 // The kernels use fewer segments on a row shorter than `blocks` (one per kMinSegmentBlocks of its
 // own length, read on the device: kernels_src/Topk.cpp; topk_decode's grid has every row's first
-// segment first), so a grid sized for capacity costs a short row about what one sized for it would. Rows past the target keep a program each (programs of several
-// strided rows were slower: bench/RESULTS.md).
+// segment first), so a grid sized for capacity costs a short row about what one sized for it
+// would. Rows past the target keep a program each (programs of several strided rows were slower:
+// bench/RESULTS.md).
 inline constexpr int64_t kMinSegmentBlocks = 128;
 struct TopkSplit {
   int64_t segments = 1, segmentBlocks = 1;

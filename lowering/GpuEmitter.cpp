@@ -574,7 +574,7 @@ void Emitter::bindProgram(gpu::GPUFuncOp fn, const WorkgroupPlan &plan) {
     }
   }
   lane_ = gpu::ThreadIdOp::create(b_, gpu::Dimension::x);
-  program_->bind(exchange, plan.keysAsF32 && target_.keyTables(),
+  program_->bind(exchange, plan.keysAsF32,
                  plan.keyWords ? mlir::Value(fn.getWorkgroupAttributions()[w++]) : mlir::Value());
   programId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));
 }
@@ -591,7 +591,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::runGpu() {
   StatusOr<WorkgroupPlan> plan = planWorkgroupMemory();
   if (!plan.ok())
     return plan.status();
-  program_->declareGlobals(gpuModule.getBody(), plan->keysAsF32 && target_.keyTables());
+  program_->declareGlobals(gpuModule.getBody(), plan->keysAsF32);
   bindProgram(declareKernel(*plan), *plan);
   emitRegion(k_.body);
   gpu::ReturnOp::create(b_);

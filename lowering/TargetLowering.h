@@ -95,7 +95,8 @@ public:
   // f32s of workgroup memory the program's dots exchange partial results through (0: none),
   // once every dot is planned.
   virtual int64_t exchangeFloats() const { return 0; }
-  // Declarations in the GPU module before the kernel (`keysAsF32`: some decode is widened to f32).
+  // Declarations in the GPU module before the kernel (`keysAsF32`: some decode is widened to f32,
+  // which a target with key tables looks up in one).
   virtual void declareGlobals(mlir::Block * /*moduleBody*/, bool /*keysAsF32*/) {}
   // At the program's start: its exchange buffer ({} without one) and the workgroup buffer of the
   // key table its decodes read ({} without one).

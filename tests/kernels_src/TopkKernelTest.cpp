@@ -36,6 +36,17 @@ std::vector<int32_t> expectedTopk(const std::vector<float> &row) {
   return ids;
 }
 
+// A top-k kernel of the host's table, compiled for this machine (null, with a failure, if not).
+std::unique_ptr<lowering::HostKernel> compileTopk(kernels::KernelKind kind, int heads, int rows) {
+  auto k = kernels::buildKernel(kind, tuning::hostTuning().configFor(kind, heads, rows));
+  EXPECT_TRUE(k.ok()) << k.status().message();
+  if (!k.ok())
+    return nullptr;
+  auto compiled = lowering::compileHostKernel(*k);
+  EXPECT_TRUE(compiled.ok()) << compiled.status().message();
+  return compiled.ok() ? std::move(*compiled) : nullptr;
+}
+
 } // namespace
 
 TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
@@ -65,14 +76,8 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
     make(1000, [&](int i) { return i % 32 == 5 && i / 32 < inLane5 ? 500.0f + i : uni(rng); });
   make(1000, [](int i) { return i % 32 == 5 ? 1000.0f - i : 0.0f; }); // lane 5 leads, ascending ids
 
-  auto build = [](kernels::KernelKind kind) {
-    auto k = kernels::buildKernel(kind, tuning::hostTuning().configFor(kind, 1, 4));
-    EXPECT_TRUE(k.ok()) << k.status().message();
-    auto compiled = lowering::compileHostKernel(*k);
-    EXPECT_TRUE(compiled.ok()) << compiled.status().message();
-    return std::move(*compiled);
-  };
-  auto topk = build(kernels::KernelKind::TopkPrefill);
+  auto topk = compileTopk(kernels::KernelKind::TopkPrefill, 1, 4);
+  ASSERT_TRUE(topk);
 
   const int64_t T = static_cast<int64_t>(rows.size()), W = 8192;
   std::vector<float> scores(T * W, nan); // never read past a row's nblk
@@ -125,15 +130,12 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
 TEST(TopkKernel, DecodeGridPutsEachRowsFirstSegmentFirst) {
   const int64_t Q = 4, R = 3, H = 2, rows = R * Q, T = rows, W = 8192, segments = 4, gridRows = H * rows;
   const int64_t programs = gridRows * segments;
-  auto k = kernels::buildKernel(kernels::KernelKind::TopkDecode,
-                                tuning::hostTuning().configFor(kernels::KernelKind::TopkDecode, H, Q));
-  ASSERT_TRUE(k.ok()) << k.status().message();
-  auto topk = lowering::compileHostKernel(*k);
-  ASSERT_TRUE(topk.ok()) << topk.status().message();
+  auto topk = compileTopk(kernels::KernelKind::TopkDecode, H, Q);
+  ASSERT_TRUE(topk);
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> uni(-100, 100);
   const std::vector<int32_t> seqLens = {1000, 130, 4000}; // 8, 2 and 32 blocks: one segment each
-  std::vector<float> scores(H * T * W, std::nanf(""));
+  std::vector<float> scores(H * T * W);
   for (float &s : scores)
     s = uni(rng);
   auto run = [&](int64_t first, int64_t last) {
@@ -148,7 +150,7 @@ TEST(TopkKernel, DecodeGridPutsEachRowsFirstSegmentFirst) {
     args.scalar(T).scalar(W).scalar(rows).scalar(segments).scalar(1 << 20).scalar(0).scalar(0).scalar(1)
         .scalar(1).scalar(1).scalar(gridRows);
     for (int64_t p = first; p < last; ++p)
-      args.call(**topk, p, p + 1);
+      args.call(*topk, p, p + 1);
     return out;
   };
   const std::vector<int32_t> firstOnly = run(0, gridRows), whole = run(0, programs);

@@ -49,6 +49,16 @@ hash_of() {
   esac | cut -d' ' -f1
 }
 
+# whether a config "KERNEL H ROWS" or a table line's "KERNEL heads=H" is in PART
+in_part() {
+  local kernel=$1 heads=${2#heads=}
+  case $PART in
+    all) return 0 ;;
+    others) [[ $kernel != score_decode ]] ;;
+    *) [[ $kernel == score_decode && $heads == "${PART#decode-h}" ]] ;;
+  esac
+}
+
 table_of() {
   local target=$1 kernel heads rows h
   while read -r kernel heads rows; do
@@ -56,7 +66,7 @@ table_of() {
     h=$(hash_of "$target" "$kernel" "$heads" "$rows") ||
       { echo "output_hashes: $target $kernel --heads $heads --query-rows $rows does not compile" >&2; exit 1; }
     echo "$target $kernel heads=$heads rows=$rows $h"
-  done < <(if [[ ${PART:-all} == all ]]; then configs; else configs_of_part; fi)
+  done < <(configs | while read -r kernel heads rows; do in_part "$kernel" "$heads" && echo "$kernel $heads $rows"; done)
 }
 
 if [[ $MODE == --update ]]; then
@@ -69,18 +79,7 @@ if [[ $MODE == --update ]]; then
   exit 0
 fi
 
-# the lines "TARGET KERNEL heads=H ..." (table) or "KERNEL H ROWS" (configs) of PART
-in_part() {
-  local kernel=$1 heads=${2#heads=}
-  case $PART in
-    all) return 0 ;;
-    others) [[ $kernel != score_decode ]] ;;
-    *) [[ $kernel == score_decode && $heads == "${PART#decode-h}" ]] ;;
-  esac
-}
-configs_of_part() { while read -r kernel heads rows; do in_part "$kernel" "$heads" && echo "$kernel $heads $rows"; done < <(configs); }
-
-table_of "$MODE" > "$work/now"
+table_of "$MODE" >"$work/now"
 while read -r target kernel heads rest; do
   [[ $target == "$MODE" ]] && in_part "$kernel" "$heads" && echo "$target $kernel $heads $rest"
 done <"$TABLE" >"$work/committed" || true

@@ -50,9 +50,9 @@ public:
 
   StatusOr<OwningOpRef<ModuleOp>> run();
   StatusOr<OwningOpRef<ModuleOp>> runGpu();
-  // The kernel's text with each value's spread over the program's threads and each dot.tiles'
-  // unit, as the GPU form assigns them (GpuStage::Layouts).
-  std::string layouts();
+  // The kernel as the tile dialect with each tile's layout as its type's encoding and each
+  // dot_tiles' unit (`m3idx.unit`), as the GPU form assigns them (GpuStage::Layouts).
+  StatusOr<std::string> layouts();
 
 private:
   // The GPU program's workgroup memory, planned from the kernel before anything is emitted.

@@ -10,6 +10,7 @@
 #include "core/Nvfp4.h"
 #include "core/Spec.h"
 #include "lowering/EmitterImpl.h"
+#include "lowering/Layouts.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -448,7 +449,10 @@ Status Emitter::planProgram() {
     for (dsl::ValueId r : k_.ops[i].results)
       definingOp_[r.id] = static_cast<int32_t>(i);
   M3IDX_RETURN_IF_ERROR(target_.checkProgram(k_));
-  spread_ = program_->assignSpreads();
+  auto layouts = KernelLayouts::assign(k_, target_, threads_);
+  if (!layouts.ok())
+    return layouts.status();
+  spread_ = (*layouts)->spreads();
   return Status();
 }
 

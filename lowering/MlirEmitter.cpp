@@ -1,5 +1,6 @@
 #include "lowering/MlirEmitter.h"
 #include "lowering/EmitterImpl.h"
+#include "lowering/Layouts.h"
 
 #include <limits>
 #include <map>
@@ -618,19 +619,19 @@ StatusOr<OwningOpRef<ModuleOp>> emitGpuModule(MLIRContext &ctx, const dsl::Kerne
 
 namespace m3idx::lowering {
 
-std::string Emitter::layouts() {
-  spread_ = program_->assignSpreads();
-  return k_.print([&](const dsl::Op &op) {
-    std::string note;
-    for (dsl::ValueId r : op.results)
-      note += std::string(note.empty() ? "" : ", ") + spreadName(spreadOf(r));
+StatusOr<std::string> Emitter::layouts() {
+  M3IDX_RETURN_IF_ERROR(target_.checkProgram(k_));
+  auto layouts = KernelLayouts::assign(k_, target_, threads_);
+  if (!layouts.ok())
+    return layouts.status();
+  spread_ = (*layouts)->spreads();
+  for (const dsl::Op &op : k_.ops)
     if (op.kind == OpKind::DotTiles)
-      note += std::string(" on ") + dotUnitName(program_->dotUnit(op));
-    return note;
-  });
+      (*layouts)->noteDotUnit(op.results[0], dotUnitName(program_->dotUnit(op)));
+  return (*layouts)->print();
 }
 
-std::string gpuLayouts(MLIRContext &ctx, const dsl::Kernel &kernel, const GpuForm &form) {
+StatusOr<std::string> gpuLayouts(MLIRContext &ctx, const dsl::Kernel &kernel, const GpuForm &form) {
   loadDialects(ctx);
   Emitter e(ctx, kernel, *form.lowering, form.threads);
   return e.layouts();

@@ -35,8 +35,9 @@ StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> emitGpuModule(mlir::MLIRContext &ctx
                                                             const dsl::Kernel &kernel,
                                                             const GpuForm &form);
 
-// The kernel's DSL text with, after each op, where its results' lanes live in `form` (blocked,
-// mma.rows, mma.acc, wgmma.acc, ...) and which unit runs each dot.tiles.
-std::string gpuLayouts(mlir::MLIRContext &ctx, const dsl::Kernel &kernel, const GpuForm &form);
+// The kernel as the tile dialect, each tile's type encoding where its lanes live in `form`
+// (#m3idx.layout<blocked>, <mma_rows>, <mma_acc>, <wgmma_acc>, ...) and each dot_tiles' unit
+// (`m3idx.unit`): lowering/Layouts.h.
+StatusOr<std::string> gpuLayouts(mlir::MLIRContext &ctx, const dsl::Kernel &kernel, const GpuForm &form);
 
 } // namespace m3idx::lowering

@@ -5,17 +5,6 @@
 
 namespace m3idx::lowering {
 
-const char *spreadName(Spread s) {
-  switch (s) {
-  case Spread::Blocked: return "blocked";
-  case Spread::MmaRows: return "mma.rows";
-  case Spread::MmaAcc: return "mma.acc";
-  case Spread::WgmmaAcc: return "wgmma.acc";
-  case Spread::WgmmaAccFolded: return "wgmma.acc.folded";
-  }
-  return "?";
-}
-
 const char *dotUnitName(DotUnit u) {
   switch (u) {
   case DotUnit::Ffma: return "ffma";
@@ -34,5 +23,19 @@ StatusOr<TargetProgram::DotStaging> TargetProgram::planDot(const dsl::Op &, DotU
 }
 
 void TargetLowering::barrier(mlir::ImplicitLocOpBuilder &b, int) const { mlir::gpu::BarrierOp::create(b); }
+
+mlir::LogicalResult TargetLowering::assignLayouts(mlir::func::FuncOp fn, int) const {
+  fn.walk([](mlir::Operation *op) {
+    for (mlir::Region &r : op->getRegions())
+      for (mlir::Block &b : r)
+        for (mlir::BlockArgument a : b.getArguments())
+          if (mlir::isa<mlir::RankedTensorType>(a.getType()))
+            a.setType(tile::withLayout(a.getType(), Spread::Blocked));
+    for (mlir::Value v : op->getResults())
+      if (mlir::isa<mlir::RankedTensorType>(v.getType()))
+        v.setType(tile::withLayout(v.getType(), Spread::Blocked));
+  });
+  return mlir::success();
+}
 
 } // namespace m3idx::lowering

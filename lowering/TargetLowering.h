@@ -11,6 +11,7 @@
 #include "core/Status.h"
 #include "dsl/Ir.h"
 #include "lowering/Spread.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
@@ -35,6 +36,11 @@ public:
   // target state: tables, fragments, plans) and living as long as it.
   virtual std::unique_ptr<TargetProgram> program(Emitter &e) const = 0;
 
+  // GPU form. The target's layout pass: every tile of the tile kernel `fn` (a program of
+  // `threads` threads) gets its layout as its type's encoding, with a convert_layout where a use
+  // needs another (lowering/Layouts.h reads them back per DSL value). By default every tile is
+  // blocked; sm_90 keeps keys and dot results in mma / wgmma fragment orders (nvvm/Sm90Layouts.h).
+  virtual mlir::LogicalResult assignLayouts(mlir::func::FuncOp fn, int threads) const;
   // GPU form. Threads of a `threads`-thread program that exchange values by shuffles (a warp, or
   // the whole wave).
   virtual int shuffleWidth(int threads) const { return threads; }
@@ -55,8 +61,6 @@ class TargetProgram {
 public:
   virtual ~TargetProgram() = default;
 
-  // Where each value's lanes live (per ValueId; empty: all Blocked).
-  virtual std::vector<Spread> assignSpreads() { return {}; }
   virtual DotUnit dotUnit(const dsl::Op &) const { return DotUnit::Ffma; }
   // A dot this target must not run on the unit it got is an error naming its shapes.
   virtual Status checkDot(const dsl::Op &, DotUnit) const { return Status(); }

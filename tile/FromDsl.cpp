@@ -68,6 +68,8 @@ public:
     return module;
   }
 
+  const std::vector<mlir::Value> &values() const { return values_; }
+
 private:
   mlir::Type elem(Elem e) { return elemType(b_.getContext(), e); }
   mlir::Type type(dsl::Type t) {
@@ -209,8 +211,13 @@ private:
 
 } // namespace
 
-StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> fromDsl(const dsl::Kernel &k, mlir::MLIRContext &ctx) {
-  return Translator(k, ctx).run();
+StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> fromDsl(const dsl::Kernel &k, mlir::MLIRContext &ctx,
+                                                    std::vector<mlir::Value> *values) {
+  Translator t(k, ctx);
+  auto module = t.run();
+  if (module.ok() && values)
+    *values = t.values();
+  return module;
 }
 
 namespace {

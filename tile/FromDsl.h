@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/Status.h"
 #include "dsl/Ir.h"
@@ -13,8 +14,10 @@
 
 namespace m3idx::tile {
 
-// The context must have registerTileDialects' dialects loaded (loadTileDialects does it).
-StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> fromDsl(const dsl::Kernel &k, mlir::MLIRContext &ctx);
+// The context must have registerTileDialects' dialects loaded (loadTileDialects does it). With
+// `values`, it gets the MLIR value of each DSL value (per ValueId).
+StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> fromDsl(const dsl::Kernel &k, mlir::MLIRContext &ctx,
+                                                    std::vector<mlir::Value> *values = nullptr);
 void loadTileDialects(mlir::MLIRContext &ctx);
 // The builtin type of a DSL element type (the lowering's too).
 mlir::Type elemType(mlir::MLIRContext *ctx, dsl::Elem e);

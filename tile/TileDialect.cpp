@@ -5,7 +5,13 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include "llvm/ADT/TypeSwitch.h"
+
 #include "tile/TileDialect.cpp.inc"
+#include "tile/TileEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "tile/TileAttrs.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "tile/TileOps.cpp.inc"
@@ -21,6 +27,21 @@ void TileDialect::initialize() {
 #define GET_OP_LIST
 #include "tile/TileOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "tile/TileAttrs.cpp.inc"
+      >();
+}
+
+Layout layoutOf(mlir::Type tile) {
+  auto t = mlir::dyn_cast<mlir::RankedTensorType>(tile);
+  auto encoding = t ? mlir::dyn_cast_or_null<LayoutAttr>(t.getEncoding()) : LayoutAttr();
+  return encoding ? encoding.getValue() : Layout::Blocked;
+}
+
+mlir::RankedTensorType withLayout(mlir::Type tile, Layout layout) {
+  auto t = mlir::cast<mlir::RankedTensorType>(tile);
+  return mlir::RankedTensorType::get(t.getShape(), t.getElementType(), LayoutAttr::get(t.getContext(), layout));
 }
 
 void registerTileDialects(mlir::DialectRegistry &registry) {
@@ -189,6 +210,16 @@ LogicalResult DotTilesOp::verify() {
     return emitOpError("needs two f32 or two f8E4M3FN tiles");
   if (k <= 0 || a % k != 0 || b % k != 0 || lanesOf(getType()) != (a / k) * (b / k))
     return emitOpError("needs whole rows of ") << k << " lanes and (rows of a) x (rows of b) result lanes";
+  return success();
+}
+
+LogicalResult ConvertLayoutOp::verify() {
+  if (failed(staticTiles(*this)))
+    return failure();
+  if (lanesOf(getTile().getType()) != lanesOf(getType()) || elemOf(getTile().getType()) != elemOf(getType()))
+    return emitOpError("needs a result of the tile's lanes and element type");
+  if (layoutOf(getTile().getType()) == layoutOf(getType()))
+    return emitOpError("converts ") << stringifyLayout(layoutOf(getType())) << " to itself";
   return success();
 }
 

@@ -13,6 +13,10 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "tile/TileDialect.h.inc"
+#include "tile/TileEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "tile/TileAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "tile/TileOps.h.inc"
@@ -21,5 +25,10 @@ namespace m3idx::tile {
 
 // The dialects a tile kernel uses: this one, func, arith, scf, tensor, memref.
 void registerTileDialects(mlir::DialectRegistry &registry);
+
+// A tile type's layout: its tensor encoding, Blocked where it has none (before a layout pass).
+Layout layoutOf(mlir::Type tile);
+// The tile type with that layout as its encoding.
+mlir::RankedTensorType withLayout(mlir::Type tile, Layout layout);
 
 } // namespace m3idx::tile

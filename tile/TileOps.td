@@ -8,6 +8,8 @@
 #define M3IDX_TILE_OPS
 
 include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
 include "mlir/IR/BuiltinTypes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -18,6 +20,23 @@ def Tile_Dialect : Dialect {
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect", "::mlir::func::FuncDialect",
                            "::mlir::memref::MemRefDialect"];
+  let useDefaultAttributePrinterParser = 1;
+}
+
+// How a tile's lanes are spread over a GPU program's threads: the encoding of a tile's tensor type,
+// assigned by a target's layout pass (sm_90: lowering/nvvm/Sm90Layouts.cpp; every other target
+// leaves tiles blocked). lowering/Spread.h says what each one holds where.
+def Tile_Layout : I32EnumAttr<"Layout", "a tile's spread over a program's threads", [
+    I32EnumAttrCase<"Blocked", 0, "blocked">,
+    I32EnumAttrCase<"MmaRows", 1, "mma_rows">,
+    I32EnumAttrCase<"MmaAcc", 2, "mma_acc">,
+    I32EnumAttrCase<"WgmmaAcc", 3, "wgmma_acc">,
+    I32EnumAttrCase<"WgmmaAccFolded", 4, "wgmma_acc_folded">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::m3idx::tile";
+}
+def Tile_LayoutAttr : EnumAttr<Tile_Dialect, Tile_Layout, "layout"> {
+  let assemblyFormat = "`<` $value `>`";
 }
 
 class Tile_Op<string mnemonic, list<Trait> traits = []> : Op<Tile_Dialect, mnemonic, traits>;
@@ -190,6 +209,19 @@ def Tile_PackScoreKeyOp : Tile_Op<"pack_score_key", [Pure]> {
   let arguments = (ins AnyTypeOf<[F32, Tile_F32Tile]>:$score, AnyTypeOf<[I64, 1DTensorOf<[I64]>]>:$block);
   let results = (outs AnyTypeOf<[I64, 1DTensorOf<[I64]>]>:$result);
   let assemblyFormat = "$score `,` $block attr-dict `:` type($score) `,` type($block) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tile_ConvertLayoutOp : Tile_Op<"convert_layout", [Pure]> {
+  let summary = "the same lanes in another layout (the encoding of the result's type)";
+  let description = [{
+    Inserted by a target's layout pass where a tile made in one layout is used by an op that takes
+    another: today a dot_tiles whose keys are in mma.sync or wgmma fragment order and whose results
+    are needed blocked (the accumulators go through the dot's workgroup buffer).
+  }];
+  let arguments = (ins Tile_Tile:$tile);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$tile attr-dict `:` type($tile) `->` type($result)";
   let hasVerifier = 1;
 }
 

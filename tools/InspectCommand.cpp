@@ -163,7 +163,7 @@ int runInspect(const InspectArgs &a) {
       {"asm", lowering::Stage::Asm}};
   std::string perPass;
   StatusOr<std::string> text = Status::error("");
-  if (a.emit == "tile") { // the same for every target (no layouts in it yet)
+  if (a.emit == "tile") { // the same for every target (--emit layouts: after its layout pass)
     text = tile::tileText(*k);
   } else if (a.target == "gfx950") {
     static const std::map<std::string, lowering::GpuStage> gpuStages = {
@@ -227,7 +227,7 @@ void addInspectCommand(CLI::App &app, Runner &run) {
   cmd->add_option("--tuning", args->tuning,
                   "build the config this target's tuning table gives (host, sm_90, gfx950; default: --target's)");
   cmd->add_option("--emit", args->emit,
-                  "dsl, tile (the m3idx tile dialect), layouts (GPU: each value's spread, each dot's unit), mlir, lowered (LLVM/NVVM/ROCDL dialect), "
+                  "dsl, tile (the m3idx tile dialect), layouts (GPU: the tile dialect after the target's layout pass, each dot's unit), mlir, lowered (LLVM/NVVM/ROCDL dialect), "
                   "llvm or asm (host), ptx (sm_90), "
                   "bin, meta or asm (gfx950)")
       ->capture_default_str();

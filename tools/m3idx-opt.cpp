@@ -9,12 +9,14 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
+#include "lowering/nvvm/Sm90Layouts.h"
 #include "lowering/transforms/Passes.h"
 #include "tile/TileDialect.h"
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   m3idx::lowering::registerPasses();
+  m3idx::lowering::registerAssignSm90LayoutsPass();
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   m3idx::tile::registerTileDialects(registry);

@@ -1,6 +1,6 @@
 // The sm_90 parts of the DSL's GPU form (see EmitterImpl.h): the NVFP4 decode as per-scale key
 // tables (built once per program in shared memory, rounded by cvt.rn.satfinite.e4m3x2.f16x2)
-// looked up with prmt, tiles in mma fragment order (MmaSpread.h), and dot.tiles on the tensor
+// looked up with prmt, tiles in mma fragment order (Sm90Layouts.h), and dot.tiles on the tensor
 // cores as mma.sync on keys in that order.
 //
 // Fragments (PTX ISA, warp-level matrix fragments), g = lane / 4, t = lane % 4. The keys' order is
@@ -30,9 +30,6 @@ using namespace mlir;
 namespace {
 constexpr int64_t kMmaM = 16, kMmaN = 8, kRowK = 128;
 constexpr int64_t kMmaK = 32; // K per step of the keys' word order (two f16 half steps)
-// Up to 64 columns (rows x heads) per dot: a prefill program's queries, whose B fragments then
-// live in shared memory (Sm90Program::kMmaBRegisterTiles).
-constexpr int64_t kMmaMaxTiles = 8;
 // One column tile's B registers: 4 K steps x 2 half steps x (b0, b1), i32 f16 pairs.
 constexpr int64_t kMmaBWords = 16;
 // sm_90 runs mma.sync e4m3 (m16n8k32) as two f16 HMMA.16816 behind conversions of A and B and
@@ -198,11 +195,12 @@ int64_t Sm90Program::sm90LoopUnroll(const dsl::Op &forOp) const {
   return mmaColumnTiles() == 1 ? forOp.intAttr : 1;
 }
 
-bool Sm90Program::mmaFits(const dsl::Op &op) const {
+Sm90DotShape Sm90Program::dotShape(const dsl::Op &op) const {
   const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
-  return threads_ == 32 && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
-         a.lanes == kMmaM * kRowK && b.lanes % kRowK == 0 && b.lanes / kRowK <= kMmaMaxTiles * kMmaN;
+  return {threads_, a.elem == Elem::F8E4M3FN, b.elem == Elem::F8E4M3FN, op.intAttr, a.lanes, b.lanes};
 }
+
+bool Sm90Program::mmaFits(const dsl::Op &op) const { return mmaSyncTakes(dotShape(op)); }
 
 bool Sm90Program::mmaRuns(const dsl::Op &op) const {
   return mmaFits(op) && e_.spreadOf(op.operands[0]) == Spread::MmaRows;

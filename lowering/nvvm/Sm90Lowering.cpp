@@ -1,9 +1,9 @@
 // sm_90's side of the DSL -> MLIR step (lowering/TargetLowering.h): 32-lane warps (a warp's own
-// barrier where a program is one), keys and dot results in mma fragment orders (MmaSpread.h),
+// barrier where a program is one), keys and dot results in mma fragment orders (Sm90Layouts.h),
 // dot.tiles on mma.sync or, in warpgroup programs, on wgmma (and nothing else there), the NVFP4
 // decode through shared-memory key tables, and a register budget per program. Here: the target's
 // facts, and its program's (nvvm/Sm90Program.h) answers to the common emitter.
-#include "lowering/nvvm/MmaSpread.h"
+#include "lowering/nvvm/Sm90Layouts.h"
 #include "lowering/nvvm/Sm90Program.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -18,11 +18,6 @@
 namespace m3idx::lowering {
 
 using namespace mlir;
-
-std::vector<Spread> Sm90Program::assignSpreads() {
-  return assignMmaSpreads(
-      k_, [&](const dsl::Op &op) { return mmaFits(op); }, [&](const dsl::Op &op) { return wgmmaFits(op); });
-}
 
 // A warpgroup's dot of few columns runs as each warp's own mma.sync on its 16 tokens
 // (warpMmaTakes): the same WgmmaAcc result, without wgmma's fences and waits.
@@ -203,6 +198,9 @@ public:
       mlir::gpu::BarrierOp::create(b);
   }
   bool keyTables() const override { return true; }
+  mlir::LogicalResult assignLayouts(mlir::func::FuncOp fn, int threads) const override {
+    return assignSm90Layouts(fn, threads);
+  }
 };
 
 } // namespace

@@ -1,5 +1,5 @@
 // One kernel's sm_90 emitting (TargetProgram): its state (key tables, B fragments, the warpgroup's
-// exchanges) and the code of sm_90's own spreads (MmaSpread.h): tiles in mma fragment order, the
+// exchanges) and the code of sm_90's own layouts (Sm90Layouts.h): tiles in mma fragment order, the
 // NVFP4 decode through per-scale key tables (nvvm/Sm90Emitter.cpp), dot.tiles on mma.sync or, in
 // warpgroup programs, wgmma (nvvm/Sm90Wgmma.cpp); its answers to the common emitter's questions
 // are in nvvm/Sm90Lowering.cpp. It emits with the Emitter's public building blocks. Internal to
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lowering/EmitterImpl.h"
+#include "lowering/nvvm/WgmmaShape.h"
 
 namespace m3idx::lowering {
 
@@ -22,7 +23,6 @@ public:
       : e_(e), b_(e.builder()), k_(e.kernel()), values_(e.values()), threads_(e.threads()) {}
 
   // TargetProgram (nvvm/Sm90Lowering.cpp)
-  std::vector<Spread> assignSpreads() override;
   DotUnit dotUnit(const dsl::Op &op) const override;
   Status checkDot(const dsl::Op &op, DotUnit unit) const override;
   mlir::Value matrixDot(const dsl::Op &op, DotUnit unit) override;
@@ -69,6 +69,7 @@ private:
   // Fills the key table here unless a fill emitted earlier dominates this point.
   void sm90KeyWordsReady();
   std::pair<mlir::Value, mlir::Value> sm90KeyWordsOf(mlir::Value scaleByte);
+  Sm90DotShape dotShape(const dsl::Op &dotTiles) const;
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes
   bool mmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
   mlir::Value mmaDotTiles(const dsl::Op &op);

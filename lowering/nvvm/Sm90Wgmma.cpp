@@ -46,12 +46,7 @@ mlir::Value pairBits(ImplicitLocOpBuilder &b, mlir::Value pair) {
 
 // 64 key tokens (16 per warp) against N query columns of 128-element rows (N a multiple of 8 up
 // to 128: wgmma's n), on a 4-warp program.
-bool Sm90Program::wgmmaFits(const dsl::Op &op) const {
-  const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
-  return threads_ == 32 * kWarps && a.elem == Elem::F8E4M3FN && op.intAttr == kRowK &&
-         b.elem == Elem::F8E4M3FN && a.lanes == kWgmmaTokens * kRowK && b.lanes % kRowK == 0 &&
-         wgmmaTakesColumns(b.lanes / kRowK);
-}
+bool Sm90Program::wgmmaFits(const dsl::Op &op) const { return wgmmaTakes(dotShape(op)); }
 
 bool Sm90Program::wgmmaRuns(const dsl::Op &op) const {
   return wgmmaFits(op) && e_.spreadOf(op.operands[0]) == Spread::MmaRows;

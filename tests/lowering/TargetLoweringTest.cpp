@@ -40,9 +40,9 @@ TEST(TargetLowering, IndexedShufflesSpanTheTargetsWave) {
   EXPECT_NE(sm90->find("arith.constant 32 : i32"), std::string::npos) << *sm90;
 }
 
-// Layouts print: each value's spread and each dot.tiles' unit, as each target assigns them (sm_90
-// decode keys in mma fragment rows dotted on mma.sync, its warpgroup prefill on wgmma, gfx950 on
-// MFMA with blocked values); the text is the DSL's with notes, so it reads next to --emit dsl.
+// Layouts print: the kernel as the tile dialect with each tile's layout as its type's encoding
+// and each dot_tiles' unit, as each target assigns them (sm_90 decode keys in mma fragment rows
+// dotted on mma.sync, its warpgroup prefill on wgmma, gfx950 on MFMA with blocked values).
 TEST(TargetLowering, LayoutsArePrinted) {
   using kernels::KernelKind;
   auto layouts = [](KernelKind kind, const char *target, std::unique_ptr<lowering::Target> t) {
@@ -53,13 +53,17 @@ TEST(TargetLowering, LayoutsArePrinted) {
     return text.ok() ? *text : std::string();
   };
   const std::string decode = layouts(KernelKind::ScoreDecode, "sm_90", lowering::makeSm90Target());
-  EXPECT_NE(decode.find(": tile<2048 x f8E4M3FN>  // mma.rows"), std::string::npos) << decode;
-  EXPECT_NE(decode.find(": tile<64 x f32>  // mma.acc on mma.sync"), std::string::npos) << decode;
+  EXPECT_NE(decode.find("-> tensor<2048xf8E4M3FN, #m3idx.layout<mma_rows>>"), std::string::npos) << decode;
+  EXPECT_NE(decode.find("{m3idx.unit = \"mma.sync\"} : tensor<2048xf8E4M3FN, #m3idx.layout<mma_rows>>, "
+                        "tensor<512xf8E4M3FN, #m3idx.layout<blocked>> -> tensor<64xf32, #m3idx.layout<mma_acc>>"),
+            std::string::npos)
+      << decode;
   const std::string prefill = layouts(KernelKind::ScorePrefill, "sm_90", lowering::makeSm90Target());
-  EXPECT_NE(prefill.find("// wgmma.acc on wgmma"), std::string::npos) << prefill;
-  EXPECT_NE(prefill.find("fold.max pairs=8"), std::string::npos);
-  EXPECT_NE(prefill.find("// wgmma.acc.folded"), std::string::npos);
+  EXPECT_NE(prefill.find("{m3idx.unit = \"wgmma\"}"), std::string::npos) << prefill;
+  EXPECT_NE(prefill.find("#m3idx.layout<wgmma_acc>> -> tensor<4096xf32, #m3idx.layout<wgmma_acc_folded>>"),
+            std::string::npos);
   const std::string gfx = layouts(KernelKind::ScoreDecode, "gfx950", lowering::makeGfx950Target());
-  EXPECT_NE(gfx.find("// blocked on mfma"), std::string::npos) << gfx;
-  EXPECT_EQ(gfx.find("mma.rows"), std::string::npos);
+  EXPECT_NE(gfx.find("{m3idx.unit = \"mfma\"}"), std::string::npos) << gfx;
+  EXPECT_EQ(gfx.find("mma_rows"), std::string::npos);
+  EXPECT_EQ(gfx.find("mma_acc"), std::string::npos);
 }

@@ -102,3 +102,27 @@ func.func @pack(%s: tensor<4xf32>, %b: tensor<2xi64>) {
   %k = m3idx.pack_score_key %s, %b : tensor<4xf32>, tensor<2xi64> -> tensor<4xi64>
   return
 }
+
+// -----
+
+func.func @convert_to_itself(%t: tensor<64xf32, #m3idx.layout<mma_acc>>) {
+  // expected-error @+1 {{converts mma_acc to itself}}
+  %c = m3idx.convert_layout %t : tensor<64xf32, #m3idx.layout<mma_acc>> -> tensor<64xf32, #m3idx.layout<mma_acc>>
+  return
+}
+
+// -----
+
+func.func @convert_shape(%t: tensor<64xf32, #m3idx.layout<mma_acc>>) {
+  // expected-error @+1 {{needs a result of the tile's lanes and element type}}
+  %c = m3idx.convert_layout %t : tensor<64xf32, #m3idx.layout<mma_acc>> -> tensor<32xf32, #m3idx.layout<blocked>>
+  return
+}
+
+// -----
+
+// expected-error @+2 {{to be one of: blocked, mma_rows, mma_acc, wgmma_acc, wgmma_acc_folded}}
+// expected-error @+1 {{failed to parse Tile_LayoutAttr parameter 'value'}}
+func.func @no_such_layout(%t: tensor<64xf32, #m3idx.layout<swizzled>>) {
+  return
+}

@@ -50,3 +50,12 @@ func.func @all_ops(%buf: memref<?xi8> {m3idx.access = "read"}, %out: memref<?xf3
   m3idx.store_scatter %cl, %out[%offs], %mask : tensor<2xf32>, memref<?xf32>, tensor<2xi64>, tensor<2xi1>
   return
 }
+
+// Layouts are tensor encodings (assigned by a target's layout pass); convert_layout moves a tile
+// between two.
+// CHECK-LABEL: func.func @layouts
+// CHECK: m3idx.convert_layout %{{.*}} : tensor<64xf32, #m3idx.layout<mma_acc>> -> tensor<64xf32, #m3idx.layout<blocked>>
+func.func @layouts(%t: tensor<64xf32, #m3idx.layout<mma_acc>>) -> tensor<64xf32, #m3idx.layout<blocked>> {
+  %c = m3idx.convert_layout %t : tensor<64xf32, #m3idx.layout<mma_acc>> -> tensor<64xf32, #m3idx.layout<blocked>>
+  return %c : tensor<64xf32, #m3idx.layout<blocked>>
+}

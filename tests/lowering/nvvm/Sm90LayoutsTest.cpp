@@ -1,6 +1,7 @@
-// Which values the sm_90 lowering keeps in mma fragment order: the score kernels' key chain
-// (loads, loop-carried copies, decode) and their dot results up to the group reduction; anything a
-// blocked-only op also reads keeps its whole group blocked.
+// Which values sm_90's layout pass (lowering/nvvm/Sm90Layouts.cpp, on the tile dialect) keeps in
+// mma fragment order: the score kernels' key chain (loads, loop-carried copies, decode) and their
+// dot results up to the group reduction; anything a blocked-only op also reads keeps its whole
+// group blocked, and a dot's results so read are converted from its accumulators.
 #include <tuple>
 
 #include <fmt/format.h>
@@ -10,7 +11,7 @@
 #include "kernels_src/KernelCatalog.h"
 #include "tuning/TargetTuning.h"
 #include "lowering/GpuCompiler.h"
-#include "lowering/nvvm/MmaSpread.h"
+#include "lowering/Layouts.h"
 #include "lowering/Target.h"
 
 using namespace m3idx;
@@ -19,29 +20,15 @@ using lowering::Spread;
 
 namespace {
 
-// The shapes mma.sync m16n8k32 takes (as the sm_90 emitter's mmaFits).
-bool fits(const dsl::Kernel &k, const dsl::Op &op) {
-  const dsl::Type a = k.typeOf(op.operands[0]), b = k.typeOf(op.operands[1]);
-  return a.elem == dsl::Elem::F8E4M3FN && op.intAttr == 128 && a.lanes == 16 * 128 &&
-         b.lanes % 128 == 0 && b.lanes / 128 <= 64;
+// Each DSL value's layout in a program of `threads` threads (a warp, or a warpgroup), as the
+// sm_90 emitter reads them.
+std::vector<Spread> layoutsFor(const dsl::Kernel &k, int threads) {
+  auto l = lowering::KernelLayouts::assign(k, lowering::sm90Lowering(), threads);
+  EXPECT_TRUE(l.ok()) << l.status().message();
+  return l.ok() ? (*l)->spreads() : std::vector<Spread>();
 }
-
-std::vector<Spread> spreads(const dsl::Kernel &k) {
-  return lowering::assignMmaSpreads(k, [&](const dsl::Op &op) { return fits(k, op); });
-}
-
-// The shapes wgmma m64n64k16 / m64n128k16 take in a warpgroup program (as the sm_90 emitter's
-// wgmmaFits).
-bool fitsWgmma(const dsl::Kernel &k, const dsl::Op &op) {
-  const dsl::Type a = k.typeOf(op.operands[0]), b = k.typeOf(op.operands[1]);
-  return k.warps == 4 && a.elem == dsl::Elem::F8E4M3FN && op.intAttr == 128 && a.lanes == 64 * 128 &&
-         (b.lanes == 64 * 128 || b.lanes == 128 * 128);
-}
-
-std::vector<Spread> warpgroupSpreads(const dsl::Kernel &k) {
-  return lowering::assignMmaSpreads(
-      k, [&](const dsl::Op &op) { return fits(k, op); }, [&](const dsl::Op &op) { return fitsWgmma(k, op); });
-}
+std::vector<Spread> spreads(const dsl::Kernel &k) { return layoutsFor(k, 32); }
+std::vector<Spread> warpgroupSpreads(const dsl::Kernel &k) { return layoutsFor(k, 128); }
 
 std::vector<const dsl::Op *> all(const dsl::Kernel &k, OpKind kind) {
   std::vector<const dsl::Op *> found;
@@ -59,7 +46,7 @@ const dsl::Op &only(const dsl::Kernel &k, OpKind kind) {
 
 } // namespace
 
-TEST(MmaSpread, ScoreKernelsKeepKeysAndAccumulatorsInFragmentOrder) {
+TEST(Sm90Layouts, ScoreKernelsKeepKeysAndAccumulatorsInFragmentOrder) {
   using kernels::KernelKind;
   const int sm90 = 64; // 8 column tiles on one warp, B fragments in shared memory
   for (auto [kind, heads, columns] : {std::tuple{KernelKind::ScoreDecode, 1, 16},
@@ -119,7 +106,7 @@ dsl::Kernel dotKernel(bool extractKeys, bool storeResult) {
 
 } // namespace
 
-TEST(MmaSpread, KeysReadElsewhereStayBlockedAndTheDotRunsOnFfma) {
+TEST(Sm90Layouts, KeysReadElsewhereStayBlockedAndTheDotRunsOnFfma) {
   const dsl::Kernel k = dotKernel(/*extractKeys=*/true, /*storeResult=*/false);
   const std::vector<Spread> s = spreads(k);
   const dsl::Op &dot = only(k, OpKind::DotTiles), &decode = only(k, OpKind::DecodeNvfp4);
@@ -129,19 +116,26 @@ TEST(MmaSpread, KeysReadElsewhereStayBlockedAndTheDotRunsOnFfma) {
   EXPECT_EQ(s[dot.results[0].id], Spread::Blocked); // FFMA results are blocked
 }
 
-TEST(MmaSpread, AResultReadElsewhereStaysBlockedWhileKeysStayFragments) {
+TEST(Sm90Layouts, AResultReadElsewhereIsConvertedWhileKeysStayFragments) {
   const dsl::Kernel k = dotKernel(/*extractKeys=*/false, /*storeResult=*/true);
   const std::vector<Spread> s = spreads(k);
   const dsl::Op &dot = only(k, OpKind::DotTiles);
   EXPECT_EQ(s[dot.operands[0].id], Spread::MmaRows);
   EXPECT_EQ(s[dot.results[0].id], Spread::Blocked);
+  // ... said in the encoded kernel by a convert from the dot's accumulators
+  auto encoded = lowering::KernelLayouts::assign(k, lowering::sm90Lowering(), 32);
+  ASSERT_TRUE(encoded.ok()) << encoded.status().message();
+  EXPECT_NE((*encoded)->print().find("m3idx.convert_layout %5 : tensor<64xf32, #m3idx.layout<mma_acc>> -> "
+                                     "tensor<64xf32, #m3idx.layout<blocked>>"),
+            std::string::npos)
+      << (*encoded)->print();
   const dsl::Kernel plain = dotKernel(false, false);
   EXPECT_EQ(spreads(plain)[only(plain, OpKind::DotTiles).results[0].id], Spread::MmaAcc);
 }
 
 // Keys read only by an FFMA dot (rows of 64: not the 128 mma.sync tiles take) come from the table
 // of exact f32 keys, beside the key-byte table every sm_90 decode program declares.
-TEST(MmaSpread, KeysReadOnlyByAnFfmaDotLowerForSm90) {
+TEST(Sm90Layouts, KeysReadOnlyByAnFfmaDotLowerForSm90) {
   dsl::KernelBuilder b("k");
   dsl::Buffer kv = b.buffer("kv", dsl::Elem::I8, dsl::Access::Read);
   dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
@@ -160,7 +154,7 @@ TEST(MmaSpread, KeysReadOnlyByAnFfmaDotLowerForSm90) {
 
 // Each spread combination lowers to PTX: fragment keys with accumulators kept or sent to their
 // blocked owners through shared memory (mma.sync either way), blocked keys on FFMA.
-TEST(MmaSpread, EveryCombinationLowersForSm90) {
+TEST(Sm90Layouts, EveryCombinationLowersForSm90) {
   struct Variant {
     bool extractKeys, storeResult, mma, sharedResult;
   };
@@ -180,7 +174,7 @@ TEST(MmaSpread, EveryCombinationLowersForSm90) {
 // sm_90 prefill programs (a warpgroup, 64-token tiles): the key chain in MmaRows order (16 rows per
 // warp: wgmma's A from registers), the dots' results in WgmmaAcc, folded over token pairs into a
 // WgmmaAccFolded running max up to the reduction; the queries stay blocked (staged as B).
-TEST(MmaSpread, WarpgroupPrefillKeepsKeysAsAAndResultsInWgmmaAccumulators) {
+TEST(Sm90Layouts, WarpgroupPrefillKeepsKeysAsAAndResultsInWgmmaAccumulators) {
   using kernels::KernelKind;
   for (int heads : {1, 2, 4}) {
     const kernels::KernelConfig c = (*tuning::tuningFor("sm_90"))->configFor(KernelKind::ScorePrefill, heads, 4);
@@ -206,7 +200,8 @@ TEST(MmaSpread, WarpgroupPrefillKeepsKeysAsAAndResultsInWgmmaAccumulators) {
       EXPECT_EQ(s[reduces[i]->operands[0].id], Spread::WgmmaAccFolded) << heads;
       EXPECT_EQ(s[reduces[i]->results[0].id], Spread::Blocked) << heads;
     }
-    // Without the wgmma predicate (as before warpgroups) nothing takes the tensor-core orders.
+    // In a one-warp program neither wgmma nor mma.sync takes 64-token dots: nothing takes the
+    // tensor-core orders.
     const std::vector<Spread> plain = spreads(*k);
     EXPECT_EQ(plain[dots[0]->results[0].id], Spread::Blocked);
   }
@@ -215,7 +210,7 @@ TEST(MmaSpread, WarpgroupPrefillKeepsKeysAsAAndResultsInWgmmaAccumulators) {
 // Warpgroup prefill programs of 128 columns (rows 128 / heads: sm_90's form) lower to wgmma
 // m64n128k16 with B's 32 KB in shared memory under a 168-register cap; 64 columns to m64n64k16
 // under 128.
-TEST(MmaSpread, WarpgroupPrefillOf128ColumnsLowersToN128) {
+TEST(Sm90Layouts, WarpgroupPrefillOf128ColumnsLowersToN128) {
   using kernels::KernelKind;
   // score_prefill of `form` for `heads`, lowered to PTX ("" where it did not build or lower)
   auto prefillPtx = [](const tuning::PrefillForm &form, int heads) -> std::string {
@@ -251,7 +246,7 @@ TEST(MmaSpread, WarpgroupPrefillOf128ColumnsLowersToN128) {
 
 // A warpgroup dot whose result is also read in blocked order has no wgmma form (64 x 64 results
 // have no room to be regrouped in shared memory): a clear lowering error, not wrong code.
-TEST(MmaSpread, WarpgroupDotReadInBlockedOrderIsALoweringError) {
+TEST(Sm90Layouts, WarpgroupDotReadInBlockedOrderIsALoweringError) {
   dsl::KernelBuilder b("k", 4);
   dsl::Buffer kv = b.buffer("kv", dsl::Elem::I8, dsl::Access::Read);
   dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
@@ -271,7 +266,7 @@ TEST(MmaSpread, WarpgroupDotReadInBlockedOrderIsALoweringError) {
 
 // A warpgroup program's dot that wgmma cannot take (here 16 key tokens, not 64) is refused, not run
 // on FFMA behind the kernel's back (it lowered silently to FFMA before).
-TEST(MmaSpread, WarpgroupDotWgmmaCannotTakeIsRefused) {
+TEST(Sm90Layouts, WarpgroupDotWgmmaCannotTakeIsRefused) {
   dsl::KernelBuilder b("k", 4);
   dsl::Buffer kv = b.buffer("kv", dsl::Elem::I8, dsl::Access::Read);
   dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
@@ -288,13 +283,13 @@ TEST(MmaSpread, WarpgroupDotWgmmaCannotTakeIsRefused) {
   EXPECT_NE(ptx.status().message().find("in a 4-warp sm_90 program does not lower to wgmma"), std::string::npos)
       << ptx.status().message();
   // ... naming the kernel line of the dot
-  EXPECT_NE(ptx.status().message().find(fmt::format("(at nvvm/MmaSpreadTest.cpp:{})", dotLine)), std::string::npos)
+  EXPECT_NE(ptx.status().message().find(fmt::format("(at nvvm/Sm90LayoutsTest.cpp:{})", dotLine)), std::string::npos)
       << ptx.status().message();
 }
 
 // A multi-warp program is refused where the target has none (gfx950 programs are one wave), and a
 // cross-warp lane shuffle is refused in one (no wrong code from a 32-lane shuffle).
-TEST(MmaSpread, MultiWarpProgramsAreRefusedWhereUnsupported) {
+TEST(Sm90Layouts, MultiWarpProgramsAreRefusedWhereUnsupported) {
   dsl::KernelBuilder b("k", 4);
   dsl::Buffer in = b.buffer("in", dsl::Elem::F32, dsl::Access::Read);
   dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
@@ -308,13 +303,13 @@ TEST(MmaSpread, MultiWarpProgramsAreRefusedWhereUnsupported) {
   auto sm90 = lowering::gpuStage(*k, *lowering::makeSm90Target(), lowering::GpuStage::Mlir);
   ASSERT_FALSE(sm90.ok());
   EXPECT_NE(sm90.status().message().find("across the warps"), std::string::npos) << sm90.status().message();
-  EXPECT_NE(sm90.status().message().find(fmt::format("MmaSpreadTest.cpp:{})", reduceLine)), std::string::npos)
+  EXPECT_NE(sm90.status().message().find(fmt::format("Sm90LayoutsTest.cpp:{})", reduceLine)), std::string::npos)
       << sm90.status().message();
 }
 
 // fold.max outside wgmma accumulators folds in blocked order: within a thread's lanes it lowers
 // (8 lanes per thread, pairs 2 apart), across threads (one lane per thread) it is a named error.
-TEST(MmaSpread, BlockedFoldMaxOnlyWithinAThread) {
+TEST(Sm90Layouts, BlockedFoldMaxOnlyWithinAThread) {
   for (int lanes : {256, 32}) {
     dsl::KernelBuilder b("fold");
     dsl::Buffer in = b.buffer("in", dsl::Elem::F32, dsl::Access::Read);
@@ -340,7 +335,7 @@ TEST(MmaSpread, BlockedFoldMaxOnlyWithinAThread) {
 // sm_90: up to 16 columns as each warp's own mma.sync on its 16 tokens, wider as wgmma. The 8-column
 // ones' loop over a block's two 64-token tiles is unrolled whole, which erased the loop whose
 // results the emitter still held (a crash, 2 heads x 4 rows) before results were read back.
-TEST(MmaSpread, WarpgroupDecodesOfFewColumnsLowerToMmaSync) {
+TEST(Sm90Layouts, WarpgroupDecodesOfFewColumnsLowerToMmaSync) {
   using kernels::KernelKind;
   tuning::TargetTuning padded = **tuning::tuningFor("sm_90");
   padded.decodeWarpgroupAbove = 0;
@@ -358,3 +353,4 @@ TEST(MmaSpread, WarpgroupDecodesOfFewColumnsLowerToMmaSync) {
       EXPECT_EQ(ptx->find("wgmma.mma_async") != std::string::npos, !few) << heads << " x " << rows;
     }
 }
+

@@ -1,0 +1,43 @@
+// A kernel's layouts as its target's layout pass assigns them: the DSL kernel as the tile dialect
+// (tile/FromDsl.h, one op and value per DSL op and value), the target's pass giving every tile an
+// encoding (TargetLowering::assignLayouts), and each DSL value's layout read back for the emitter.
+// Internal to lowering/.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/Status.h"
+#include "dsl/Ir.h"
+#include "lowering/Spread.h"
+#include "lowering/TargetLowering.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace m3idx::lowering {
+
+class KernelLayouts {
+public:
+  // `threads`: the program's (a warp's threads times the kernel's warps).
+  static StatusOr<std::unique_ptr<KernelLayouts>> assign(const dsl::Kernel &k, const TargetLowering &target,
+                                                         int threads);
+
+  // Per DSL value, the layout its uses see: a tile's encoding, or, for a dot's result that the
+  // pass converts (its only use a convert_layout), the convert's: the dot's lowering moves its
+  // accumulators itself. Scalars: Blocked.
+  std::vector<Spread> spreads() const;
+  // Marks the dot.tiles making DSL value `result` with the unit that runs it (`m3idx.unit`).
+  void noteDotUnit(dsl::ValueId result, const char *unit);
+  // The encoded tile kernel's text (`m3idx inspect --emit layouts`).
+  std::string print() const;
+
+private:
+  KernelLayouts() = default;
+  mlir::MLIRContext ctx_{mlir::MLIRContext::Threading::DISABLED};
+  mlir::OwningOpRef<mlir::ModuleOp> module_;
+  std::vector<mlir::Value> values_; // per ValueId
+};
+
+} // namespace m3idx::lowering

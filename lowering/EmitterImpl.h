@@ -16,6 +16,8 @@
 
 #include "core/Status.h"
 #include "dsl/Ir.h"
+#include "lowering/Build.h"
+#include "lowering/GpuThreads.h"
 #include "lowering/MlirEmitter.h"
 #include "lowering/TargetLowering.h"
 #include "lowering/Spread.h"
@@ -44,7 +46,8 @@ public:
   // `threads`: a GPU program's threads per warp (a kernel's warps multiply it).
   Emitter(mlir::MLIRContext &ctx, const dsl::Kernel &k, const TargetLowering &target, int threads = 1)
       : k_(k), b_(mlir::UnknownLoc::get(&ctx), &ctx), values_(k.valueTypes.size()), target_(target),
-        gpu_(target.distributed()), threads_(threads * k.warps), program_(target.program(*this)) {}
+        distributed_(target.distributed()), gpu_(b_, target, threads * k.warps, [this](const std::string &what) { fail(what); }),
+        threads_(threads * k.warps), program_(target.program(*this)) {}
 
   const dsl::Kernel &kernel() const { return k_; }
 
@@ -81,12 +84,13 @@ public:
   // host/, nvvm/ and rocdl/) emit with too.
   ImplicitLocOpBuilder &builder() { return b_; }
   int threads() const { return threads_; }
+  GpuThreads &gpu() { return gpu_; } // GPU forms: lanes, shuffles, barriers, blocked loads and stores
+  int64_t decodeScaleLanes() const { return scaleLanes_; } // the scales of the decode being emitted
   std::vector<mlir::Value> &values() { return values_; } // per ValueId: the emitted value
   // dot.tiles b operand id -> its staged copy (GPU: workgroup memory; host: widened rows)
   std::map<int32_t, mlir::Value> &stagedDotOperands() { return dotStage_; }
   TargetProgram &program() { return *program_; }
   mlir::Value bufferArg(int64_t i) const { return buffers_[i]; } // the kernel's buffer argument i
-  mlir::Value lane() const { return lane_; } // GPU: the thread's id in its program (index)
   // GPU: the workgroup buffer a dot.tiles' results go through (one planned without registers).
   mlir::Value dotResultBuffer(const dsl::Op &dot) const {
     return dotResult_.at(static_cast<int32_t>(&dot - k_.ops.data()));
@@ -107,45 +111,15 @@ public:
   // A value's per-thread type: on GPUs it depends on the value's spread (sm_90 fragment orders).
   mlir::Type valueType(dsl::ValueId v);
   Spread spreadOf(dsl::ValueId v) const { return spread_.empty() ? Spread::Blocked : spread_[v.id]; }
-  // GPU distribution of a tile of `lanes` lanes over threads_ threads.
-  int64_t chunk(int64_t lanes) const { return lanes >= threads_ ? lanes / threads_ : 1; }
-  bool partial(int64_t lanes) const { return lanes < threads_; }
-  mlir::Value laneI64();
-  mlir::Value warpLaneI64(); // the thread's lane in its warp of shuffleWidth threads
-  mlir::Value laneBelow(int64_t n); // i1: this thread holds a lane of an n-lane tile
-  mlir::Value shuffleIdx(mlir::Value v, mlir::Value srcLane); // any int/float scalar
-  mlir::Value shuffleXor(mlir::Value v, int32_t mask);
-  void barrier(); // orders the program's workgroup-memory accesses
   // dsl atomic.add: buf[at] += v for the whole program, between a release and an acquire fence
   // of the device's scope; returns the old value (uniform).
   mlir::Value atomicAdd(mlir::Value buf, mlir::Value at, mlir::Value v);
-  mlir::Value warpReduce(mlir::Value perThread, int64_t lanes, bool add, bool isFloat);
-  mlir::Value gpuExtract(mlir::Value t, int64_t tileLanes, int64_t lane);
-  // splat[i]: operand i is a DSL splat (every lane the same value)
-  mlir::Value gpuShuffle(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
-                         dsl::Elem elem, std::array<bool, 2> splat);
-  mlir::Value lanePermutation(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
-                              std::array<bool, 2> splat);
   bool madeBySplat(dsl::ValueId v) const;
-  mlir::Value gpuLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
-                          int64_t alignBytes = 0);
-  void gpuStoreTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes);
-  void gpuStoreScatter(mlir::Value buf, mlir::Value offsets, mlir::Value v, mlir::Value mask,
-                       int64_t lanes);
-  mlir::Value smemFor(dsl::Elem e);
   mlir::Value maxNum(mlir::Value a, mlir::Value b);
-  mlir::Value gpuExtractDynamic(mlir::Value t, int64_t tileLanes, mlir::Value lane);
-  // The scale bytes of this thread's `perThread` consecutive decoded elements, one per 16 (a
-  // vector<max(1, perThread / 16) x i8>).
-  mlir::Value gpuThreadScales(mlir::Value scales, int64_t perThread);
   mlir::Value gpuDotTiles(const dsl::Op &op);
   void stageDotOperand(dsl::ValueId v, bool barrierBefore);
-  mlir::Value gpuReduceMaxGroups(mlir::Value t, int64_t lanes, int64_t groups);
   mlir::Value loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit, int64_t lanes,
                              mlir::Type elem);
-  mlir::Value toF32(mlir::Value v);
-  mlir::Value constant(mlir::Type t, double v);
-  mlir::Value toIndex(mlir::Value v);
   mlir::Value get(dsl::ValueId v) { return values_[v.id]; }
   // A for / if block made by scf's builders, emptied of its implicit yield, as the insertion point.
   void openRegionBlock(mlir::Block *block);
@@ -162,7 +136,8 @@ private:
   std::vector<mlir::Value> buffers_, scalars_;
   mlir::Value programId_;
   const TargetLowering &target_;
-  bool gpu_ = false;                          // the distributed (GPU) form
+  bool distributed_ = false;                  // the GPU form
+  GpuThreads gpu_;                            // GPU: the program's threads
   int threads_ = 32;                          // gpu: threads of a program
   std::map<int32_t, mlir::Value> dotStage_;   // gpu: b operand id -> staged copy (f32 or bytes)
   std::map<int32_t, mlir::Value> dotResult_;  // gpu: dot.tiles op index -> result buffer
@@ -170,8 +145,6 @@ private:
   size_t stageCount_ = 0;
   std::vector<int32_t> dotStageOf_;           // ValueId -> index into stageBufs_, or -1
   std::vector<mlir::Value> stageBufs_;
-  mlir::Value lane_;                          // gpu: thread id (index)
-  std::map<int, mlir::Value> smem_;           // gpu: workgroup buffer per element type
   std::string error_;                         // first lowering error
   std::vector<int32_t> definingOp_;           // ValueId -> index of the op that makes it
   int64_t scaleLanes_ = 0;

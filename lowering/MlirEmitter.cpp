@@ -34,12 +34,6 @@ void loadDialects(MLIRContext &ctx) {
                   memref::MemRefDialect, scf::SCFDialect, vector::VectorDialect>();
 }
 
-mlir::Value Emitter::toIndex(mlir::Value v) {
-  // Constants stay constants, so that loop utilities see constant trip counts (unroll hints).
-  if (std::optional<int64_t> c = mlir::getConstantIntValue(v))
-    return arith::ConstantIndexOp::create(b_, *c);
-  return arith::IndexCastOp::create(b_, b_.getIndexType(), v);
-}
 
 mlir::Type Emitter::elemType(Elem e) { return tile::elemType(b_.getContext(), e); }
 
@@ -47,8 +41,8 @@ mlir::Type Emitter::type(dsl::Type t) {
   mlir::Type e = elemType(t.elem);
   if (!t.isTile())
     return e;
-  if (gpu_)
-    return VectorType::get({chunk(t.lanes)}, e);
+  if (distributed_)
+    return VectorType::get({gpu_.chunk(t.lanes)}, e);
   return VectorType::get({piece_.lanes == t.lanes ? piece_.piece : t.lanes}, e);
 }
 
@@ -58,14 +52,6 @@ mlir::Type Emitter::valueType(dsl::ValueId v) {
   return s == Spread::Blocked ? type(t) : program_->spreadType(t, s);
 }
 
-mlir::Value Emitter::constant(mlir::Type t, double v) {
-  mlir::Type e = getElementTypeOrSelf(t);
-  TypedAttr scalarAttr = isa<FloatType>(e) ? TypedAttr(b_.getFloatAttr(e, v))
-                                           : TypedAttr(b_.getIntegerAttr(e, static_cast<int64_t>(v)));
-  if (auto vt = dyn_cast<VectorType>(t))
-    return arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, scalarAttr));
-  return arith::ConstantOp::create(b_, scalarAttr);
-}
 
 // SPEC §2 key rule in target-neutral arith: E2M1 and E4M3 widen exactly to f32, the product is
 // exact, the clamp to +-448 keeps NaN (maximumf/minimumf propagate it), and truncf rounds to
@@ -73,8 +59,8 @@ mlir::Value Emitter::constant(mlir::Type t, double v) {
 mlir::Value Emitter::emitDecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   auto pt = cast<VectorType>(packed.getType());
   const int64_t P = pt.getNumElements(), N = 2 * P;
-  mlir::Value lo = arith::AndIOp::create(b_, packed, constant(pt, 15));
-  mlir::Value hi = arith::ShRUIOp::create(b_, packed, constant(pt, 4));
+  mlir::Value lo = arith::AndIOp::create(b_, packed, constant(b_, pt, 15));
+  mlir::Value hi = arith::ShRUIOp::create(b_, packed, constant(b_, pt, 4));
   SmallVector<int64_t> interleave;
   for (int64_t i = 0; i < P; ++i)
     interleave.append({i, P + i});
@@ -86,7 +72,7 @@ mlir::Value Emitter::emitDecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   mlir::Value values = arith::ExtFOp::create(b_, f32N, e2m1);
 
   // One E4M3 scale per 16 elements: on a GPU, those of this thread's elements.
-  mlir::Value scaleBytes = gpu_ ? gpuThreadScales(scales, N) : scales;
+  mlir::Value scaleBytes = distributed_ ? gpu_.threadScales(scales, scaleLanes_, N) : scales;
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
   mlir::Value scaleF = arith::ExtFOp::create(
       b_, VectorType::get({S}, b_.getF32Type()),
@@ -98,7 +84,7 @@ mlir::Value Emitter::emitDecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   mlir::Value scaleN = vector::ShuffleOp::create(b_, scaleF, scaleF, perElement);
   mlir::Value prod = arith::MulFOp::create(b_, values, scaleN);
   mlir::Value clamped = arith::MaximumFOp::create(
-      b_, arith::MinimumFOp::create(b_, prod, constant(f32N, 448.0)), constant(f32N, -448.0));
+      b_, arith::MinimumFOp::create(b_, prod, constant(b_, f32N, 448.0)), constant(b_, f32N, -448.0));
   return arith::TruncFOp::create(b_, VectorType::get({N}, b_.getType<Float8E4M3FNType>()),
                                  clamped);
 }
@@ -109,16 +95,16 @@ mlir::Value Emitter::emitPackScoreKey(mlir::Value s, mlir::Value block) {
   if (auto v = dyn_cast<VectorType>(f32))
     i32 = v.clone(i32);
   mlir::Value isNaN = arith::CmpFOp::create(b_, arith::CmpFPredicate::UNO, s, s);
-  s = arith::SelectOp::create(b_, isNaN, constant(f32, -std::numeric_limits<double>::infinity()), s);
-  mlir::Value isZero = arith::CmpFOp::create(b_, arith::CmpFPredicate::OEQ, s, constant(f32, 0.0));
-  s = arith::SelectOp::create(b_, isZero, constant(f32, 0.0), s); // -0 -> +0
+  s = arith::SelectOp::create(b_, isNaN, constant(b_, f32, -std::numeric_limits<double>::infinity()), s);
+  mlir::Value isZero = arith::CmpFOp::create(b_, arith::CmpFPredicate::OEQ, s, constant(b_, f32, 0.0));
+  s = arith::SelectOp::create(b_, isZero, constant(b_, f32, 0.0), s); // -0 -> +0
   mlir::Value u = arith::BitcastOp::create(b_, i32, s);
-  mlir::Value negative = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, u, constant(i32, 0));
+  mlir::Value negative = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, u, constant(b_, i32, 0));
   mlir::Value ord = arith::SelectOp::create(
-      b_, negative, arith::XOrIOp::create(b_, u, constant(i32, -1)),
-      arith::OrIOp::create(b_, u, constant(i32, static_cast<double>(INT32_MIN))));
-  mlir::Value high = arith::ShLIOp::create(b_, arith::ExtUIOp::create(b_, i64, ord), constant(i64, 32));
-  return arith::OrIOp::create(b_, high, arith::AndIOp::create(b_, block, constant(i64, 0xFFFFFFFF)));
+      b_, negative, arith::XOrIOp::create(b_, u, constant(b_, i32, -1)),
+      arith::OrIOp::create(b_, u, constant(b_, i32, static_cast<double>(INT32_MIN))));
+  mlir::Value high = arith::ShLIOp::create(b_, arith::ExtUIOp::create(b_, i64, ord), constant(b_, i64, 32));
+  return arith::OrIOp::create(b_, high, arith::AndIOp::create(b_, block, constant(b_, i64, 0xFFFFFFFF)));
 }
 
 void Emitter::openRegionBlock(mlir::Block *block) {
@@ -163,7 +149,7 @@ void Emitter::emitRegion(const dsl::Region &r) {
   for (int32_t i : r.ops) {
     emitOpAt(k_.ops[i]);
     program_->defined(k_.ops[i]);
-    if (!gpu_)
+    if (!distributed_)
       continue;
     for (dsl::ValueId v : k_.ops[i].results) // a dot.tiles b operand: staged once, where defined
       if (v.id < static_cast<int32_t>(dotStageOf_.size()) && dotStageOf_[v.id] >= 0 &&
@@ -181,26 +167,26 @@ void Emitter::emitRegion(const dsl::Region &r) {
 mlir::Value Emitter::atomicAdd(mlir::Value buf, mlir::Value at, mlir::Value v) {
   const char *scope = target_.deviceSyncScope();
   auto add = [&] {
-    return memref::AtomicRMWOp::create(b_, arith::AtomicRMWKind::addi, v, buf, ValueRange{toIndex(at)})
+    return memref::AtomicRMWOp::create(b_, arith::AtomicRMWKind::addi, v, buf, ValueRange{toIndex(b_, at)})
         .getResult();
   };
-  if (!gpu_) {
+  if (!distributed_) {
     LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::release, scope);
     mlir::Value old = add();
     LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::acquire, scope);
     return old;
   }
-  barrier();
+  gpu_.barrier();
   LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::release, scope);
-  auto first = scf::IfOp::create(b_, TypeRange{v.getType()}, laneBelow(1), /*withElseRegion=*/true);
+  auto first = scf::IfOp::create(b_, TypeRange{v.getType()}, gpu_.laneBelow(1), /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(first.thenBlock());
     scf::YieldOp::create(b_, ValueRange{add()});
     b_.setInsertionPointToStart(first.elseBlock());
-    scf::YieldOp::create(b_, ValueRange{constant(v.getType(), 0)});
+    scf::YieldOp::create(b_, ValueRange{constant(b_, v.getType(), 0)});
   }
-  mlir::Value old = shuffleIdx(first.getResult(0), constant(b_.getI64Type(), 0));
+  mlir::Value old = gpu_.shuffleIdx(first.getResult(0), constant(b_, b_.getI64Type(), 0));
   LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::acquire, scope);
   return old;
 }
@@ -214,19 +200,19 @@ void Emitter::emitOp(const dsl::Op &op) {
   auto resultType = [&](size_t i = 0) { return valueType(op.results[i]); };
   auto set = [&](mlir::Value v) { values_[op.results[0].id] = v; };
   switch (op.kind) {
-  case OpKind::ConstInt: set(constant(resultType(), static_cast<double>(op.intAttr))); return;
-  case OpKind::ConstFloat: set(constant(resultType(), op.floatAttr)); return;
+  case OpKind::ConstInt: set(constant(b_, resultType(), static_cast<double>(op.intAttr))); return;
+  case OpKind::ConstFloat: set(constant(b_, resultType(), op.floatAttr)); return;
   case OpKind::ScalarArg: set(scalars_[op.intAttr]); return;
   case OpKind::ProgramId: set(programId_); return;
   case OpKind::Iota: {
     auto vt = cast<VectorType>(resultType());
-    if (gpu_) { // lane * k + [0, k)
+    if (distributed_) { // lane * k + [0, k)
       const int64_t k = vt.getNumElements();
       SmallVector<int64_t> steps;
       for (int64_t i = 0; i < k; ++i)
         steps.push_back(i);
       mlir::Value base = vector::BroadcastOp::create(
-          b_, vt, arith::MulIOp::create(b_, laneI64(), constant(b_.getI64Type(), k)));
+          b_, vt, arith::MulIOp::create(b_, gpu_.laneI64(), constant(b_, b_.getI64Type(), k)));
       set(arith::AddIOp::create(
           b_, base, arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(steps)))));
       return;
@@ -282,7 +268,7 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::Trunc: set(arith::TruncIOp::create(b_, resultType(), in(0))); return;
   case OpKind::SIToFP: set(arith::SIToFPOp::create(b_, resultType(), in(0))); return;
   case OpKind::ExtF:
-    if (gpu_) {
+    if (distributed_) {
       const int32_t def = definingOp_[op.operands[0].id];
       if (def >= 0 && k_.ops[def].kind == OpKind::DecodeNvfp4)
         if (mlir::Value keys = program_->keysF32(k_.ops[def])) {
@@ -296,29 +282,29 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::Bitcast: set(arith::BitcastOp::create(b_, resultType(), in(0))); return;
   case OpKind::ClampF: {
     mlir::Type t = in(0).getType();
-    set(arith::MaximumFOp::create(b_, arith::MinimumFOp::create(b_, in(0), constant(t, op.floatAttr)),
-                                  constant(t, -op.floatAttr)));
+    set(arith::MaximumFOp::create(b_, arith::MinimumFOp::create(b_, in(0), constant(b_, t, op.floatAttr)),
+                                  constant(b_, t, -op.floatAttr)));
     return;
   }
   case OpKind::Splat: set(vector::BroadcastOp::create(b_, resultType(), in(0))); return;
   case OpKind::ExtractAt:
-    if (gpu_) {
-      set(gpuExtractDynamic(in(0), k_.typeOf(op.operands[0]).lanes, in(1)));
+    if (distributed_) {
+      set(gpu_.extractDynamic(in(0), k_.typeOf(op.operands[0]).lanes, in(1)));
       return;
     }
-    set(vector::ExtractOp::create(b_, in(0), ArrayRef<OpFoldResult>{toIndex(in(1))}));
+    set(vector::ExtractOp::create(b_, in(0), ArrayRef<OpFoldResult>{toIndex(b_, in(1))}));
     return;
   case OpKind::Extract:
-    if (gpu_) {
-      set(gpuExtract(in(0), k_.typeOf(op.operands[0]).lanes, op.intAttr));
+    if (distributed_) {
+      set(gpu_.extract(in(0), k_.typeOf(op.operands[0]).lanes, op.intAttr));
       return;
     }
     set(vector::ExtractOp::create(b_, in(0), ArrayRef<int64_t>{op.intAttr}));
     return;
   case OpKind::Shuffle: {
-    if (gpu_) {
+    if (distributed_) {
       dsl::Type t = k_.typeOf(op.operands[0]);
-      set(gpuShuffle(in(0), in(1), t.lanes, op.lanesAttr, t.elem,
+      set(gpu_.shuffle(in(0), in(1), t.lanes, op.lanesAttr, t.elem,
                      {madeBySplat(op.operands[0]), madeBySplat(op.operands[1])}));
       return;
     }
@@ -328,8 +314,8 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
   case OpKind::ReduceAdd: case OpKind::ReduceMax: {
     bool isF = isa<FloatType>(getElementTypeOrSelf(in(0).getType()));
-    if (gpu_) {
-      set(warpReduce(in(0), k_.typeOf(op.operands[0]).lanes, op.kind == OpKind::ReduceAdd, isF));
+    if (distributed_) {
+      set(gpu_.warpReduce(in(0), k_.typeOf(op.operands[0]).lanes, op.kind == OpKind::ReduceAdd, isF));
       return;
     }
     vector::CombiningKind kind = op.kind == OpKind::ReduceAdd ? vector::CombiningKind::ADD
@@ -341,10 +327,10 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
   case OpKind::FoldMax: {
     const int64_t lanes = k_.typeOf(op.operands[0]).lanes, d = op.intAttr;
-    if (gpu_ && (partial(lanes / 2) || chunk(lanes) % (2 * d) != 0)) { // pairs must be in one thread
+    if (distributed_ && (gpu_.partial(lanes / 2) || gpu_.chunk(lanes) % (2 * d) != 0)) { // pairs must be in one thread
       fail(fmt::format("fold.max: pairs {} apart across threads ({} lanes, {} per thread)", d, lanes,
-                             partial(lanes) ? 1 : chunk(lanes)));
-      set(constant(resultType(), 0));
+                             gpu_.partial(lanes) ? 1 : gpu_.chunk(lanes)));
+      set(constant(b_, resultType(), 0));
       return;
     }
     // lanes i (bit d clear) and i + d of the vector this thread (or the host) holds
@@ -360,20 +346,20 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
   case OpKind::ReduceMaxGroups: {
     const int64_t lanes = k_.typeOf(op.operands[0]).lanes, groups = op.intAttr;
-    if (gpu_) {
-      set(gpuReduceMaxGroups(in(0), lanes, groups));
+    if (distributed_) {
+      set(gpu_.reduceMaxGroups(in(0), lanes, groups));
       return;
     }
     // One reduction per group (vector.multi_reduction has no lowering in the host pipeline).
     mlir::Type f32 = b_.getF32Type();
     const int64_t S = lanes / groups;
-    mlir::Value out = constant(VectorType::get({groups}, f32), 0);
+    mlir::Value out = constant(b_, VectorType::get({groups}, f32), 0);
     for (int64_t g = 0; g < groups; ++g) {
       mlir::Value part = vector::ExtractStridedSliceOp::create(
           b_, in(0), ArrayRef<int64_t>{g * S}, ArrayRef<int64_t>{S}, ArrayRef<int64_t>{1});
       mlir::Value m = vector::ReductionOp::create(
           b_, vector::CombiningKind::MAXNUMF, part,
-          constant(f32, -std::numeric_limits<double>::infinity()), arith::FastMathFlags::none);
+          constant(b_, f32, -std::numeric_limits<double>::infinity()), arith::FastMathFlags::none);
       out = vector::InsertOp::create(b_, m, out, ArrayRef<int64_t>{g});
     }
     set(out);
@@ -387,40 +373,40 @@ void Emitter::emitOp(const dsl::Op &op) {
     set(gpuDotTiles(op));
     return;
   case OpKind::Load:
-    set(memref::LoadOp::create(b_, buffers_[op.intAttr], ValueRange{toIndex(in(0))}));
+    set(memref::LoadOp::create(b_, buffers_[op.intAttr], ValueRange{toIndex(b_, in(0))}));
     return;
   case OpKind::LoadTile:
-    if (gpu_) {
-      set(gpuLoadTile(buffers_[op.intAttr], in(0), k_.typeOf(op.results[0]).lanes,
+    if (distributed_) {
+      set(gpu_.loadTile(buffers_[op.intAttr], in(0), k_.typeOf(op.results[0]).lanes,
                       elemType(k_.typeOf(op.results[0]).elem), op.alignAttr));
       return;
     }
     set(vector::LoadOp::create(b_, cast<VectorType>(resultType()), buffers_[op.intAttr],
-                               ValueRange{toIndex(in(0))}));
+                               ValueRange{toIndex(b_, in(0))}));
     return;
   case OpKind::Store:
-    if (gpu_) { // scalars are uniform: one thread writes
-      auto first = scf::IfOp::create(b_, TypeRange{}, laneBelow(1), /*withElseRegion=*/false);
+    if (distributed_) { // scalars are uniform: one thread writes
+      auto first = scf::IfOp::create(b_, TypeRange{}, gpu_.laneBelow(1), /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b_);
       b_.setInsertionPoint(first.thenBlock()->getTerminator());
-      memref::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(in(0))});
+      memref::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(b_, in(0))});
       return;
     }
-    memref::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(in(0))});
+    memref::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(b_, in(0))});
     return;
   case OpKind::AtomicAdd:
     set(atomicAdd(buffers_[op.intAttr], in(0), in(1)));
     return;
   case OpKind::StoreTile:
-    if (gpu_) {
-      gpuStoreTile(buffers_[op.intAttr], in(0), in(1), k_.typeOf(op.operands[1]).lanes);
+    if (distributed_) {
+      gpu_.storeTile(buffers_[op.intAttr], in(0), in(1), k_.typeOf(op.operands[1]).lanes);
       return;
     }
-    vector::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(in(0))});
+    vector::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(b_, in(0))});
     return;
   case OpKind::StoreScatter:
-    if (gpu_) {
-      gpuStoreScatter(buffers_[op.intAttr], in(0), in(1), in(2), k_.typeOf(op.operands[1]).lanes);
+    if (distributed_) {
+      gpu_.storeScatter(buffers_[op.intAttr], in(0), in(1), in(2), k_.typeOf(op.operands[1]).lanes);
       return;
     }
     vector::ScatterOp::create(b_, mlir::Type(), buffers_[op.intAttr],
@@ -431,16 +417,16 @@ void Emitter::emitOp(const dsl::Op &op) {
       set(program_->decodeNvfp4(in(0), in(1)));
       return;
     }
-    if (gpu_) {
+    if (distributed_) {
       const int64_t P = k_.typeOf(op.operands[0]).lanes;
-      const int64_t outChunk = chunk(2 * P);
+      const int64_t outChunk = gpu_.chunk(2 * P);
       const int64_t S = k_.typeOf(op.operands[1]).lanes;
-      const bool ownScales = outChunk % 16 == 0 && !partial(S) && chunk(S) * 16 == outChunk;
-      if (partial(P) || outChunk != 2 * chunk(P) || (16 % outChunk != 0 && !ownScales)) {
+      const bool ownScales = outChunk % 16 == 0 && !gpu_.partial(S) && gpu_.chunk(S) * 16 == outChunk;
+      if (gpu_.partial(P) || outChunk != 2 * gpu_.chunk(P) || (16 % outChunk != 0 && !ownScales)) {
         fail(fmt::format("nvfp4.decode of {} packed bytes does not distribute over {} "
                                "threads",
                                P, threads_));
-        set(constant(resultType(), 0));
+        set(constant(b_, resultType(), 0));
         return;
       }
       scaleLanes_ = k_.typeOf(op.operands[1]).lanes;
@@ -450,8 +436,8 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
   case OpKind::Dot: {
     mlir::Value prod = arith::MulFOp::create(b_, in(0), in(1));
-    if (gpu_) {
-      set(warpReduce(prod, k_.typeOf(op.operands[0]).lanes, /*add=*/true, /*isFloat=*/true));
+    if (distributed_) {
+      set(gpu_.warpReduce(prod, k_.typeOf(op.operands[0]).lanes, /*add=*/true, /*isFloat=*/true));
       return;
     }
     // Any summation order is allowed (SPEC §4); reassoc lets the target pick a fast one.
@@ -464,7 +450,7 @@ void Emitter::emitOp(const dsl::Op &op) {
     SmallVector<mlir::Value> inits;
     for (size_t i = 3; i < op.operands.size(); ++i)
       inits.push_back(in(i));
-    auto forOp = scf::ForOp::create(b_, toIndex(in(0)), toIndex(in(1)), toIndex(in(2)), inits);
+    auto forOp = scf::ForOp::create(b_, toIndex(b_, in(0)), toIndex(b_, in(1)), toIndex(b_, in(2)), inits);
     OpBuilder::InsertionGuard guard(b_);
     openRegionBlock(forOp.getBody());
     const dsl::Region &r = op.regions[0];
@@ -517,41 +503,34 @@ void Emitter::emitOp(const dsl::Op &op) {
 }
 
 
-mlir::Value Emitter::toF32(mlir::Value v) {
-  mlir::Type t = v.getType();
-  if (getElementTypeOrSelf(t).isF32())
-    return v;
-  auto vt = dyn_cast<VectorType>(t);
-  return arith::ExtFOp::create(b_, vt ? mlir::Type(vt.clone(b_.getF32Type())) : b_.getF32Type(), v);
-}
 
 // This thread's lanes [first, first + c) of the tile, those below min(limit, lanes) read from
 // memory, the rest 0 (a masked load touches no memory for them).
 mlir::Value Emitter::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit,
                                     int64_t lanes, mlir::Type elem) {
   mlir::Type i64 = b_.getI64Type();
-  const int64_t c = gpu_ ? chunk(lanes) : lanes;
-  mlir::Value first = gpu_ ? mlir::Value(arith::MulIOp::create(b_, laneI64(), constant(i64, c)))
-                           : constant(i64, 0);
-  mlir::Value lim = arith::MinSIOp::create(b_, limit, constant(i64, lanes));
-  mlir::Value count = arith::MaxSIOp::create(b_, arith::SubIOp::create(b_, lim, first), constant(i64, 0));
+  const int64_t c = distributed_ ? gpu_.chunk(lanes) : lanes;
+  mlir::Value first = distributed_ ? mlir::Value(arith::MulIOp::create(b_, gpu_.laneI64(), constant(b_, i64, c)))
+                           : constant(b_, i64, 0);
+  mlir::Value lim = arith::MinSIOp::create(b_, limit, constant(b_, i64, lanes));
+  mlir::Value count = arith::MaxSIOp::create(b_, arith::SubIOp::create(b_, lim, first), constant(b_, i64, 0));
   mlir::Value mask = vector::CreateMaskOp::create(b_, VectorType::get({c}, b_.getI1Type()),
-                                                  ValueRange{toIndex(count)});
+                                                  ValueRange{toIndex(b_, count)});
   auto vt = VectorType::get({c}, elem);
-  mlir::Value at = toIndex(arith::AddIOp::create(b_, off, first));
-  if (!gpu_)
-    return vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{at}, mask, constant(vt, 0));
+  mlir::Value at = toIndex(b_, arith::AddIOp::create(b_, off, first));
+  if (!distributed_)
+    return vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{at}, mask, constant(b_, vt, 0));
   // On GPUs a masked load becomes one guarded load per lane: take the plain vector load when all
   // of this thread's lanes are in (every thread but the tile's last, typically).
   auto full = scf::IfOp::create(
       b_, TypeRange{vt},
-      arith::CmpIOp::create(b_, arith::CmpIPredicate::sge, count, constant(i64, c)), true);
+      arith::CmpIOp::create(b_, arith::CmpIPredicate::sge, count, constant(b_, i64, c)), true);
   OpBuilder::InsertionGuard guard(b_);
   b_.setInsertionPointToEnd(full.thenBlock());
   scf::YieldOp::create(b_, ValueRange{vector::LoadOp::create(b_, vt, buf, ValueRange{at})});
   b_.setInsertionPointToEnd(full.elseBlock());
   scf::YieldOp::create(
-      b_, ValueRange{vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{at}, mask, constant(vt, 0))});
+      b_, ValueRange{vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{at}, mask, constant(b_, vt, 0))});
   return full.getResult(0);
 }
 
@@ -559,7 +538,7 @@ mlir::Value Emitter::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Valu
 // call (__nv_fmaxf) that stays unresolved unless a CUDA toolkit is found at compile time; the LLVM
 // intrinsic lowers to max.f32 everywhere.
 mlir::Value Emitter::maxNum(mlir::Value a, mlir::Value b) {
-  if (gpu_)
+  if (distributed_)
     return LLVM::MaxNumOp::create(b_, a, b);
   return arith::MaxNumFOp::create(b_, a, b);
 }
@@ -584,7 +563,7 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
   for (size_t i = 0; i < k_.scalars.size(); ++i)
     scalars_.push_back(entry->getArgument(a++));
   mlir::Value pidBegin = entry->getArgument(a++), pidEnd = entry->getArgument(a++);
-  auto loop = scf::ForOp::create(b_, toIndex(pidBegin), toIndex(pidEnd),
+  auto loop = scf::ForOp::create(b_, toIndex(b_, pidBegin), toIndex(b_, pidEnd),
                                  arith::ConstantIndexOp::create(b_, 1));
   {
     OpBuilder::InsertionGuard guard(b_);

@@ -143,11 +143,11 @@ void HostProgram::reduceMaxGroups(const dsl::Op &op) {
   mlir::Type f32 = b_.getF32Type();
   if (S > HostTiles::kPiece) {
     e_.fail(fmt::format("host: reduce.max.groups of {} lanes per group (at most {})", S, HostTiles::kPiece));
-    values_[op.results[0].id] = e_.constant(e_.valueType(op.results[0]), 0);
+    values_[op.results[0].id] = constant(b_, e_.valueType(op.results[0]), 0);
     return;
   }
   mlir::Value in = tiles_.buffer(op.operands[0]), out = tiles_.entryAlloca(groups, f32);
-  mlir::Value negInf = e_.constant(f32, -std::numeric_limits<double>::infinity());
+  mlir::Value negInf = constant(b_, f32, -std::numeric_limits<double>::infinity());
   auto loop = tiles_.rolledLoop(0, groups);
   {
     OpBuilder::InsertionGuard guard(b_);
@@ -240,7 +240,7 @@ void HostProgram::shuffle(const dsl::Op &op) {
 void HostProgram::memoryOp(const dsl::Op &op) {
   mlir::Value buf = e_.bufferArg(op.intAttr);
   auto offsetBy = [&](mlir::Value off, mlir::Value at) {
-    return arith::AddIOp::create(b_, e_.toIndex(off), at).getResult();
+    return arith::AddIOp::create(b_, toIndex(b_, off), at).getResult();
   };
   switch (op.kind) {
   case OpKind::LoadTile: case OpKind::LoadTileMasked: {
@@ -248,8 +248,8 @@ void HostProgram::memoryOp(const dsl::Op &op) {
     mlir::Value out = tiles_.newBuffer(op.results[0]);
     mlir::Type e = e_.elemType(t.elem);
     mlir::Value limit = op.kind == OpKind::LoadTileMasked
-                            ? mlir::Value(e_.toIndex(arith::MinSIOp::create(b_, e_.get(op.operands[1]),
-                                                                         e_.constant(b_.getI64Type(), t.lanes))))
+                            ? mlir::Value(toIndex(b_, arith::MinSIOp::create(b_, e_.get(op.operands[1]),
+                                                                         constant(b_, b_.getI64Type(), t.lanes))))
                             : mlir::Value();
     tiles_.forPieces(t.lanes, HostTiles::kPiece, [&](mlir::Value at, int64_t n) {
       auto vt = VectorType::get({n}, e);
@@ -262,7 +262,7 @@ void HostProgram::memoryOp(const dsl::Op &op) {
             b_, arith::MaxSIOp::create(b_, arith::SubIOp::create(b_, limit, at), arith::ConstantIndexOp::create(b_, 0)),
             arith::ConstantIndexOp::create(b_, n));
         mlir::Value mask = vector::CreateMaskOp::create(b_, VectorType::get({n}, b_.getI1Type()), ValueRange{count});
-        piece = vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{from}, mask, e_.constant(vt, 0));
+        piece = vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{from}, mask, constant(b_, vt, 0));
       }
       tiles_.storePiece(out, t.elem, at, piece);
     });
@@ -321,7 +321,7 @@ mlir::Value HostProgram::widenRows(dsl::ValueId v, int64_t k) {
   OpBuilder::InsertionGuard guard(b_);
   b_.setInsertionPoint(loop.getBody()->getTerminator());
   mlir::Value at = arith::MulIOp::create(b_, loop.getInductionVar(), arith::ConstantIndexOp::create(b_, k));
-  vector::StoreOp::create(b_, e_.toF32(tiles_.loadPiece(raw, t.elem, at, k)), wide, ValueRange{at});
+  vector::StoreOp::create(b_, toF32(b_, tiles_.loadPiece(raw, t.elem, at, k)), wide, ValueRange{at});
   return wide;
 }
 
@@ -341,7 +341,7 @@ void HostProgram::dotTiles(const dsl::Op &op) {
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(overM.getBody()->getTerminator());
     mlir::Value m = overM.getInductionVar();
-    mlir::Value rowA = e_.toF32(tiles_.loadPiece(sa, at.elem, arith::MulIOp::create(b_, m, ck), k));
+    mlir::Value rowA = toF32(b_, tiles_.loadPiece(sa, at.elem, arith::MulIOp::create(b_, m, ck), k));
     auto overN = tiles_.rolledLoop(0, N);
     b_.setInsertionPoint(overN.getBody()->getTerminator());
     mlir::Value n = overN.getInductionVar();
@@ -372,8 +372,8 @@ void HostProgram::emitFor(const dsl::Op &op) {
     carried[i] = tiles_.entryAlloca(t.lanes, tiles_.storage(t.elem));
     tiles_.copy(carried[i], tiles_.buffer(init), t.lanes);
   }
-  auto forOp = scf::ForOp::create(b_, e_.toIndex(e_.get(op.operands[0])), e_.toIndex(e_.get(op.operands[1])),
-                                  e_.toIndex(e_.get(op.operands[2])), inits);
+  auto forOp = scf::ForOp::create(b_, toIndex(b_, e_.get(op.operands[0])), toIndex(b_, e_.get(op.operands[1])),
+                                  toIndex(b_, e_.get(op.operands[2])), inits);
   {
     OpBuilder::InsertionGuard guard(b_);
     e_.openRegionBlock(forOp.getBody());
@@ -455,7 +455,7 @@ void HostProgram::emitOwnedOp(const dsl::Op &op) {
   case OpKind::Extract: case OpKind::ExtractAt: {
     const dsl::Type t = k_.typeOf(op.operands[0]);
     mlir::Value at = op.kind == OpKind::Extract ? mlir::Value(arith::ConstantIndexOp::create(b_, op.intAttr))
-                                                : e_.toIndex(e_.get(op.operands[1]));
+                                                : toIndex(b_, e_.get(op.operands[1]));
     mlir::Value v = memref::LoadOp::create(b_, tiles_.buffer(op.operands[0]), ValueRange{at});
     if (t.elem == Elem::I1)
       v = arith::TruncIOp::create(b_, b_.getI1Type(), v);

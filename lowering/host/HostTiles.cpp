@@ -111,8 +111,8 @@ mlir::Value HostTiles::pieceOf(dsl::ValueId v, mlir::Value at, int64_t n) {
   const dsl::Op &def = k_.ops[it->second];
   switch (def.kind) {
   case OpKind::Splat: return vector::BroadcastOp::create(b_, vt, e_.get(def.operands[0]));
-  case OpKind::ConstInt: return e_.constant(vt, static_cast<double>(def.intAttr));
-  case OpKind::ConstFloat: return e_.constant(vt, def.floatAttr);
+  case OpKind::ConstInt: return constant(b_, vt, static_cast<double>(def.intAttr));
+  case OpKind::ConstFloat: return constant(b_, vt, def.floatAttr);
   default: { // iota: lanes [at, at + n)
     SmallVector<int64_t> lanes;
     for (int64_t i = 0; i < n; ++i)

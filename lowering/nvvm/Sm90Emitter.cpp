@@ -62,7 +62,7 @@ std::pair<mlir::Value, mlir::Value> Sm90Program::sm90KeyWordsOf(mlir::Value scal
         NVVM::ConvertF16x2ToF8x2Op::create(b_, i16, arith::MulFOp::create(b_, m, sc), false,
                                            b_.getType<Float8E4M3FNType>()));
   }
-  mlir::Value sixteen = e_.constant(i32, 16);
+  mlir::Value sixteen = constant(b_, i32, 16);
   return {arith::OrIOp::create(b_, pair[0], arith::ShLIOp::create(b_, pair[1], sixteen)),
           arith::OrIOp::create(b_, pair[2], arith::ShLIOp::create(b_, pair[3], sixteen))};
 }
@@ -71,7 +71,7 @@ std::pair<mlir::Value, mlir::Value> Sm90Program::sm90KeyWordsOf(mlir::Value scal
 // scale group's two words (one ld.shared.v2) instead of computing them, which cost a sixth of the
 // score loop when done per tile.
 void Sm90Program::sm90FillKeyWords() {
-  auto loop = scf::ForOp::create(b_, e_.lane(), arith::ConstantIndexOp::create(b_, 256),
+  auto loop = scf::ForOp::create(b_, e_.gpu().lane(), arith::ConstantIndexOp::create(b_, 256),
                                  arith::ConstantIndexOp::create(b_, threads_));
   {
     OpBuilder::InsertionGuard g(b_);
@@ -85,7 +85,7 @@ void Sm90Program::sm90FillKeyWords() {
                             ValueRange{arith::MulIOp::create(b_, s, arith::ConstantIndexOp::create(b_, 2))},
                             false, llvm::MaybeAlign(8));
   }
-  e_.barrier();
+  e_.gpu().barrier();
 }
 
 // The fill is emitted at the first point that needs the table (a staging, else a decode) and dominates
@@ -111,14 +111,14 @@ mlir::Value Sm90Program::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales)
   if (P % 4 != 0 || !state_.keyWords) {
     e_.fail(!state_.keyWords ? std::string("nvfp4.decode: no sm_90 key table in this program")
                           : fmt::format("nvfp4.decode: {} packed bytes per thread is not whole words", P));
-    return e_.constant(VectorType::get({N}, b_.getType<Float8E4M3FNType>()), 0);
+    return constant(b_, VectorType::get({N}, b_.getType<Float8E4M3FNType>()), 0);
   }
-  auto c32 = [&](uint32_t v) { return e_.constant(i32, static_cast<double>(static_cast<int32_t>(v))); };
+  auto c32 = [&](uint32_t v) { return constant(b_, i32, static_cast<double>(static_cast<int32_t>(v))); };
   auto prmt = [&](mlir::Value lo, mlir::Value hi, mlir::Value sel) {
     return NVVM::PermuteOp::create(b_, i32, lo, hi, sel, NVVM::PermuteMode::DEFAULT).getResult();
   };
   sm90KeyWordsReady();
-  mlir::Value scaleBytes = e_.gpuThreadScales(scales, N);
+  mlir::Value scaleBytes = e_.gpu().threadScales(scales, e_.decodeScaleLanes(), N);
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
   std::vector<std::pair<mlir::Value, mlir::Value>> tables; // per group: key bytes of codes 0-3, 4-7
   for (int64_t g = 0; g < S; ++g) {
@@ -134,7 +134,7 @@ mlir::Value Sm90Program::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales)
   }
   const int64_t W = P / 4;
   mlir::Value words = vector::BitCastOp::create(b_, VectorType::get({W}, i32), packed);
-  mlir::Value out = e_.constant(VectorType::get({2 * W}, i32), 0);
+  mlir::Value out = constant(b_, VectorType::get({2 * W}, i32), 0);
   for (int64_t w = 0; w < W; ++w) { // 8 elements of one scale group
     mlir::Value x = vector::ExtractOp::create(b_, words, ArrayRef<int64_t>{w});
     auto [lo, hi] = tables[S == 1 ? 0 : (8 * w) / 16];
@@ -224,16 +224,16 @@ mlir::Value Sm90Program::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64
   const int64_t R = lanes / (kMmaM * (threads_ / 32)), c = R / 4, bits = elem.getIntOrFloatBitWidth();
   const int64_t partBits = c * bits, partBytes = partBits / 8;
   const int64_t align = alignBytes ? std::min(alignBytes, partBytes & -partBytes) : 0;
-  mlir::Value lane = e_.laneI64();
+  mlir::Value lane = e_.gpu().laneI64();
   // (warp, g) = lane / 4 with rows 16 warp + g: the tile's row of lane / 4 is 16 (lane / 32) + g
-  mlir::Value g = arith::DivSIOp::create(b_, lane, e_.constant(i64, 4));
+  mlir::Value g = arith::DivSIOp::create(b_, lane, constant(b_, i64, 4));
   if (threads_ > 32)
-    g = arith::AddIOp::create(b_, g, arith::MulIOp::create(b_, arith::DivSIOp::create(b_, lane, e_.constant(i64, 32)),
-                                                           e_.constant(i64, 8)));
-  mlir::Value t = arith::RemSIOp::create(b_, lane, e_.constant(i64, 4));
+    g = arith::AddIOp::create(b_, g, arith::MulIOp::create(b_, arith::DivSIOp::create(b_, lane, constant(b_, i64, 32)),
+                                                           constant(b_, i64, 8)));
+  mlir::Value t = arith::RemSIOp::create(b_, lane, constant(b_, i64, 4));
   mlir::Value first = arith::AddIOp::create(
-      b_, off, arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, e_.constant(i64, R)),
-                                     arith::MulIOp::create(b_, t, e_.constant(i64, c))));
+      b_, off, arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, constant(b_, i64, R)),
+                                     arith::MulIOp::create(b_, t, constant(b_, i64, c))));
   // An empty asm per loaded 32-bit word (no instruction in the PTX) keeps it a load: loads of the
   // next tile feed a loop-carried value, and LLVM's InstCombine would turn a phi of two small
   // loads into one load of a phi of addresses, issued just before its use (the prefetch lost).
@@ -248,8 +248,8 @@ mlir::Value Sm90Program::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64
     SmallVector<mlir::Value> bytes;
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t j = 0; j < c; ++j) {
-        mlir::Value at = arith::AddIOp::create(b_, first, e_.constant(i64, h * 8 * R + j));
-        mlir::Value byte = memref::LoadOp::create(b_, buf, ValueRange{e_.toIndex(at)});
+        mlir::Value at = arith::AddIOp::create(b_, first, constant(b_, i64, h * 8 * R + j));
+        mlir::Value byte = memref::LoadOp::create(b_, buf, ValueRange{toIndex(b_, at)});
         bytes.push_back(kept(arith::ExtUIOp::create(b_, i32, byte)));
       }
     return vector::FromElementsOp::create(b_, VectorType::get({2 * c}, i32), bytes);
@@ -259,10 +259,10 @@ mlir::Value Sm90Program::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64
   const int64_t wordBits = partBits % 32 == 0 ? 32 : partBits == 16 ? 16 : bits;
   auto asInts = [&](int64_t n, int64_t w) { return VectorType::get({n}, b_.getIntegerType(w)); };
   auto part = VectorType::get({c}, elem);
-  mlir::Value words = e_.constant(asInts(2 * partBits / wordBits, wordBits), 0);
+  mlir::Value words = constant(b_, asInts(2 * partBits / wordBits, wordBits), 0);
   for (int64_t h = 0; h < 2; ++h) {
-    mlir::Value at = arith::AddIOp::create(b_, first, e_.constant(i64, h * 8 * R));
-    mlir::Value v = vector::LoadOp::create(b_, part, buf, ValueRange{e_.toIndex(at)}, false,
+    mlir::Value at = arith::AddIOp::create(b_, first, constant(b_, i64, h * 8 * R));
+    mlir::Value v = vector::LoadOp::create(b_, part, buf, ValueRange{toIndex(b_, at)}, false,
                                            align ? llvm::MaybeAlign(align) : llvm::MaybeAlign());
     v = vector::BitCastOp::create(b_, asInts(partBits / wordBits, wordBits),
                                   arith::BitcastOp::create(b_, asInts(c, bits), v));
@@ -290,10 +290,10 @@ mlir::Value Sm90Program::mmaAccIota(int64_t lanes) {
   for (int64_t nt = 0; nt < tiles; ++nt)
     for (int64_t i = 0; i < 4; ++i)
       offsets.push_back((nt * kMmaN + i % 2) * kMmaM + 8 * (i / 2));
-  mlir::Value lane = e_.laneI64();
+  mlir::Value lane = e_.gpu().laneI64();
   mlir::Value base = arith::AddIOp::create( // 2t * 16 + g
-      b_, arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, e_.constant(i64, 4)), e_.constant(i64, 2 * kMmaM)),
-      arith::DivSIOp::create(b_, lane, e_.constant(i64, 4)));
+      b_, arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(b_, i64, 4)), constant(b_, i64, 2 * kMmaM)),
+      arith::DivSIOp::create(b_, lane, constant(b_, i64, 4)));
   return arith::AddIOp::create(b_, vector::BroadcastOp::create(b_, vt, base),
                                arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(offsets))));
 }
@@ -304,29 +304,29 @@ mlir::Value Sm90Program::mmaAccIota(int64_t lanes) {
 // column n's accumulators.
 mlir::Value Sm90Program::mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
-  const int64_t tiles = cast<VectorType>(acc.getType()).getNumElements() / 4, L = e_.chunk(groups);
+  const int64_t tiles = cast<VectorType>(acc.getType()).getNumElements() / 4, L = e_.gpu().chunk(groups);
   auto reg = [&](int64_t r) { return vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r}).getResult(); };
-  mlir::Value lane = e_.laneI64();
+  mlir::Value lane = e_.gpu().laneI64();
   std::vector<mlir::Value> n, src, out;
   for (int64_t j = 0; j < L; ++j) {
-    n.push_back(arith::AddIOp::create(b_, arith::MulIOp::create(b_, lane, e_.constant(i64, L)), e_.constant(i64, j)));
-    src.push_back(arith::DivSIOp::create(b_, arith::RemSIOp::create(b_, n[j], e_.constant(i64, kMmaN)),
-                                         e_.constant(i64, 2)));
-    out.push_back(e_.constant(f32, -std::numeric_limits<double>::infinity()));
+    n.push_back(arith::AddIOp::create(b_, arith::MulIOp::create(b_, lane, constant(b_, i64, L)), constant(b_, i64, j)));
+    src.push_back(arith::DivSIOp::create(b_, arith::RemSIOp::create(b_, n[j], constant(b_, i64, kMmaN)),
+                                         constant(b_, i64, 2)));
+    out.push_back(constant(b_, f32, -std::numeric_limits<double>::infinity()));
   }
   for (int64_t nt = 0; nt < tiles; ++nt)
     for (int64_t odd = 0; odd < 2; ++odd) {
       mlir::Value m = e_.maxNum(reg(4 * nt + odd), reg(4 * nt + 2 + odd));
       for (int32_t x = 4; x < 32; x *= 2)
-        m = e_.maxNum(m, e_.shuffleXor(m, x));
-      mlir::Value col = e_.constant(i64, nt * kMmaN + odd);
+        m = e_.maxNum(m, e_.gpu().shuffleXor(m, x));
+      mlir::Value col = constant(b_, i64, nt * kMmaN + odd);
       for (int64_t j = 0; j < L; ++j) {
         if (L % 2 == 0 && j % 2 != odd)
           continue; // lane n's parity is j's: never this column
-        mlir::Value v = e_.shuffleIdx(m, src[j]);
+        mlir::Value v = e_.gpu().shuffleIdx(m, src[j]);
         mlir::Value mine = arith::CmpIOp::create( // n - (n % 8) / 2 * 2 is 8 nt + odd
             b_, arith::CmpIPredicate::eq,
-            arith::SubIOp::create(b_, n[j], arith::MulIOp::create(b_, src[j], e_.constant(i64, 2))), col);
+            arith::SubIOp::create(b_, n[j], arith::MulIOp::create(b_, src[j], constant(b_, i64, 2))), col);
         out[j] = arith::SelectOp::create(b_, mine, v, out[j]);
       }
     }
@@ -344,22 +344,22 @@ mlir::Value Sm90Program::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, in
   const int64_t steps = kRowK / kMmaK;
   if (last < 0)
     last = (rows + kMmaN - 1) / kMmaN;
-  mlir::Value lane = e_.warpLaneI64(); // every warp of a warpgroup holds the same fragments
-  mlir::Value g = arith::DivSIOp::create(b_, lane, e_.constant(i64, 4));
+  mlir::Value lane = e_.gpu().warpLaneI64(); // every warp of a warpgroup holds the same fragments
+  mlir::Value g = arith::DivSIOp::create(b_, lane, constant(b_, i64, 4));
   mlir::Value k32 =
-      arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, e_.constant(i64, 4)), e_.constant(i64, 32));
-  mlir::Value out = e_.constant(VectorType::get({(last - first) * steps * 4}, i32), 0);
+      arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(b_, i64, 4)), constant(b_, i64, 32));
+  mlir::Value out = constant(b_, VectorType::get({(last - first) * steps * 4}, i32), 0);
   for (int64_t nt = first; nt < last; ++nt) {
-    mlir::Value col = arith::AddIOp::create(b_, g, e_.constant(i64, nt * kMmaN));
-    mlir::Value has = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, e_.constant(i64, rows));
-    mlir::Value row = arith::SelectOp::create(b_, has, col, e_.constant(i64, 0));
+    mlir::Value col = arith::AddIOp::create(b_, g, constant(b_, i64, nt * kMmaN));
+    mlir::Value has = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, constant(b_, i64, rows));
+    mlir::Value row = arith::SelectOp::create(b_, has, col, constant(b_, i64, 0));
     for (int64_t s = 0; s < steps; ++s)
       for (int64_t half = 0; half < 2; ++half) {
         mlir::Value at = arith::AddIOp::create(
-            b_, arith::MulIOp::create(b_, row, e_.constant(i64, kRowK)),
-            arith::AddIOp::create(b_, k32, e_.constant(i64, s * 8 + half * 4)));
-        mlir::Value w = arith::SelectOp::create(b_, has, loadWord(b_, stagedBytes, e_.toIndex(at)),
-                                                e_.constant(i32, 0));
+            b_, arith::MulIOp::create(b_, row, constant(b_, i64, kRowK)),
+            arith::AddIOp::create(b_, k32, constant(b_, i64, s * 8 + half * 4)));
+        mlir::Value w = arith::SelectOp::create(b_, has, loadWord(b_, stagedBytes, toIndex(b_, at)),
+                                                constant(b_, i32, 0));
         auto [lo, hi] = f16Pairs(w);
         const int64_t at4 = (((nt - first) * steps + s) * 2 + half) * 2;
         auto bits = [&](mlir::Value pair) {
@@ -387,7 +387,7 @@ int64_t Sm90Program::mmaStageBytes(int64_t bLanes) {
 void Sm90Program::mmaFragmentsToShared(mlir::Value buf, int64_t rows) {
   mlir::Type i64 = b_.getI64Type();
   const int64_t tiles = (rows + kMmaN - 1) / kMmaN, half = (tiles + 1) / 2;
-  mlir::Value lane = e_.laneI64();
+  mlir::Value lane = e_.gpu().laneI64();
   auto store = [&](mlir::Value regs, int64_t first, int64_t last) {
     for (int64_t nt = first; nt < last; ++nt)
       for (int64_t q = 0; q < 4; ++q) {
@@ -395,26 +395,26 @@ void Sm90Program::mmaFragmentsToShared(mlir::Value buf, int64_t rows) {
             b_, regs, ArrayRef<int64_t>{(nt - first) * kMmaBWords + 4 * q}, ArrayRef<int64_t>{4},
             ArrayRef<int64_t>{1});
         mlir::Value at = arith::MulIOp::create(
-            b_, arith::AddIOp::create(b_, e_.constant(i64, (nt * 4 + q) * 32), lane), e_.constant(i64, 16));
+            b_, arith::AddIOp::create(b_, constant(b_, i64, (nt * 4 + q) * 32), lane), constant(b_, i64, 16));
         vector::StoreOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({16}, b_.getI8Type()), four),
-                                buf, ValueRange{e_.toIndex(at)}, false, llvm::MaybeAlign(16));
+                                buf, ValueRange{toIndex(b_, at)}, false, llvm::MaybeAlign(16));
       }
   };
   store(mmaFragmentsB(buf, rows, half, tiles), half, tiles); // 2 KB * half >= the staged bytes
   mlir::Value low = mmaFragmentsB(buf, rows, 0, half);
-  e_.barrier(); // every lane has read the bytes the lower tiles overwrite
+  e_.gpu().barrier(); // every lane has read the bytes the lower tiles overwrite
   store(low, 0, half);
-  e_.barrier();
+  e_.gpu().barrier();
 }
 
 mlir::Value Sm90Program::mmaSharedFragments(mlir::Value buf, int64_t tile) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type();
-  mlir::Value lane = e_.laneI64();
-  mlir::Value out = e_.constant(VectorType::get({kMmaBWords}, i32), 0);
+  mlir::Value lane = e_.gpu().laneI64();
+  mlir::Value out = constant(b_, VectorType::get({kMmaBWords}, i32), 0);
   for (int64_t q = 0; q < 4; ++q) {
     mlir::Value at = arith::MulIOp::create(
-        b_, arith::AddIOp::create(b_, e_.constant(i64, (tile * 4 + q) * 32), lane), e_.constant(i64, 16));
-    mlir::Value v = vector::LoadOp::create(b_, VectorType::get({16}, b_.getI8Type()), buf, ValueRange{e_.toIndex(at)},
+        b_, arith::AddIOp::create(b_, constant(b_, i64, (tile * 4 + q) * 32), lane), constant(b_, i64, 16));
+    mlir::Value v = vector::LoadOp::create(b_, VectorType::get({16}, b_.getI8Type()), buf, ValueRange{toIndex(b_, at)},
                                            false, llvm::MaybeAlign(16));
     out = vector::InsertStridedSliceOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({4}, i32), v),
                                                out, ArrayRef<int64_t>{4 * q}, ArrayRef<int64_t>{1});
@@ -476,7 +476,7 @@ mlir::Value Sm90Program::mmaDotTiles(const dsl::Op &op) {
   const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(e_.get(op.operands[0]));
   std::vector<mlir::Value> acc; // [tile][c0..c3]
   for (int64_t nt = 0; nt < tiles; ++nt) {
-    std::vector<mlir::Value> c(4, e_.constant(f32, 0));
+    std::vector<mlir::Value> c(4, constant(b_, f32, 0));
     mlir::Value tileRegs = bShared ? mmaSharedFragments(state_.mmaBShared.at(bId.id), nt) : bRegs;
     const int64_t base = bShared ? 0 : nt * kMmaBWords;
     for (int64_t s = 0; s < steps; ++s)
@@ -501,25 +501,25 @@ mlir::Value Sm90Program::mmaDotTiles(const dsl::Op &op) {
   if (e_.spreadOf(op.results[0]) == Spread::MmaAcc || e_.spreadOf(op.results[0]) == Spread::WgmmaAcc)
     return vector::FromElementsOp::create(b_, VectorType::get({4 * tiles}, f32), acc);
   // c[i] is token g + 8 (i / 2) against column 8 nt + 2 t + i % 2: written where that column exists.
-  mlir::Value lane = e_.laneI64();
-  mlir::Value g = arith::DivSIOp::create(b_, lane, e_.constant(i64, 4));
-  mlir::Value t = arith::RemSIOp::create(b_, lane, e_.constant(i64, 4));
+  mlir::Value lane = e_.gpu().laneI64();
+  mlir::Value g = arith::DivSIOp::create(b_, lane, constant(b_, i64, 4));
+  mlir::Value t = arith::RemSIOp::create(b_, lane, constant(b_, i64, 4));
   mlir::Value res = e_.dotResultBuffer(op);
   for (int64_t nt = 0; nt < tiles; ++nt)
     for (int64_t i = 0; i < 4; ++i) {
-      mlir::Value col = arith::AddIOp::create(b_, arith::MulIOp::create(b_, t, e_.constant(i64, 2)),
-                                              e_.constant(i64, nt * kMmaN + i % 2));
-      mlir::Value m = arith::AddIOp::create(b_, g, e_.constant(i64, 8 * (i / 2)));
+      mlir::Value col = arith::AddIOp::create(b_, arith::MulIOp::create(b_, t, constant(b_, i64, 2)),
+                                              constant(b_, i64, nt * kMmaN + i % 2));
+      mlir::Value m = arith::AddIOp::create(b_, g, constant(b_, i64, 8 * (i / 2)));
       auto exists = scf::IfOp::create(
-          b_, TypeRange{}, arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, e_.constant(i64, N)), false);
+          b_, TypeRange{}, arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, constant(b_, i64, N)), false);
       OpBuilder::InsertionGuard guard(b_);
       b_.setInsertionPoint(exists.thenBlock()->getTerminator());
-      mlir::Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, col, e_.constant(i64, kMmaM)), m);
-      memref::StoreOp::create(b_, acc[4 * nt + i], res, ValueRange{e_.toIndex(at)});
+      mlir::Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, col, constant(b_, i64, kMmaM)), m);
+      memref::StoreOp::create(b_, acc[4 * nt + i], res, ValueRange{toIndex(b_, at)});
     }
-  e_.barrier();
-  mlir::Value out = e_.gpuLoadTile(res, e_.constant(i64, 0), N * kMmaM, f32);
-  e_.barrier(); // the buffer is written again by the next tile
+  e_.gpu().barrier();
+  mlir::Value out = e_.gpu().loadTile(res, constant(b_, i64, 0), N * kMmaM, f32);
+  e_.gpu().barrier(); // the buffer is written again by the next tile
   return out;
 }
 
@@ -551,20 +551,20 @@ mlir::Value Sm90Program::keysF32(const dsl::Op &decode) {
   mlir::Value packed = values_[decode.operands[0].id], scales = values_[decode.operands[1].id];
   const int64_t kp = cast<VectorType>(packed.getType()).getNumElements(), ko = 2 * kp;
   mlir::Type i32 = b_.getI32Type();
-  mlir::Value scaleBytes = e_.gpuThreadScales(scales, ko);
+  mlir::Value scaleBytes = e_.gpu().threadScales(scales, k_.typeOf(decode.operands[1]).lanes, ko);
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
   std::vector<mlir::Value> rows; // table row of each scale: scale * 16
   for (int64_t g = 0; g < S; ++g)
     rows.push_back(arith::MulIOp::create(
         b_, arith::ExtUIOp::create(b_, i32, vector::ExtractOp::create(b_, scaleBytes, ArrayRef<int64_t>{g})),
-        e_.constant(i32, 16)));
-  mlir::Value out = e_.constant(VectorType::get({ko}, b_.getF32Type()), 0);
+        constant(b_, i32, 16)));
+  mlir::Value out = constant(b_, VectorType::get({ko}, b_.getF32Type()), 0);
   for (int64_t j = 0; j < ko; ++j) {
     mlir::Value byte = arith::ExtUIOp::create(
         b_, i32, vector::ExtractOp::create(b_, packed, ArrayRef<int64_t>{j / 2}));
     mlir::Value nibble = arith::AndIOp::create(
-        b_, j % 2 ? mlir::Value(arith::ShRUIOp::create(b_, byte, e_.constant(i32, 4))) : byte,
-        e_.constant(i32, 15));
+        b_, j % 2 ? mlir::Value(arith::ShRUIOp::create(b_, byte, constant(b_, i32, 4))) : byte,
+        constant(b_, i32, 15));
     mlir::Value idx = arith::IndexCastOp::create(
         b_, b_.getIndexType(), arith::AddIOp::create(b_, rows[S == 1 ? 0 : j / 16], nibble));
     mlir::Value v = memref::LoadOp::create(b_, state_.keyTable, ValueRange{idx});

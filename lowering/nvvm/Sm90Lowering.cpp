@@ -167,8 +167,8 @@ void Sm90Program::bind(mlir::Value exchange, bool keysAsF32, mlir::Value keyWord
   state_.wgmmaExchange = exchange;
   if (state_.wgmmaColumns) {
     state_.wgmmaExchangeAt = memref::AllocaOp::create(b_, MemRefType::get({1}, b_.getI64Type()));
-    mlir::Value zero = e_.constant(b_.getI64Type(), 0);
-    memref::StoreOp::create(b_, zero, state_.wgmmaExchangeAt, ValueRange{e_.toIndex(zero)});
+    mlir::Value zero = constant(b_, b_.getI64Type(), 0);
+    memref::StoreOp::create(b_, zero, state_.wgmmaExchangeAt, ValueRange{toIndex(b_, zero)});
   }
   if (keysAsF32)
     state_.keyTable = memref::GetGlobalOp::create(b_, MemRefType::get({16 * 256}, b_.getF32Type()), "m3idx_nvfp4_keys");

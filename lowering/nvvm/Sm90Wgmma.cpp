@@ -75,8 +75,8 @@ void Sm90Program::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64
   // 2N (row, half) slots, `slots` a thread; a thread past the last slot (N not a multiple of 64)
   // reads the last one (every thread reaches both barriers) and stores nothing.
   const int64_t N = lanes / kRowK, slots = (2 * N + threads_ - 1) / threads_;
-  e_.gpuStoreTile(bBuf, e_.constant(i64, 0), queries, lanes);
-  e_.barrier();
+  e_.gpu().storeTile(bBuf, constant(b_, i64, 0), queries, lanes);
+  e_.gpu().barrier();
   struct Slot {
     mlir::Value row, half, real; // real: an i1, the slot is this thread's own
     std::vector<mlir::Value> pairs; // [chunk j][t'] as the low half of an i32
@@ -85,31 +85,31 @@ void Sm90Program::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64
   for (int64_t p = 0; p < slots; ++p) {
     Slot s;
     mlir::Value own =
-        arith::AddIOp::create(b_, arith::MulIOp::create(b_, e_.laneI64(), e_.constant(i64, slots)), e_.constant(i64, p));
-    s.real = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult, own, e_.constant(i64, 2 * N));
-    mlir::Value slot = arith::MinUIOp::create(b_, own, e_.constant(i64, 2 * N - 1));
-    s.row = arith::DivUIOp::create(b_, slot, e_.constant(i64, 2));
-    s.half = arith::RemUIOp::create(b_, slot, e_.constant(i64, 2));
+        arith::AddIOp::create(b_, arith::MulIOp::create(b_, e_.gpu().laneI64(), constant(b_, i64, slots)), constant(b_, i64, p));
+    s.real = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult, own, constant(b_, i64, 2 * N));
+    mlir::Value slot = arith::MinUIOp::create(b_, own, constant(b_, i64, 2 * N - 1));
+    s.row = arith::DivUIOp::create(b_, slot, constant(b_, i64, 2));
+    s.half = arith::RemUIOp::create(b_, slot, constant(b_, i64, 2));
     // step S = 4 half + j / 2 = 2s + h with s = 2 half + j / 4, h = (j / 2) % 2; chunk parity j % 2
-    mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.row, e_.constant(i64, kRowK)),
-                                             arith::MulIOp::create(b_, s.half, e_.constant(i64, 16)));
+    mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.row, constant(b_, i64, kRowK)),
+                                             arith::MulIOp::create(b_, s.half, constant(b_, i64, 16)));
     for (int64_t j = 0; j < 8; ++j)
       for (int64_t t = 0; t < 4; ++t) {
         const int64_t at = 32 * t + 8 * (j / 4) + 4 * ((j / 2) % 2) + 2 * (j % 2);
         mlir::Value two = vector::LoadOp::create(
-            b_, VectorType::get({2}, i8), bBuf, ValueRange{e_.toIndex(arith::AddIOp::create(b_, base, e_.constant(i64, at)))},
+            b_, VectorType::get({2}, i8), bBuf, ValueRange{toIndex(b_, arith::AddIOp::create(b_, base, constant(b_, i64, at)))},
             false, llvm::MaybeAlign(2));
         s.pairs.push_back(vector::ExtractOp::create(
             b_,
             vector::BitCastOp::create(
                 b_, VectorType::get({1}, i32),
-                vector::InsertStridedSliceOp::create(b_, two, e_.constant(VectorType::get({4}, i8), 0),
+                vector::InsertStridedSliceOp::create(b_, two, constant(b_, VectorType::get({4}, i8), 0),
                                                      ArrayRef<int64_t>{0}, ArrayRef<int64_t>{1})),
             ArrayRef<int64_t>{0}));
       }
     mine.push_back(std::move(s));
   }
-  e_.barrier(); // every raw byte is read before B is written over them
+  e_.gpu().barrier(); // every raw byte is read before B is written over them
   for (const Slot &s : mine) {
     OpBuilder::InsertionGuard guard(b_);
     if (2 * N % threads_ != 0) {
@@ -121,15 +121,15 @@ void Sm90Program::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64
       for (int64_t t = 0; t < 4; ++t)
         four.push_back(pairBits(b_, f16Pairs(s.pairs[4 * j + t]).first));
       mlir::Value chunk = vector::FromElementsOp::create(b_, VectorType::get({4}, i32), four);
-      mlir::Value dim = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.half, e_.constant(i64, 64)),
-                                              e_.constant(i64, 8 * j));
+      mlir::Value dim = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.half, constant(b_, i64, 64)),
+                                              constant(b_, i64, 8 * j));
       vector::StoreOp::create(b_, vector::BitCastOp::create(b_, VectorType::get({16}, i8), chunk), bBuf,
-                              ValueRange{e_.toIndex(swizzledChunk(b_, N, s.row, dim))}, false, llvm::MaybeAlign(16));
+                              ValueRange{toIndex(b_, swizzledChunk(b_, N, s.row, dim))}, false, llvm::MaybeAlign(16));
     }
   }
   NVVM::FenceProxyOp::create(b_, NVVM::ProxyKind::async_shared,
                              NVVM::SharedSpaceAttr::get(b_.getContext(), NVVM::SharedSpace::shared_cta));
-  e_.barrier();
+  e_.gpu().barrier();
 }
 
 // B's descriptor at K step `step`.
@@ -139,8 +139,8 @@ mlir::Value Sm90Program::wgmmaDescriptor(mlir::Value buf, int64_t step) {
       b_, i64, memref::ExtractAlignedPointerAsIndexOp::create(b_, buf).getResult());
   const int64_t offset = (step / 4) * state_.wgmmaColumns * kAtomBytes + (step % 4) * 32;
   mlir::Value start = arith::ShRUIOp::create(
-      b_, arith::AndIOp::create(b_, arith::AddIOp::create(b_, base, e_.constant(i64, offset)), e_.constant(i64, 0x3FFFF)),
-      e_.constant(i64, 4));
+      b_, arith::AndIOp::create(b_, arith::AddIOp::create(b_, base, constant(b_, i64, offset)), constant(b_, i64, 0x3FFFF)),
+      constant(b_, i64, 4));
   const uint64_t fixed = (uint64_t{1} << 16) | (uint64_t{kGroupBytes / 16} << 32) | (uint64_t{1} << 62);
   return arith::OrIOp::create(b_, start, arith::ConstantOp::create(b_, b_.getI64IntegerAttr(static_cast<int64_t>(fixed))));
 }
@@ -202,12 +202,12 @@ mlir::Value Sm90Program::wgmmaAccIota(int64_t lanes) {
   SmallVector<int64_t> offsets;
   for (int64_t r = 0; r < regs; ++r) // chunk r / 4, token half (r / 2) % 2, column parity r % 2
     offsets.push_back((8 * (r / 4) + r % 2) * M + 8 * ((r / 2) % 2));
-  mlir::Value lane = e_.laneI64();
+  mlir::Value lane = e_.gpu().laneI64();
   mlir::Value token = arith::AddIOp::create( // 16 w + g
-      b_, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, lane, e_.constant(i64, 32)), e_.constant(i64, 16)),
-      arith::DivUIOp::create(b_, arith::RemUIOp::create(b_, lane, e_.constant(i64, 32)), e_.constant(i64, 4)));
-  mlir::Value column = arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, e_.constant(i64, 4)), e_.constant(i64, 2));
-  mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, column, e_.constant(i64, M)), token);
+      b_, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, lane, constant(b_, i64, 32)), constant(b_, i64, 16)),
+      arith::DivUIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(b_, i64, 32)), constant(b_, i64, 4)));
+  mlir::Value column = arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(b_, i64, 4)), constant(b_, i64, 2));
+  mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, column, constant(b_, i64, M)), token);
   return arith::AddIOp::create(b_, vector::BroadcastOp::create(b_, vt, base),
                                arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(offsets))));
 }
@@ -247,25 +247,25 @@ mlir::Value Sm90Program::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups
   if (groups != state_.wgmmaColumns)
     e_.fail(fmt::format("reduce.max.groups of wgmma accumulators: {} groups (expected {})", groups,
                          state_.wgmmaColumns));
-  mlir::Value lane = e_.laneI64();
-  mlir::Value zero = e_.toIndex(e_.constant(i64, 0));
+  mlir::Value lane = e_.gpu().laneI64();
+  mlir::Value zero = toIndex(b_, constant(b_, i64, 0));
   mlir::Value exchange = memref::LoadOp::create(b_, state_.wgmmaExchangeAt, ValueRange{zero});
-  memref::StoreOp::create(b_, arith::XOrIOp::create(b_, exchange, e_.constant(i64, 4 * state_.wgmmaColumns)),
+  memref::StoreOp::create(b_, arith::XOrIOp::create(b_, exchange, constant(b_, i64, 4 * state_.wgmmaColumns)),
                           state_.wgmmaExchangeAt, ValueRange{zero});
-  mlir::Value warp = arith::DivUIOp::create(b_, lane, e_.constant(i64, 32));
+  mlir::Value warp = arith::DivUIOp::create(b_, lane, constant(b_, i64, 32));
   mlir::Value rowAt = arith::AddIOp::create(
       b_, exchange,
-      arith::AddIOp::create(b_, arith::MulIOp::create(b_, warp, e_.constant(i64, state_.wgmmaColumns)),
-                            arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, e_.constant(i64, 4)),
-                                                  e_.constant(i64, 2))));
+      arith::AddIOp::create(b_, arith::MulIOp::create(b_, warp, constant(b_, i64, state_.wgmmaColumns)),
+                            arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(b_, i64, 4)),
+                                                  constant(b_, i64, 2))));
   mlir::Value leader = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult,
-                                             arith::RemUIOp::create(b_, lane, e_.constant(i64, 32)), e_.constant(i64, 4));
+                                             arith::RemUIOp::create(b_, lane, constant(b_, i64, 32)), constant(b_, i64, 4));
   std::vector<std::pair<int64_t, mlir::Value>> columns; // (8 i + parity, this warp's max)
   for (int64_t r = 0; r < regs; r += 2)
     for (int64_t p = 0; p < 2; ++p) {
       mlir::Value m = vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r + p});
       for (int32_t x = 4; x < 32; x *= 2)
-        m = e_.maxNum(m, e_.shuffleXor(m, x));
+        m = e_.maxNum(m, e_.gpu().shuffleXor(m, x));
       columns.push_back({4 * r + p, m}); // column 8 i + 2t + p, register 2i + p
     }
   {
@@ -274,15 +274,15 @@ mlir::Value Sm90Program::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups
     b_.setInsertionPoint(mine.thenBlock()->getTerminator());
     for (auto [col, m] : columns)
       memref::StoreOp::create(b_, m, state_.wgmmaExchange,
-                              ValueRange{e_.toIndex(arith::AddIOp::create(b_, rowAt, e_.constant(i64, col)))});
+                              ValueRange{toIndex(b_, arith::AddIOp::create(b_, rowAt, constant(b_, i64, col)))});
   }
-  e_.barrier();
-  mlir::Value n = arith::AddIOp::create(b_, exchange, arith::SelectOp::create(b_, e_.laneBelow(groups), lane, e_.constant(i64, 0)));
-  mlir::Value best = e_.constant(f32, -std::numeric_limits<double>::infinity());
+  e_.gpu().barrier();
+  mlir::Value n = arith::AddIOp::create(b_, exchange, arith::SelectOp::create(b_, e_.gpu().laneBelow(groups), lane, constant(b_, i64, 0)));
+  mlir::Value best = constant(b_, f32, -std::numeric_limits<double>::infinity());
   for (int64_t w = 0; w < kWarps; ++w)
     best = e_.maxNum(best, memref::LoadOp::create(
                             b_, state_.wgmmaExchange,
-                            ValueRange{e_.toIndex(arith::AddIOp::create(b_, n, e_.constant(i64, w * state_.wgmmaColumns)))}));
+                            ValueRange{toIndex(b_, arith::AddIOp::create(b_, n, constant(b_, i64, w * state_.wgmmaColumns)))}));
   return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), best);
 }
 

@@ -31,7 +31,7 @@ constexpr int64_t kMfmaM = 16, kMfmaK = 128, kMfmaLanes = 64, kFragBytes = 32;
 mlir::Value Gfx950Program::decodeNvfp4(mlir::Value packed, mlir::Value scales) {
   const int64_t P = cast<VectorType>(packed.getType()).getNumElements(), N = 2 * P;
   mlir::Type f32 = b_.getF32Type(), f8 = b_.getType<Float8E4M3FNType>();
-  mlir::Value scaleBytes = e_.gpuThreadScales(scales, N);
+  mlir::Value scaleBytes = e_.gpu().threadScales(scales, e_.decodeScaleLanes(), N);
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
   mlir::Value scaleF8 = arith::BitcastOp::create(b_, VectorType::get({S}, f8), scaleBytes);
   std::vector<mlir::Value> scaleF;
@@ -40,10 +40,10 @@ mlir::Value Gfx950Program::decodeNvfp4(mlir::Value packed, mlir::Value scales) {
         b_, f32, vector::ExtractStridedSliceOp::create(b_, scaleF8, ArrayRef<int64_t>{g},
                                                        ArrayRef<int64_t>{1}, ArrayRef<int64_t>{1}),
         b_.getI32IntegerAttr(0)));
-  mlir::Value one = e_.constant(f32, 1.0);
+  mlir::Value one = constant(b_, f32, 1.0);
   auto v2 = VectorType::get({2}, f32), v4f8 = VectorType::get({4}, f8);
-  mlir::Value hi = e_.constant(v2, 448.0), lo = e_.constant(v2, -448.0);
-  mlir::Value out = e_.constant(VectorType::get({N}, f8), 0);
+  mlir::Value hi = constant(b_, v2, 448.0), lo = constant(b_, v2, -448.0);
+  mlir::Value out = constant(b_, VectorType::get({N}, f8), 0);
   for (int64_t w = 0; w < P; w += 4) { // 4 packed bytes = 8 elements = 2 output words
     const int64_t take = std::min<int64_t>(4, P - w);
     mlir::Value bytes = vector::ExtractStridedSliceOp::create(
@@ -90,15 +90,15 @@ void Gfx950Program::stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t row
 mlir::Value Gfx950Program::fragmentB(mlir::Value stagedBytes, int64_t rows, int64_t k) {
   mlir::Type i64 = b_.getI64Type();
   auto frag = VectorType::get({kFragBytes}, b_.getI8Type());
-  mlir::Value lane = e_.laneI64();
-  mlir::Value col = arith::RemSIOp::create(b_, lane, e_.constant(i64, 16));
-  mlir::Value kb = arith::MulIOp::create(b_, arith::DivSIOp::create(b_, lane, e_.constant(i64, 16)),
-                                         e_.constant(i64, kFragBytes));
-  mlir::Value has = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, e_.constant(i64, rows));
-  mlir::Value row = arith::SelectOp::create(b_, has, col, e_.constant(i64, 0));
-  mlir::Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, row, e_.constant(i64, k)), kb);
-  mlir::Value v = vector::LoadOp::create(b_, frag, stagedBytes, ValueRange{e_.toIndex(at)});
-  v = arith::SelectOp::create(b_, has, v, e_.constant(frag, 0));
+  mlir::Value lane = e_.gpu().laneI64();
+  mlir::Value col = arith::RemSIOp::create(b_, lane, constant(b_, i64, 16));
+  mlir::Value kb = arith::MulIOp::create(b_, arith::DivSIOp::create(b_, lane, constant(b_, i64, 16)),
+                                         constant(b_, i64, kFragBytes));
+  mlir::Value has = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, col, constant(b_, i64, rows));
+  mlir::Value row = arith::SelectOp::create(b_, has, col, constant(b_, i64, 0));
+  mlir::Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, row, constant(b_, i64, k)), kb);
+  mlir::Value v = vector::LoadOp::create(b_, frag, stagedBytes, ValueRange{toIndex(b_, at)});
+  v = arith::SelectOp::create(b_, has, v, constant(b_, frag, 0));
   return arith::BitcastOp::create(b_, VectorType::get({kFragBytes}, b_.getType<Float8E4M3FNType>()), v);
 }
 
@@ -111,45 +111,45 @@ mlir::Value Gfx950Program::dotTiles(const dsl::Op &op) {
   if (!e_.stagedDotOperands().count(bId.id))
     e_.stageDotOperand(bId, /*barrierBefore=*/true);
   const int64_t N = k_.typeOf(bId).lanes / kMfmaK;
-  mlir::Value lane = e_.laneI64();
+  mlir::Value lane = e_.gpu().laneI64();
   mlir::Value words = vector::BitCastOp::create(
       b_, VectorType::get({kFragBytes / 4}, i32),
       arith::BitcastOp::create(b_, VectorType::get({kFragBytes}, b_.getI8Type()), e_.get(op.operands[0])));
   mlir::Value src = arith::AddIOp::create(
-      b_, arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, e_.constant(i64, 16)), e_.constant(i64, 4)),
-      arith::DivSIOp::create(b_, lane, e_.constant(i64, 16)));
-  mlir::Value aWords = e_.constant(VectorType::get({kFragBytes / 4}, i32), 0);
+      b_, arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(b_, i64, 16)), constant(b_, i64, 4)),
+      arith::DivSIOp::create(b_, lane, constant(b_, i64, 16)));
+  mlir::Value aWords = constant(b_, VectorType::get({kFragBytes / 4}, i32), 0);
   for (int64_t d = 0; d < kFragBytes / 4; ++d)
     aWords = vector::InsertOp::create(
-        b_, e_.shuffleIdx(vector::ExtractOp::create(b_, words, ArrayRef<int64_t>{d}), src), aWords,
+        b_, e_.gpu().shuffleIdx(vector::ExtractOp::create(b_, words, ArrayRef<int64_t>{d}), src), aWords,
         ArrayRef<int64_t>{d});
   mlir::Value aFrag = arith::BitcastOp::create(
       b_, VectorType::get({kFragBytes}, b_.getType<Float8E4M3FNType>()),
       vector::BitCastOp::create(b_, VectorType::get({kFragBytes}, b_.getI8Type()), aWords));
   auto acc = VectorType::get({4}, f32);
   mlir::Value d = amdgpu::MFMAOp::create(b_, acc, kMfmaM, 16, kMfmaK, 1, aFrag, fragmentsB_.at(bId.id),
-                                         e_.constant(acc, 0));
-  const int64_t lanesOut = N * kMfmaM, cr = e_.chunk(lanesOut);
-  mlir::Value out = e_.constant(VectorType::get({cr}, f32), 0);
+                                         constant(b_, acc, 0));
+  const int64_t lanesOut = N * kMfmaM, cr = e_.gpu().chunk(lanesOut);
+  mlir::Value out = constant(b_, VectorType::get({cr}, f32), 0);
   for (int64_t j = 0; j < cr; ++j) {
-    mlir::Value idx = arith::AddIOp::create(b_, arith::MulIOp::create(b_, lane, e_.constant(i64, cr)),
-                                            e_.constant(i64, j));
-    if (e_.partial(lanesOut)) // threads past the tile fetch from lane 0: in range, unused
-      idx = arith::SelectOp::create(b_, e_.laneBelow(lanesOut), idx, e_.constant(i64, 0));
-    mlir::Value n = arith::DivSIOp::create(b_, idx, e_.constant(i64, kMfmaM));
-    mlir::Value m = arith::RemSIOp::create(b_, idx, e_.constant(i64, kMfmaM));
+    mlir::Value idx = arith::AddIOp::create(b_, arith::MulIOp::create(b_, lane, constant(b_, i64, cr)),
+                                            constant(b_, i64, j));
+    if (e_.gpu().partial(lanesOut)) // threads past the tile fetch from lane 0: in range, unused
+      idx = arith::SelectOp::create(b_, e_.gpu().laneBelow(lanesOut), idx, constant(b_, i64, 0));
+    mlir::Value n = arith::DivSIOp::create(b_, idx, constant(b_, i64, kMfmaM));
+    mlir::Value m = arith::RemSIOp::create(b_, idx, constant(b_, i64, kMfmaM));
     mlir::Value from = arith::AddIOp::create(
-        b_, arith::MulIOp::create(b_, arith::DivSIOp::create(b_, m, e_.constant(i64, 4)), e_.constant(i64, 16)), n);
+        b_, arith::MulIOp::create(b_, arith::DivSIOp::create(b_, m, constant(b_, i64, 4)), constant(b_, i64, 16)), n);
     mlir::Value v;
     if (cr % 4 == 0) { // every thread wants register j % 4
-      v = e_.shuffleIdx(vector::ExtractOp::create(b_, d, ArrayRef<int64_t>{j % 4}), from);
+      v = e_.gpu().shuffleIdx(vector::ExtractOp::create(b_, d, ArrayRef<int64_t>{j % 4}), from);
     } else {
-      mlir::Value reg = arith::RemSIOp::create(b_, m, e_.constant(i64, 4));
+      mlir::Value reg = arith::RemSIOp::create(b_, m, constant(b_, i64, 4));
       for (int64_t i = 0; i < 4; ++i) {
-        mlir::Value vi = e_.shuffleIdx(vector::ExtractOp::create(b_, d, ArrayRef<int64_t>{i}), from);
+        mlir::Value vi = e_.gpu().shuffleIdx(vector::ExtractOp::create(b_, d, ArrayRef<int64_t>{i}), from);
         v = i == 0 ? vi
                    : mlir::Value(arith::SelectOp::create(
-                         b_, arith::CmpIOp::create(b_, arith::CmpIPredicate::eq, reg, e_.constant(i64, i)),
+                         b_, arith::CmpIOp::create(b_, arith::CmpIPredicate::eq, reg, constant(b_, i64, i)),
                          vi, v));
       }
     }

@@ -103,10 +103,6 @@ public:
   void setPieceView(PieceView v) { piece_ = v; }
   // Keeps the first lowering error, naming the kernel line of the op being emitted.
   void fail(const std::string &what);
-  // " (at kernels_src/File.cpp:LINE)" for an op the DSL knows the source of, else "".
-  static std::string sourceOf(const dsl::Op &op);
-  mlir::Location locOf(const dsl::Op &op);
-  mlir::Type elemType(Elem e);
   mlir::Type type(dsl::Type t);
   // A value's per-thread type: on GPUs it depends on the value's spread (sm_90 fragment orders).
   mlir::Type valueType(dsl::ValueId v);
@@ -126,8 +122,6 @@ public:
   void emitRegion(const dsl::Region &r);
   void emitOp(const dsl::Op &op);
   void emitOpAt(const dsl::Op &op); // emitOp with the op's location on every MLIR op it makes
-  mlir::Value emitDecodeNvfp4(mlir::Value packed, mlir::Value scales);
-  mlir::Value emitPackScoreKey(mlir::Value score, mlir::Value block);
 
 private:
   const dsl::Kernel &k_;

@@ -217,12 +217,12 @@ StatusOr<Emitter::WorkgroupPlan> Emitter::planWorkgroupMemory() {
 gpu::GPUFuncOp Emitter::declareKernel(const WorkgroupPlan &plan) {
   SmallVector<mlir::Type> argTypes;
   for (const dsl::BufferArg &buf : k_.buffers)
-    argTypes.push_back(MemRefType::get({ShapedType::kDynamic}, elemType(buf.elem)));
+    argTypes.push_back(MemRefType::get({ShapedType::kDynamic}, elemType(b_, buf.elem)));
   for (const dsl::ScalarArgDecl &sc : k_.scalars)
-    argTypes.push_back(elemType(sc.elem));
+    argTypes.push_back(elemType(b_, sc.elem));
   SmallVector<mlir::Type> smemTypes;
   for (auto [e, n] : plan.shuffleLanes)
-    smemTypes.push_back(workgroupBuffer(n, elemType(static_cast<Elem>(e))));
+    smemTypes.push_back(workgroupBuffer(n, elemType(b_, static_cast<Elem>(e))));
   for (const WorkgroupPlan::Buffer &pb : plan.dotBuffers)
     smemTypes.push_back(pb.type);
   if (plan.keyWords)

@@ -35,10 +35,9 @@ void loadDialects(MLIRContext &ctx) {
 }
 
 
-mlir::Type Emitter::elemType(Elem e) { return tile::elemType(b_.getContext(), e); }
 
 mlir::Type Emitter::type(dsl::Type t) {
-  mlir::Type e = elemType(t.elem);
+  mlir::Type e = elemType(b_, t.elem);
   if (!t.isTile())
     return e;
   if (distributed_)
@@ -53,59 +52,7 @@ mlir::Type Emitter::valueType(dsl::ValueId v) {
 }
 
 
-// SPEC §2 key rule in target-neutral arith: E2M1 and E4M3 widen exactly to f32, the product is
-// exact, the clamp to +-448 keeps NaN (maximumf/minimumf propagate it), and truncf rounds to
-// nearest even. Each target legalizes the small-float extf/truncf its own way.
-mlir::Value Emitter::emitDecodeNvfp4(mlir::Value packed, mlir::Value scales) {
-  auto pt = cast<VectorType>(packed.getType());
-  const int64_t P = pt.getNumElements(), N = 2 * P;
-  mlir::Value lo = arith::AndIOp::create(b_, packed, constant(b_, pt, 15));
-  mlir::Value hi = arith::ShRUIOp::create(b_, packed, constant(b_, pt, 4));
-  SmallVector<int64_t> interleave;
-  for (int64_t i = 0; i < P; ++i)
-    interleave.append({i, P + i});
-  mlir::Value nibbles = vector::ShuffleOp::create(b_, lo, hi, interleave);
-  auto i4 = VectorType::get({N}, b_.getIntegerType(4));
-  auto f4 = VectorType::get({N}, b_.getType<Float4E2M1FNType>());
-  auto f32N = VectorType::get({N}, b_.getF32Type());
-  mlir::Value e2m1 = arith::BitcastOp::create(b_, f4, arith::TruncIOp::create(b_, i4, nibbles));
-  mlir::Value values = arith::ExtFOp::create(b_, f32N, e2m1);
 
-  // One E4M3 scale per 16 elements: on a GPU, those of this thread's elements.
-  mlir::Value scaleBytes = distributed_ ? gpu_.threadScales(scales, scaleLanes_, N) : scales;
-  const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
-  mlir::Value scaleF = arith::ExtFOp::create(
-      b_, VectorType::get({S}, b_.getF32Type()),
-      arith::BitcastOp::create(b_, VectorType::get({S}, b_.getType<Float8E4M3FNType>()), scaleBytes)
-          .getResult());
-  SmallVector<int64_t> perElement;
-  for (int64_t d = 0; d < N; ++d)
-    perElement.push_back(S == 1 ? 0 : d / 16);
-  mlir::Value scaleN = vector::ShuffleOp::create(b_, scaleF, scaleF, perElement);
-  mlir::Value prod = arith::MulFOp::create(b_, values, scaleN);
-  mlir::Value clamped = arith::MaximumFOp::create(
-      b_, arith::MinimumFOp::create(b_, prod, constant(b_, f32N, 448.0)), constant(b_, f32N, -448.0));
-  return arith::TruncFOp::create(b_, VectorType::get({N}, b_.getType<Float8E4M3FNType>()),
-                                 clamped);
-}
-
-mlir::Value Emitter::emitPackScoreKey(mlir::Value s, mlir::Value block) {
-  // Scalars or vectors of one shape: each constant takes the shape of the value it meets.
-  mlir::Type f32 = s.getType(), i64 = block.getType(), i32 = b_.getI32Type();
-  if (auto v = dyn_cast<VectorType>(f32))
-    i32 = v.clone(i32);
-  mlir::Value isNaN = arith::CmpFOp::create(b_, arith::CmpFPredicate::UNO, s, s);
-  s = arith::SelectOp::create(b_, isNaN, constant(b_, f32, -std::numeric_limits<double>::infinity()), s);
-  mlir::Value isZero = arith::CmpFOp::create(b_, arith::CmpFPredicate::OEQ, s, constant(b_, f32, 0.0));
-  s = arith::SelectOp::create(b_, isZero, constant(b_, f32, 0.0), s); // -0 -> +0
-  mlir::Value u = arith::BitcastOp::create(b_, i32, s);
-  mlir::Value negative = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, u, constant(b_, i32, 0));
-  mlir::Value ord = arith::SelectOp::create(
-      b_, negative, arith::XOrIOp::create(b_, u, constant(b_, i32, -1)),
-      arith::OrIOp::create(b_, u, constant(b_, i32, static_cast<double>(INT32_MIN))));
-  mlir::Value high = arith::ShLIOp::create(b_, arith::ExtUIOp::create(b_, i64, ord), constant(b_, i64, 32));
-  return arith::OrIOp::create(b_, high, arith::AndIOp::create(b_, block, constant(b_, i64, 0xFFFFFFFF)));
-}
 
 void Emitter::openRegionBlock(mlir::Block *block) {
   if (!block->empty() && block->back().hasTrait<OpTrait::IsTerminator>())
@@ -118,27 +65,12 @@ void Emitter::fail(const std::string &what) {
     error_ = what + (currentOp_ ? sourceOf(*currentOp_) : "");
 }
 
-std::string Emitter::sourceOf(const dsl::Op &op) {
-  if (!op.loc.known())
-    return "";
-  // The file as the build named it, from its folder on: "kernels_src/Nvfp4Score.cpp".
-  std::string_view file = op.loc.file;
-  size_t cut = file.rfind('/');
-  if (cut != std::string_view::npos && cut > 0)
-    cut = file.rfind('/', cut - 1);
-  return fmt::format(" (at {}:{})", cut == std::string_view::npos ? file : file.substr(cut + 1), op.loc.line);
-}
 
-mlir::Location Emitter::locOf(const dsl::Op &op) {
-  if (!op.loc.known())
-    return b_.getUnknownLoc();
-  return mlir::FileLineColLoc::get(b_.getContext(), op.loc.file, op.loc.line, op.loc.column);
-}
 
 void Emitter::emitOpAt(const dsl::Op &op) {
   const mlir::Location outer = b_.getLoc();
   const dsl::Op *outerOp = currentOp_;
-  b_.setLoc(locOf(op));
+  b_.setLoc(locOf(b_, op));
   currentOp_ = &op;
   emitOp(op);
   currentOp_ = outerOp;
@@ -367,7 +299,7 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
   case OpKind::LoadTileMasked:
     set(loadTileMasked(buffers_[op.intAttr], in(0), in(1), k_.typeOf(op.results[0]).lanes,
-                       elemType(k_.typeOf(op.results[0]).elem)));
+                       elemType(b_, k_.typeOf(op.results[0]).elem)));
     return;
   case OpKind::DotTiles:
     set(gpuDotTiles(op));
@@ -378,7 +310,7 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::LoadTile:
     if (distributed_) {
       set(gpu_.loadTile(buffers_[op.intAttr], in(0), k_.typeOf(op.results[0]).lanes,
-                      elemType(k_.typeOf(op.results[0]).elem), op.alignAttr));
+                      elemType(b_, k_.typeOf(op.results[0]).elem), op.alignAttr));
       return;
     }
     set(vector::LoadOp::create(b_, cast<VectorType>(resultType()), buffers_[op.intAttr],
@@ -445,7 +377,7 @@ void Emitter::emitOp(const dsl::Op &op) {
                                     arith::FastMathFlags::reassoc));
     return;
   }
-  case OpKind::PackScoreKey: set(emitPackScoreKey(in(0), in(1))); return;
+  case OpKind::PackScoreKey: set(packScoreKey(b_, in(0), in(1))); return;
   case OpKind::For: {
     SmallVector<mlir::Value> inits;
     for (size_t i = 3; i < op.operands.size(); ++i)
@@ -548,9 +480,9 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
   b_.setInsertionPointToEnd(module->getBody());
   SmallVector<mlir::Type> argTypes;
   for (const dsl::BufferArg &buf : k_.buffers)
-    argTypes.push_back(MemRefType::get({ShapedType::kDynamic}, elemType(buf.elem)));
+    argTypes.push_back(MemRefType::get({ShapedType::kDynamic}, elemType(b_, buf.elem)));
   for (const dsl::ScalarArgDecl &s : k_.scalars)
-    argTypes.push_back(elemType(s.elem));
+    argTypes.push_back(elemType(b_, s.elem));
   argTypes.append({b_.getI64Type(), b_.getI64Type()}); // pid_begin, pid_end
   auto fn = func::FuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}));
   fn->setAttr("llvm.emit_c_interface", b_.getUnitAttr());

@@ -246,7 +246,7 @@ void HostProgram::memoryOp(const dsl::Op &op) {
   case OpKind::LoadTile: case OpKind::LoadTileMasked: {
     const dsl::Type t = k_.typeOf(op.results[0]);
     mlir::Value out = tiles_.newBuffer(op.results[0]);
-    mlir::Type e = e_.elemType(t.elem);
+    mlir::Type e = elemType(b_, t.elem);
     mlir::Value limit = op.kind == OpKind::LoadTileMasked
                             ? mlir::Value(toIndex(b_, arith::MinSIOp::create(b_, e_.get(op.operands[1]),
                                                                          constant(b_, b_.getI64Type(), t.lanes))))
@@ -294,7 +294,7 @@ void HostProgram::memoryOp(const dsl::Op &op) {
 void HostProgram::decodeWide(const dsl::Op &op) {
   const int64_t P = k_.typeOf(op.operands[0]).lanes, N = 2 * P;
   if (N <= HostTiles::kPiece) {
-    values_[op.results[0].id] = e_.emitDecodeNvfp4(e_.get(op.operands[0]), e_.get(op.operands[1]));
+    values_[op.results[0].id] = decodeNvfp4Exact(b_, e_.get(op.operands[0]), e_.get(op.operands[1]));
     return;
   }
   mlir::Type i8 = b_.getI8Type();
@@ -304,7 +304,7 @@ void HostProgram::decodeWide(const dsl::Op &op) {
                                            ValueRange{arith::DivUIOp::create(b_, at, arith::ConstantIndexOp::create(b_, 2))});
     mlir::Value sc = vector::LoadOp::create(b_, VectorType::get({(n + 15) / 16}, i8), ss,
                                             ValueRange{arith::DivUIOp::create(b_, at, arith::ConstantIndexOp::create(b_, 16))});
-    vector::StoreOp::create(b_, arith::BitcastOp::create(b_, VectorType::get({n}, i8), e_.emitDecodeNvfp4(p, sc)), out,
+    vector::StoreOp::create(b_, arith::BitcastOp::create(b_, VectorType::get({n}, i8), decodeNvfp4Exact(b_, p, sc)), out,
                             ValueRange{at});
   });
   tiles_.setResult(op.results[0], out);
@@ -460,7 +460,7 @@ void HostProgram::emitOwnedOp(const dsl::Op &op) {
     if (t.elem == Elem::I1)
       v = arith::TruncIOp::create(b_, b_.getI1Type(), v);
     else if (t.elem == Elem::F8E4M3FN)
-      v = arith::BitcastOp::create(b_, e_.elemType(t.elem), v);
+      v = arith::BitcastOp::create(b_, elemType(b_, t.elem), v);
     set(v);
     return;
   }

@@ -18,7 +18,7 @@ public:
       : e_(e), b_(e.builder()), k_(e.kernel()), values_(e.values()), dotStage_(e.stagedDotOperands()), tiles_(e) {}
 
   mlir::Value decodeNvfp4(mlir::Value packed, mlir::Value scales) override {
-    return e_.emitDecodeNvfp4(packed, scales);
+    return decodeNvfp4Exact(b_, packed, scales);
   }
   void beginFunction(mlir::Block *entry) override;
   bool ownsOp(const dsl::Op &op) const override; // ops on wide tiles, regions, dots, decodes

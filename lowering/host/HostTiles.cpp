@@ -50,7 +50,7 @@ scf::ForOp HostTiles::rolledLoop(int64_t lo, int64_t hi, ValueRange inits) {
 mlir::Type HostTiles::storage(Elem e) {
   switch (e) {
   case Elem::I1: case Elem::F8E4M3FN: case Elem::F4E2M1FN: return b_.getI8Type();
-  default: return e_.elemType(e);
+  default: return elemType(b_, e);
   }
 }
 
@@ -82,7 +82,7 @@ mlir::Value HostTiles::loadPiece(mlir::Value buf, Elem e, mlir::Value at, int64_
   case Elem::F8E4M3FN: case Elem::F4E2M1FN:
     if (e == Elem::F4E2M1FN)
       e_.fail("host: wide f4E2M1FN tiles are not stored");
-    return arith::BitcastOp::create(b_, VectorType::get({lanes}, e_.elemType(Elem::F8E4M3FN)), v);
+    return arith::BitcastOp::create(b_, VectorType::get({lanes}, elemType(b_, Elem::F8E4M3FN)), v);
   default: return v;
   }
 }
@@ -107,7 +107,7 @@ mlir::Value HostTiles::pieceOf(dsl::ValueId v, mlir::Value at, int64_t n) {
   auto it = splats_.find(v.id);
   if (it == splats_.end())
     return loadPiece(buffer(v), t.elem, at, n);
-  auto vt = VectorType::get({n}, e_.elemType(t.elem));
+  auto vt = VectorType::get({n}, elemType(b_, t.elem));
   const dsl::Op &def = k_.ops[it->second];
   switch (def.kind) {
   case OpKind::Splat: return vector::BroadcastOp::create(b_, vt, e_.get(def.operands[0]));
@@ -119,7 +119,7 @@ mlir::Value HostTiles::pieceOf(dsl::ValueId v, mlir::Value at, int64_t n) {
       lanes.push_back(i);
     mlir::Value base = arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(lanes)));
     return arith::AddIOp::create(
-        b_, base, vector::BroadcastOp::create(b_, vt, arith::IndexCastOp::create(b_, e_.elemType(t.elem), at)));
+        b_, base, vector::BroadcastOp::create(b_, vt, arith::IndexCastOp::create(b_, elemType(b_, t.elem), at)));
   }
   }
 }

@@ -37,7 +37,7 @@ Status Sm90Program::checkDot(const dsl::Op &op, DotUnit unit) const {
       "(it takes {} MmaRows key tokens against 8 to 128 columns, a multiple of 8, of {} e4m3 lanes{}){}",
       k_.name, k_.typeOf(op.operands[0]).lanes, k_.typeOf(op.operands[1]).lanes, op.intAttr, k_.warps,
       kWgmmaTokens, spec::kIndexHeadDim, wgmmaFits(op) ? "; these keys are not in MmaRows order" : "",
-      Emitter::sourceOf(op)));
+      sourceOf(op)));
 }
 
 // A warpgroup's dot, on wgmma or on each warp's mma.sync, keeps its results in WgmmaAcc registers
@@ -54,10 +54,10 @@ StatusOr<TargetProgram::DotStaging> Sm90Program::planDot(const dsl::Op &op, DotU
     return Status::error(fmt::format("kernel @{}: the wgmma dot.tiles result is read in blocked order "
                                      "(on sm_90 warpgroup programs only elementwise ops, loop-carried "
                                      "values and a reduce.max.groups of 64 may read it)",
-                                     k_.name) + Emitter::sourceOf(op));
+                                     k_.name) + sourceOf(op));
   if (warpgroup && state_.wgmmaColumns && state_.wgmmaColumns != N)
     return Status::error(fmt::format("kernel @{}: warpgroup dot.tiles of {} and {} columns in one program",
-                                     k_.name, state_.wgmmaColumns, N) + Emitter::sourceOf(op));
+                                     k_.name, state_.wgmmaColumns, N) + sourceOf(op));
   if (wgmma)
     state_.wgmmaB.insert(op.operands[1].id);
   if (warpgroup)
@@ -107,7 +107,7 @@ void Sm90Program::annotate(gpu::GPUFuncOp fn, int64_t keyTilesInFlight) {
 }
 
 mlir::Type Sm90Program::spreadType(dsl::Type t, Spread s) {
-  mlir::Type elem = e_.elemType(t.elem);
+  mlir::Type elem = elemType(b_, t.elem);
   switch (s) {
   case Spread::Blocked: return e_.type(t);
   case Spread::MmaRows: {
@@ -154,7 +154,7 @@ void Sm90Program::emitOwnedOp(const dsl::Op &op) {
   }
   case OpKind::LoadTile:
     values_[result.id] =
-        mmaRowsLoadTile(e_.bufferArg(op.intAttr), in, lanes, e_.elemType(k_.typeOf(result).elem), op.alignAttr);
+        mmaRowsLoadTile(e_.bufferArg(op.intAttr), in, lanes, elemType(b_, k_.typeOf(result).elem), op.alignAttr);
     return;
   default: e_.fail(fmt::format("sm_90: {} is not emitted in sm_90's spreads", static_cast<int>(op.kind))); return;
   }

@@ -151,7 +151,7 @@ TargetTuning::DecodeForm TargetTuning::decodeFormFor(int columns) const {
 
 bool TargetTuning::decodeAsWarpgroup(int columns) const {
   // wgmma's columns (lowering/nvvm/WgmmaShape.h), at most 64 for a decode (its 64-token tile's
-  // accumulators under the warpgroup's register cap, Sm90Program::wgmmaRegisterCap).
+  // accumulators under the warpgroup's register cap, Sm90Wgmma::wgmmaRegisterCap).
   return columns > decodeWarpgroupAbove && columns <= 64 && lowering::wgmmaTakesColumns(columns);
 }
 

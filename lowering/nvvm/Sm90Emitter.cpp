@@ -44,7 +44,7 @@ constexpr const char *kMmaIntrinsic = "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
 // 1, 1.5, 2, 3, 4, 6) times s: those products are exact in f16 (at most 6 significant bits,
 // between 2^-10 and 2688), so cvt.rn.satfinite.e4m3x2.f16x2 is the only rounding (to nearest
 // even, |x| > 448 to +-448, NaN to 0x7F), as in SPEC's fp32 formulation.
-std::pair<mlir::Value, mlir::Value> Sm90Program::sm90KeyWordsOf(mlir::Value scaleByte) {
+std::pair<mlir::Value, mlir::Value> Sm90KeyTables::sm90KeyWordsOf(mlir::Value scaleByte) {
   mlir::Type i16 = b_.getI16Type(), i32 = b_.getI32Type();
   auto h2 = VectorType::get({2}, b_.getF16Type());
   mlir::Value two = vector::BroadcastOp::create(b_, VectorType::get({2}, b_.getI8Type()), scaleByte);
@@ -70,7 +70,7 @@ std::pair<mlir::Value, mlir::Value> Sm90Program::sm90KeyWordsOf(mlir::Value scal
 // The table of all 256 scales, 2 KB of shared memory, once per program: a decode then loads its
 // scale group's two words (one ld.shared.v2) instead of computing them, which cost a sixth of the
 // score loop when done per tile.
-void Sm90Program::sm90FillKeyWords() {
+void Sm90KeyTables::sm90FillKeyWords() {
   auto loop = scf::ForOp::create(b_, e_.gpu().lane(), arith::ConstantIndexOp::create(b_, 256),
                                  arith::ConstantIndexOp::create(b_, threads_));
   {
@@ -90,7 +90,7 @@ void Sm90Program::sm90FillKeyWords() {
 
 // The fill is emitted at the first point that needs the table (a staging, else a decode) and dominates
 // every later use inside that block's region: a use outside it (not in m3idx's kernels) fills again.
-void Sm90Program::sm90KeyWordsReady() {
+void Sm90KeyTables::sm90KeyWordsReady() {
   mlir::Block *here = b_.getInsertionBlock();
   for (mlir::Block *at = here; at; at = at->getParentOp() ? at->getParentOp()->getBlock() : nullptr)
     if (at == state_.keyWordsFilledIn)
@@ -105,7 +105,7 @@ void Sm90Program::sm90KeyWordsReady() {
 // 4, an odd one's bit 7 of the byte itself). The table carries the scale's sign and rounding is
 // symmetric; a NaN scale gives 0x7F or 0xFF, both NaN, and a NaN dot is dropped from the max
 // either way.
-mlir::Value Sm90Program::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
+mlir::Value Sm90KeyTables::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales) {
   const int64_t P = cast<VectorType>(packed.getType()).getNumElements(), N = 2 * P;
   mlir::Type i32 = b_.getI32Type();
   if (P % 4 != 0 || !state_.keyWords) {
@@ -172,7 +172,7 @@ mlir::Value Sm90Program::sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales)
 // head x 1 row) since the key table's fill moved after the first loads: 4 bytes spilled under 96.
 int32_t Sm90Program::sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight) {
   const int64_t columnTiles = (columns + 7) / 8;
-  if (columnTiles == 0 || columnTiles > kMmaBRegisterTiles)
+  if (columnTiles == 0 || columnTiles > Sm90Mma::kMmaBRegisterTiles)
     return 0;
   const int32_t extra = columnTiles == 1 ? std::max<int32_t>(0, static_cast<int32_t>(keyTilesInFlight) - 2) * 8
                                          : std::max<int32_t>(0, static_cast<int32_t>(keyTilesInFlight) - 1) * 8;
@@ -189,10 +189,10 @@ int32_t Sm90Program::sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight) 
 // once for both key tiles, halving the shared-memory loads that bound them (Nsight Compute: MIO
 // throttle and short-scoreboard stalls first); prefill 4 x 32K H=1 score 3.30 -> 3.05 ms. gfx950
 // is not measured (no AMD GPU here), so it keeps its loops rolled.
-int64_t Sm90Program::sm90LoopUnroll(const dsl::Op &forOp) const {
-  if (mmaColumnTiles() > kMmaBRegisterTiles)
+int64_t Sm90Program::loopUnroll(const dsl::Op &forOp) const {
+  if (mma_.mmaColumnTiles() > Sm90Mma::kMmaBRegisterTiles)
     return std::min<int64_t>(forOp.intAttr, 2);
-  return mmaColumnTiles() == 1 ? forOp.intAttr : 1;
+  return mma_.mmaColumnTiles() == 1 ? forOp.intAttr : 1;
 }
 
 Sm90DotShape Sm90Program::dotShape(const dsl::Op &op) const {
@@ -200,9 +200,9 @@ Sm90DotShape Sm90Program::dotShape(const dsl::Op &op) const {
   return {threads_, a.elem == Elem::F8E4M3FN, b.elem == Elem::F8E4M3FN, op.intAttr, a.lanes, b.lanes};
 }
 
-bool Sm90Program::mmaFits(const dsl::Op &op) const { return mmaSyncTakes(dotShape(op)); }
+bool Sm90Mma::mmaFits(const dsl::Op &op) const { return mmaSyncTakes(p_.dotShape(op)); }
 
-bool Sm90Program::mmaRuns(const dsl::Op &op) const {
+bool Sm90Mma::mmaRuns(const dsl::Op &op) const {
   return mmaFits(op) && e_.spreadOf(op.operands[0]) == Spread::MmaRows;
 }
 
@@ -218,7 +218,7 @@ mlir::Value loadWord(ImplicitLocOpBuilder &b, mlir::Value buf, mlir::Value at) {
 // Rows g and g + 8 of a 16-row tile, R / 4 lanes of each at column t R / 4: two vector loads (or,
 // for widened byte tiles, one load per byte). In programs of several warps the tile has 16 rows
 // per warp, warp w taking rows [16w, 16w + 16).
-mlir::Value Sm90Program::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
+mlir::Value Sm90Mma::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
                                      int64_t alignBytes) {
   mlir::Type i64 = b_.getI64Type();
   const int64_t R = lanes / (kMmaM * (threads_ / 32)), c = R / 4, bits = elem.getIntOrFloatBitWidth();
@@ -282,7 +282,7 @@ mlir::Value Sm90Program::mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64
 
 // Lane n * 16 + m of each accumulator this thread holds (columns past the tile's give lanes past
 // it: they are computed like the others and never read).
-mlir::Value Sm90Program::mmaAccIota(int64_t lanes) {
+mlir::Value Sm90Mma::mmaAccIota(int64_t lanes) {
   mlir::Type i64 = b_.getI64Type();
   const int64_t tiles = (lanes / kMmaM + kMmaN - 1) / kMmaN;
   auto vt = VectorType::get({4 * tiles}, i64);
@@ -302,7 +302,7 @@ mlir::Value Sm90Program::mmaAccIota(int64_t lanes) {
 // (xor 4, 8, 16). Output lane n (held by thread n / L, L = the lanes each thread holds of the
 // groups: 1 up to 32 columns, else 2) comes from thread t = (n % 8) / 2, the one whose t holds
 // column n's accumulators.
-mlir::Value Sm90Program::mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
+mlir::Value Sm90Mma::mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
   const int64_t tiles = cast<VectorType>(acc.getType()).getNumElements() / 4, L = e_.gpu().chunk(groups);
   auto reg = [&](int64_t r) { return vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r}).getResult(); };
@@ -339,7 +339,7 @@ mlir::Value Sm90Program::mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups) 
 // as a vector of i32 holding f16 pairs, from the staged b bytes (rows past `rows` are zero
 // columns). Step s, half h reads K 32t + 8s + 4h + [0, 4) of column g: b0 its first two, b1 its
 // last two, as the MmaRows keys' words are split in mmaDotTiles.
-mlir::Value Sm90Program::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, int64_t first, int64_t last) {
+mlir::Value Sm90Mma::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, int64_t first, int64_t last) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type();
   const int64_t steps = kRowK / kMmaK;
   if (last < 0)
@@ -373,7 +373,7 @@ mlir::Value Sm90Program::mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, in
   return out;
 }
 
-int64_t Sm90Program::mmaStageBytes(int64_t bLanes) {
+int64_t Sm90Mma::mmaStageBytes(int64_t bLanes) {
   const int64_t rows = bLanes / kRowK, tiles = (rows + kMmaN - 1) / kMmaN;
   return mmaBInShared(rows) ? std::max(bLanes, tiles * kMmaBWords * 4 * 32) : bLanes;
 }
@@ -384,7 +384,7 @@ int64_t Sm90Program::mmaStageBytes(int64_t bLanes) {
 // fragments take twice its bytes, at most 1 KB), so the upper tiles go first, from tile
 // ceil(tiles / 2) on: their fragments start at 2 KB x that, past every staged byte; the lower
 // ones are read whole before any of them is written.
-void Sm90Program::mmaFragmentsToShared(mlir::Value buf, int64_t rows) {
+void Sm90Mma::mmaFragmentsToShared(mlir::Value buf, int64_t rows) {
   mlir::Type i64 = b_.getI64Type();
   const int64_t tiles = (rows + kMmaN - 1) / kMmaN, half = (tiles + 1) / 2;
   mlir::Value lane = e_.gpu().laneI64();
@@ -407,7 +407,7 @@ void Sm90Program::mmaFragmentsToShared(mlir::Value buf, int64_t rows) {
   e_.gpu().barrier();
 }
 
-mlir::Value Sm90Program::mmaSharedFragments(mlir::Value buf, int64_t tile) {
+mlir::Value Sm90Mma::mmaSharedFragments(mlir::Value buf, int64_t tile) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type();
   mlir::Value lane = e_.gpu().laneI64();
   mlir::Value out = constant(b_, VectorType::get({kMmaBWords}, i32), 0);
@@ -423,7 +423,7 @@ mlir::Value Sm90Program::mmaSharedFragments(mlir::Value buf, int64_t tile) {
 }
 
 // The 4 e4m3 bytes of an i32 as two f16 pairs (bytes 0-1, 2-3), exactly.
-std::pair<mlir::Value, mlir::Value> Sm90Program::f16Pairs(mlir::Value word) {
+std::pair<mlir::Value, mlir::Value> Sm90Mma::f16Pairs(mlir::Value word) {
   auto h2 = VectorType::get({2}, b_.getF16Type());
   mlir::Value bytes = vector::BitCastOp::create(
       b_, VectorType::get({4}, b_.getI8Type()),
@@ -441,7 +441,7 @@ std::pair<mlir::Value, mlir::Value> Sm90Program::f16Pairs(mlir::Value word) {
 // Rows g and g + 8 of K step s, half h (words 2s + h of each row) as f16 pairs, in f16 K step
 // order 2s + h: a0 (g, K 2t), a1 (g + 8, 2t), a2 (g, 2t + 8), a3 (g + 8, 2t + 8) of m16n8k16, and
 // of a warp's 16 rows of wgmma's A.
-std::vector<std::array<mlir::Value, 4>> Sm90Program::mmaFragmentsA(mlir::Value keys) {
+std::vector<std::array<mlir::Value, 4>> Sm90Mma::mmaFragmentsA(mlir::Value keys) {
   mlir::Type i32 = b_.getI32Type();
   const int64_t words = cast<VectorType>(keys.getType()).getNumElements() / 4;
   mlir::Value aWords = vector::BitCastOp::create(
@@ -462,7 +462,7 @@ std::vector<std::array<mlir::Value, 4>> Sm90Program::mmaFragmentsA(mlir::Value k
 // step s's a0, a2 and a1, a3 of an m16n8k32 e4m3 mma; each word widened to two f16 pairs makes
 // the a0/a2 (a1/a3) of one m16n8k16 half step. 4 K steps x (1 or 2) column tiles of mma.sync; the accumulators are
 // the result (MmaAcc) or go through the result buffer to the blocked owners.
-mlir::Value Sm90Program::mmaDotTiles(const dsl::Op &op) {
+mlir::Value Sm90Mma::mmaDotTiles(const dsl::Op &op) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type(), i32 = b_.getI32Type();
   const dsl::ValueId bId = op.operands[1];
   if (!e_.stagedDotOperands().count(bId.id))
@@ -470,7 +470,7 @@ mlir::Value Sm90Program::mmaDotTiles(const dsl::Op &op) {
   const int64_t N = k_.typeOf(bId).lanes / kRowK, tiles = (N + kMmaN - 1) / kMmaN;
   const int64_t steps = kRowK / kMmaK;
   const bool bShared = state_.mmaBShared.count(bId.id) > 0;
-  mlir::Value bRegs = bShared ? mlir::Value() : fragmentsB_.at(bId.id);
+  mlir::Value bRegs = bShared ? mlir::Value() : state_.fragmentsB.at(bId.id);
   auto h2 = VectorType::get({2}, b_.getF16Type());
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), {f32, f32, f32, f32});
   const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(e_.get(op.operands[0]));
@@ -524,7 +524,7 @@ mlir::Value Sm90Program::mmaDotTiles(const dsl::Op &op) {
 }
 
 // The f32 key table (constant memory), for decodes widened to f32.
-void Sm90Program::declareGlobals(Block *moduleBody, bool keysAsF32) {
+void Sm90KeyTables::declareGlobals(Block *moduleBody, bool keysAsF32) {
   if (!keysAsF32)
     return;
   // Entry [scale * 16 + nibble] = E4M3 value of e4m3_rn_satfinite(E2M1(nibble) * E4M3(scale)).
@@ -545,7 +545,7 @@ void Sm90Program::declareGlobals(Block *moduleBody, bool keysAsF32) {
 // extf(nvfp4.decode(p, s)) as one lookup per element in the table of the 16 x 256 exact key
 // values (core/Nvfp4), instead of the decode's arithmetic and the widening's ({} without the table:
 // no decode of the program is widened to f32).
-mlir::Value Sm90Program::keysF32(const dsl::Op &decode) {
+mlir::Value Sm90KeyTables::keysF32(const dsl::Op &decode) {
   if (!state_.keyTable)
     return {};
   mlir::Value packed = values_[decode.operands[0].id], scales = values_[decode.operands[1].id];
@@ -572,5 +572,8 @@ mlir::Value Sm90Program::keysF32(const dsl::Op &decode) {
   }
   return out;
 }
+
+Sm90Part::Sm90Part(Sm90Program &p)
+    : p_(p), e_(p.e_), b_(p.b_), k_(p.k_), values_(p.values_), threads_(p.threads_), state_(p.state_) {}
 
 } // namespace m3idx::lowering

@@ -22,21 +22,21 @@ using namespace mlir;
 // A warpgroup's dot of few columns runs as each warp's own mma.sync on its 16 tokens
 // (warpMmaTakes): the same WgmmaAcc result, without wgmma's fences and waits.
 DotUnit Sm90Program::dotUnit(const dsl::Op &op) const {
-  if (wgmmaRuns(op))
-    return warpMmaTakes(k_.typeOf(op.operands[1]).lanes / spec::kIndexHeadDim) ? DotUnit::MmaSync : DotUnit::Wgmma;
-  return mmaRuns(op) ? DotUnit::MmaSync : DotUnit::Ffma;
+  if (wgmma_.wgmmaRuns(op))
+    return Sm90Wgmma::warpMmaTakes(k_.typeOf(op.operands[1]).lanes / spec::kIndexHeadDim) ? DotUnit::MmaSync : DotUnit::Wgmma;
+  return mma_.mmaRuns(op) ? DotUnit::MmaSync : DotUnit::Ffma;
 }
 
 // Programs of several warps exist for warpgroup dots (the prefill form, wide decode requests):
 // a dot that cannot take one is refused rather than run, much slower, on FFMA.
 Status Sm90Program::checkDot(const dsl::Op &op, DotUnit unit) const {
-  if (k_.warps == 1 || unit == DotUnit::Wgmma || (unit == DotUnit::MmaSync && wgmmaRuns(op)))
+  if (k_.warps == 1 || unit == DotUnit::Wgmma || (unit == DotUnit::MmaSync && wgmma_.wgmmaRuns(op)))
     return Status();
   return Status::error(fmt::format(
       "kernel @{}: dot.tiles of {} x {} lanes (k = {}) in a {}-warp sm_90 program does not lower to wgmma "
       "(it takes {} MmaRows key tokens against 8 to 128 columns, a multiple of 8, of {} e4m3 lanes{}){}",
       k_.name, k_.typeOf(op.operands[0]).lanes, k_.typeOf(op.operands[1]).lanes, op.intAttr, k_.warps,
-      kWgmmaTokens, spec::kIndexHeadDim, wgmmaFits(op) ? "; these keys are not in MmaRows order" : "",
+      Sm90Wgmma::kWgmmaTokens, spec::kIndexHeadDim, wgmma_.wgmmaFits(op) ? "; these keys are not in MmaRows order" : "",
       sourceOf(op)));
 }
 
@@ -64,7 +64,7 @@ StatusOr<TargetProgram::DotStaging> Sm90Program::planDot(const dsl::Op &op, DotU
     state_.wgmmaColumns = N;
   // wgmma's B: 64 columns x 128 as swizzled f16, 1024-byte aligned (the swizzle's period)
   DotStaging s;
-  s.elements = wgmma ? 2 * bLanes : mma ? mmaStageBytes(bLanes) : bLanes;
+  s.elements = wgmma ? 2 * bLanes : mma ? mma_.mmaStageBytes(bLanes) : bLanes;
   s.bytes = mma || wgmma;
   s.align = wgmma ? 1024 : 0;
   s.resultInRegisters = (mma && result == Spread::MmaAcc) || warpgroup;
@@ -72,22 +72,22 @@ StatusOr<TargetProgram::DotStaging> Sm90Program::planDot(const dsl::Op &op, DotU
 }
 
 mlir::Value Sm90Program::matrixDot(const dsl::Op &op, DotUnit unit) {
-  return unit == DotUnit::Wgmma ? wgmmaDotTiles(op) : mmaDotTiles(op); // either warp count
+  return unit == DotUnit::Wgmma ? wgmma_.wgmmaDotTiles(op) : mma_.mmaDotTiles(op); // either warp count
 }
 
 void Sm90Program::stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t rows) {
-  if (mmaBInShared(rows)) {
-    mmaFragmentsToShared(staged, rows);
+  if (Sm90Mma::mmaBInShared(rows)) {
+    mma_.mmaFragmentsToShared(staged, rows);
     state_.mmaBShared[v.id] = staged;
   } else {
-    fragmentsB_[v.id] = mmaFragmentsB(staged, rows);
+    state_.fragmentsB[v.id] = mma_.mmaFragmentsB(staged, rows);
   }
 }
 
 bool Sm90Program::stageOwnLayout(dsl::ValueId v, mlir::Value buf, mlir::Value val) {
   if (!state_.wgmmaB.count(v.id))
     return false;
-  wgmmaStageColumns(buf, val, k_.typeOf(v).lanes); // widened into B's layout, through B's own buffer
+  wgmma_.wgmmaStageColumns(buf, val, k_.typeOf(v).lanes); // widened into B's layout, through B's own buffer
   return true;
 }
 
@@ -96,12 +96,12 @@ bool Sm90Program::stageOwnLayout(dsl::ValueId v, mlir::Value buf, mlir::Value va
 // metadata load in every program's dependent chain.
 void Sm90Program::beforeStaging() {
   if (state_.keyWords)
-    sm90KeyWordsReady();
+    keys_.sm90KeyWordsReady();
 }
 
 void Sm90Program::annotate(gpu::GPUFuncOp fn, int64_t keyTilesInFlight) {
   const int32_t cap = state_.wgmmaB.empty() ? sm90RegisterCap(state_.mmaColumns, keyTilesInFlight)
-                                           : wgmmaRegisterCap(state_.wgmmaColumns, keyTilesInFlight);
+                                           : Sm90Wgmma::wgmmaRegisterCap(state_.wgmmaColumns, keyTilesInFlight);
   if (cap)
     fn->setAttr("nvvm.maxnreg", IntegerAttr::get(IntegerType::get(fn.getContext(), 32), cap));
 }
@@ -111,7 +111,7 @@ mlir::Type Sm90Program::spreadType(dsl::Type t, Spread s) {
   switch (s) {
   case Spread::Blocked: return e_.type(t);
   case Spread::MmaRows: {
-    const bool widened = mmaRowsWidened(t.lanes, static_cast<unsigned>(dsl::elemBits(t.elem)));
+    const bool widened = mma_.mmaRowsWidened(t.lanes, static_cast<unsigned>(dsl::elemBits(t.elem)));
     return VectorType::get({t.lanes / (widened ? 32 : threads_)}, widened ? b_.getI32Type() : elem);
   }
   case Spread::MmaAcc: return VectorType::get({4 * ((t.lanes / 16 + 7) / 8)}, elem);
@@ -143,18 +143,18 @@ void Sm90Program::emitOwnedOp(const dsl::Op &op) {
   mlir::Value in = op.operands.empty() ? mlir::Value() : values_[op.operands[0].id];
   switch (op.kind) {
   case OpKind::Iota:
-    values_[result.id] = e_.spreadOf(result) == Spread::MmaAcc ? mmaAccIota(lanes) : wgmmaAccIota(lanes);
+    values_[result.id] = e_.spreadOf(result) == Spread::MmaAcc ? mma_.mmaAccIota(lanes) : wgmma_.wgmmaAccIota(lanes);
     return;
-  case OpKind::FoldMax: values_[result.id] = wgmmaAccFoldMax(in, op.intAttr, e_.spreadOf(result)); return;
+  case OpKind::FoldMax: values_[result.id] = wgmma_.wgmmaAccFoldMax(in, op.intAttr, e_.spreadOf(result)); return;
   case OpKind::ReduceMaxGroups: {
     const Spread s = e_.spreadOf(op.operands[0]);
-    values_[result.id] = s == Spread::MmaAcc ? mmaAccReduceMaxGroups(in, op.intAttr)
-                                             : wgmmaAccReduceMaxGroups(in, op.intAttr, s == Spread::WgmmaAccFolded);
+    values_[result.id] = s == Spread::MmaAcc ? mma_.mmaAccReduceMaxGroups(in, op.intAttr)
+                                             : wgmma_.wgmmaAccReduceMaxGroups(in, op.intAttr, s == Spread::WgmmaAccFolded);
     return;
   }
   case OpKind::LoadTile:
     values_[result.id] =
-        mmaRowsLoadTile(e_.bufferArg(op.intAttr), in, lanes, elemType(b_, k_.typeOf(result).elem), op.alignAttr);
+        mma_.mmaRowsLoadTile(e_.bufferArg(op.intAttr), in, lanes, elemType(b_, k_.typeOf(result).elem), op.alignAttr);
     return;
   default: e_.fail(fmt::format("sm_90: {} is not emitted in sm_90's spreads", static_cast<int>(op.kind))); return;
   }
@@ -175,7 +175,7 @@ void Sm90Program::bind(mlir::Value exchange, bool keysAsF32, mlir::Value keyWord
   if (keyWords) {
     state_.keyWords = keyWords;
     if (!state_.wgmmaB.empty())
-      sm90KeyWordsReady();
+      keys_.sm90KeyWordsReady();
   }
 }
 

@@ -1,9 +1,10 @@
-// One kernel's sm_90 emitting (TargetProgram): its state (key tables, B fragments, the warpgroup's
-// exchanges) and the code of sm_90's own layouts (Sm90Layouts.h): tiles in mma fragment order, the
-// NVFP4 decode through per-scale key tables (nvvm/Sm90Emitter.cpp), dot.tiles on mma.sync or, in
-// warpgroup programs, wgmma (nvvm/Sm90Wgmma.cpp); its answers to the common emitter's questions
-// are in nvvm/Sm90Lowering.cpp. It emits with the Emitter's public building blocks. Internal to
-// lowering/.
+// One kernel's sm_90 emitting (TargetProgram), in three parts sharing its Sm90State (key tables,
+// B fragments, the warpgroup's exchanges): the NVFP4 decode through per-scale key tables
+// (Sm90KeyTables), tiles in mma fragment order and dot.tiles on mma.sync (Sm90Mma; both in
+// nvvm/Sm90Emitter.cpp) and warpgroup dots on wgmma (Sm90Wgmma, nvvm/Sm90Wgmma.cpp); Sm90Program's
+// answers to the common emitter's questions are in nvvm/Sm90Lowering.cpp. The layouts they emit
+// are assigned by nvvm/Sm90Layouts.cpp. They emit with the Emitter's public building blocks.
+// Internal to lowering/.
 #pragma once
 
 #include <array>
@@ -17,35 +18,58 @@
 
 namespace m3idx::lowering {
 
-class Sm90Program final : public TargetProgram {
+// Where one kernel's sm_90 tables, B fragments and wgmma exchanges live: its parts' shared state.
+struct Sm90State {
+  mlir::Value keyTable;                      // constant memory: the 16 x 256 exact f32 keys
+  mlir::Value keyWords;                      // workgroup memref<512xi32>, see Sm90KeyTables::sm90FillKeyWords
+  mlir::Block *keyWordsFilledIn = nullptr;   // the block whose fill of keyWords is emitted (none yet)
+  std::map<int32_t, mlir::Value> mmaBShared; // b operand id -> its B fragments in shared memory
+  std::map<int32_t, mlir::Value> fragmentsB; // b operand id -> this lane's B fragments in registers
+  int64_t mmaColumns = 0;                    // the most columns an mma dot spans
+  std::set<int32_t> wgmmaB;                  // b operand ids staged as wgmma B
+  int64_t wgmmaColumns = 0;    // N of the program's warpgroup dots (one N per program; wgmma or mma.sync)
+  mlir::Value wgmmaExchange;   // the warps' column maxima (two of 4 x N floats, used in turn)
+  mlir::Value wgmmaExchangeAt; // the offset of the one the next reduction uses (0 or 4 N)
+};
+
+class Sm90Program;
+
+// What the parts of one kernel's sm_90 emitting share: its emitter, builder, kernel, values,
+// threads and Sm90State; p_ reaches the other parts.
+class Sm90Part {
 public:
-  explicit Sm90Program(Emitter &e)
-      : e_(e), b_(e.builder()), k_(e.kernel()), values_(e.values()), threads_(e.threads()) {}
+  explicit Sm90Part(Sm90Program &p);
 
-  // TargetProgram (nvvm/Sm90Lowering.cpp)
-  DotUnit dotUnit(const dsl::Op &op) const override;
-  Status checkDot(const dsl::Op &op, DotUnit unit) const override;
-  mlir::Value matrixDot(const dsl::Op &op, DotUnit unit) override;
-  void stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t rows) override;
-  mlir::Value decodeNvfp4(mlir::Value packed, mlir::Value scales) override { return sm90DecodeNvfp4(packed, scales); }
-  void beforeStaging() override;
-  void annotate(mlir::gpu::GPUFuncOp fn, int64_t keyTilesInFlight) override;
-  int64_t loopUnroll(const dsl::Op &forOp) const override { return sm90LoopUnroll(forOp); }
-  mlir::Type spreadType(dsl::Type t, Spread s) override;
-  bool ownsOp(const dsl::Op &op) const override; // ops on tiles in sm_90's spreads
-  void emitOwnedOp(const dsl::Op &op) override;
-  mlir::Value keysF32(const dsl::Op &decode) override;
-  bool stageOwnLayout(dsl::ValueId v, mlir::Value buf, mlir::Value val) override;
-  StatusOr<DotStaging> planDot(const dsl::Op &op, DotUnit unit, int64_t bLanes) override;
-  int64_t exchangeFloats() const override { return 2 * 4 * state_.wgmmaColumns; }
-  void declareGlobals(mlir::Block *moduleBody, bool keysAsF32) override;
-  void bind(mlir::Value exchange, bool keysAsF32, mlir::Value keyWords) override;
+protected:
+  Sm90Program &p_;
+  Emitter &e_;
+  ImplicitLocOpBuilder &b_;
+  const dsl::Kernel &k_;
+  std::vector<mlir::Value> &values_;
+  const int threads_;
+  Sm90State &state_;
+};
 
-  // The .maxnreg of an sm_90 program whose mma.sync dots span `columns` columns (in tiles of 8)
-  // and whose score loop carries `keyTilesInFlight` packed key tiles (0: no mma, no cap).
-  static int32_t sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight);
+// SPEC §2 through per-scale key tables (nvvm/Sm90Emitter.cpp): built once per program in shared
+// memory (rounded by cvt.rn.satfinite.e4m3x2.f16x2) and looked up with prmt; exact f32 keys in
+// constant memory for FFMA dots.
+class Sm90KeyTables : Sm90Part {
+public:
+  using Sm90Part::Sm90Part;
+  mlir::Value sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales);
+  void sm90FillKeyWords(); // state_.keyWords[2s], [2s + 1]: key bytes of codes 0-3, 4-7 times scale s
+  // Fills the key table here unless a fill emitted earlier dominates this point.
+  void sm90KeyWordsReady();
+  std::pair<mlir::Value, mlir::Value> sm90KeyWordsOf(mlir::Value scaleByte);
+  void declareGlobals(mlir::Block *moduleBody, bool keysAsF32);
+  mlir::Value keysF32(const dsl::Op &decode);
+};
 
-private:
+// dot.tiles as f16 mma.sync m16n8k16 (tensor cores) on keys held in fragment order
+// (nvvm/Sm90Emitter.cpp), and the MmaRows / MmaAcc tiles around it.
+class Sm90Mma : Sm90Part {
+public:
+  using Sm90Part::Sm90Part;
   mlir::Value mmaRowsLoadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem,
                               int64_t alignBytes);
   // In programs with one mma column tile, MmaRows byte tiles of at most 8 bytes per row (NVFP4
@@ -58,18 +82,7 @@ private:
   }
   mlir::Value mmaAccIota(int64_t lanes);
   mlir::Value mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups);
-  // sm_90 (nvvm/Sm90Emitter.cpp): the decode's rounding as cvt.rn.satfinite.e4m3x2.f16x2, and
-  // dot.tiles as f16 mma.sync m16n8k16 (tensor cores) on keys held in fragment order.
-  mlir::Value sm90DecodeNvfp4(mlir::Value packed, mlir::Value scales);
   int64_t mmaColumnTiles() const { return (state_.mmaColumns + 7) / 8; } // the most mma column tiles of 8
-  // Trips per iteration of a dsl for: its unroll hint in programs whose mma B fragments stay in
-  // registers (one column tile) or two where they are in shared memory, else 1.
-  int64_t sm90LoopUnroll(const dsl::Op &forOp) const;
-  void sm90FillKeyWords(); // state_.keyWords[2s], [2s + 1]: key bytes of codes 0-3, 4-7 times scale s
-  // Fills the key table here unless a fill emitted earlier dominates this point.
-  void sm90KeyWordsReady();
-  std::pair<mlir::Value, mlir::Value> sm90KeyWordsOf(mlir::Value scaleByte);
-  Sm90DotShape dotShape(const dsl::Op &dotTiles) const;
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes
   bool mmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
   mlir::Value mmaDotTiles(const dsl::Op &op);
@@ -89,6 +102,11 @@ private:
   std::pair<mlir::Value, mlir::Value> f16Pairs(mlir::Value e4m3Word);
   // The A registers of MmaRows keys (vector<64 x f8E4M3FN> per thread), per f16 K step.
   std::vector<std::array<mlir::Value, 4>> mmaFragmentsA(mlir::Value keys);
+};
+
+class Sm90Wgmma : Sm90Part {
+public:
+  using Sm90Part::Sm90Part;
   // sm_90a warpgroup programs (nvvm/Sm90Wgmma.cpp): dot.tiles of 64 MmaRows key tokens (16 per
   // warp, A in registers) against N query columns, N a multiple of 8 up to 128 (B, f16 in shared
   // memory, 128-byte swizzled) as wgmma m64nNk16 with f32 sums.
@@ -117,27 +135,56 @@ private:
   mlir::Value wgmmaDescriptor(mlir::Value buf, int64_t step);
   mlir::Value wgmmaAccIota(int64_t lanes);
   mlir::Value wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bool folded);
-  mlir::Value wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result);
   mlir::Value wgmmaAccFoldThreadTokens(mlir::Value acc);
+  mlir::Value wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result);
+};
 
+class Sm90Program final : public TargetProgram {
+public:
+  explicit Sm90Program(Emitter &e)
+      : e_(e), b_(e.builder()), k_(e.kernel()), values_(e.values()), threads_(e.threads()), keys_(*this),
+        mma_(*this), wgmma_(*this) {}
+
+  // TargetProgram (nvvm/Sm90Lowering.cpp)
+  DotUnit dotUnit(const dsl::Op &op) const override;
+  Status checkDot(const dsl::Op &op, DotUnit unit) const override;
+  mlir::Value matrixDot(const dsl::Op &op, DotUnit unit) override;
+  void stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t rows) override;
+  mlir::Value decodeNvfp4(mlir::Value packed, mlir::Value scales) override { return keys_.sm90DecodeNvfp4(packed, scales); }
+  void beforeStaging() override;
+  void annotate(mlir::gpu::GPUFuncOp fn, int64_t keyTilesInFlight) override;
+  int64_t loopUnroll(const dsl::Op &forOp) const override;
+  mlir::Type spreadType(dsl::Type t, Spread s) override;
+  bool ownsOp(const dsl::Op &op) const override; // ops on tiles in sm_90's spreads
+  void emitOwnedOp(const dsl::Op &op) override;
+  mlir::Value keysF32(const dsl::Op &decode) override { return keys_.keysF32(decode); }
+  bool stageOwnLayout(dsl::ValueId v, mlir::Value buf, mlir::Value val) override;
+  StatusOr<DotStaging> planDot(const dsl::Op &op, DotUnit unit, int64_t bLanes) override;
+  int64_t exchangeFloats() const override { return 2 * 4 * state_.wgmmaColumns; }
+  void declareGlobals(mlir::Block *moduleBody, bool keysAsF32) override { keys_.declareGlobals(moduleBody, keysAsF32); }
+  void bind(mlir::Value exchange, bool keysAsF32, mlir::Value keyWords) override;
+
+  // The .maxnreg of an sm_90 program whose mma.sync dots span `columns` columns (in tiles of 8)
+  // and whose score loop carries `keyTilesInFlight` packed key tiles (0: no mma, no cap).
+  static int32_t sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight);
+  Sm90DotShape dotShape(const dsl::Op &dotTiles) const;
+
+  // The parts, for each other.
+  Sm90KeyTables &keys() { return keys_; }
+  Sm90Mma &mma() { return mma_; }
+  Sm90Wgmma &wgmma() { return wgmma_; }
+
+private:
+  friend class Sm90Part;
   Emitter &e_;
   ImplicitLocOpBuilder &b_;
   const dsl::Kernel &k_;
   std::vector<mlir::Value> &values_;
   const int threads_;
-  // Where the program's tables, B fragments and wgmma exchanges live.
-  struct State {
-    mlir::Value keyTable;                      // constant memory: the 16 x 256 exact f32 keys
-    mlir::Value keyWords;                      // workgroup memref<512xi32>, see sm90FillKeyWords
-    mlir::Block *keyWordsFilledIn = nullptr;   // the block whose fill of keyWords is emitted (none yet)
-    std::map<int32_t, mlir::Value> mmaBShared; // b operand id -> its B fragments in shared memory
-    int64_t mmaColumns = 0;                    // the most columns an mma dot spans
-    std::set<int32_t> wgmmaB;                  // b operand ids staged as wgmma B
-    int64_t wgmmaColumns = 0;    // N of the program's warpgroup dots (one N per program; wgmma or mma.sync)
-    mlir::Value wgmmaExchange;   // the warps' column maxima (two of 4 x N floats, used in turn)
-    mlir::Value wgmmaExchangeAt; // the offset of the one the next reduction uses (0 or 4 N)
-  } state_;
-  std::map<int32_t, mlir::Value> fragmentsB_; // b operand id -> this lane's B fragments in registers
+  Sm90State state_;
+  Sm90KeyTables keys_;
+  Sm90Mma mma_;
+  Sm90Wgmma wgmma_;
 };
 
 } // namespace m3idx::lowering

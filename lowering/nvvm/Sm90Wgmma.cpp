@@ -46,9 +46,9 @@ mlir::Value pairBits(ImplicitLocOpBuilder &b, mlir::Value pair) {
 
 // 64 key tokens (16 per warp) against N query columns of 128-element rows (N a multiple of 8 up
 // to 128: wgmma's n), on a 4-warp program.
-bool Sm90Program::wgmmaFits(const dsl::Op &op) const { return wgmmaTakes(dotShape(op)); }
+bool Sm90Wgmma::wgmmaFits(const dsl::Op &op) const { return wgmmaTakes(p_.dotShape(op)); }
 
-bool Sm90Program::wgmmaRuns(const dsl::Op &op) const {
+bool Sm90Wgmma::wgmmaRuns(const dsl::Op &op) const {
   return wgmmaFits(op) && e_.spreadOf(op.operands[0]) == Spread::MmaRows;
 }
 
@@ -70,7 +70,7 @@ static mlir::Value swizzledChunk(ImplicitLocOpBuilder &b, int64_t rows, mlir::Va
 // -- half h of row r is K steps [4h, 4h + 4), 16 elements each, in the keys' K order -- and after
 // a barrier widens them to f16 and stores them swizzled; the writes are then made visible to
 // wgmma (the async proxy) and every thread's awaited.
-void Sm90Program::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t lanes) {
+void Sm90Wgmma::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t lanes) {
   mlir::Type i64 = b_.getI64Type(), i32 = b_.getI32Type(), i8 = b_.getI8Type();
   // 2N (row, half) slots, `slots` a thread; a thread past the last slot (N not a multiple of 64)
   // reads the last one (every thread reaches both barriers) and stores nothing.
@@ -119,7 +119,7 @@ void Sm90Program::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64
     for (int64_t j = 0; j < 8; ++j) {
       SmallVector<mlir::Value> four; // the chunk's K pairs 2t' (t' = 0..3) as f16x2 words
       for (int64_t t = 0; t < 4; ++t)
-        four.push_back(pairBits(b_, f16Pairs(s.pairs[4 * j + t]).first));
+        four.push_back(pairBits(b_, p_.mma().f16Pairs(s.pairs[4 * j + t]).first));
       mlir::Value chunk = vector::FromElementsOp::create(b_, VectorType::get({4}, i32), four);
       mlir::Value dim = arith::AddIOp::create(b_, arith::MulIOp::create(b_, s.half, constant(b_, i64, 64)),
                                               constant(b_, i64, 8 * j));
@@ -133,7 +133,7 @@ void Sm90Program::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64
 }
 
 // B's descriptor at K step `step`.
-mlir::Value Sm90Program::wgmmaDescriptor(mlir::Value buf, int64_t step) {
+mlir::Value Sm90Wgmma::wgmmaDescriptor(mlir::Value buf, int64_t step) {
   mlir::Type i64 = b_.getI64Type();
   mlir::Value base = arith::IndexCastOp::create(
       b_, i64, memref::ExtractAlignedPointerAsIndexOp::create(b_, buf).getResult());
@@ -149,12 +149,12 @@ mlir::Value Sm90Program::wgmmaDescriptor(mlir::Value buf, int64_t step) {
 // memory, so the instruction is inline PTX), committed and waited for here. (Waiting where the
 // result is first used, with the kernel folding each tile's dots into the max one tile later so
 // they overlap the next tile's decode, measured no faster: bench/RESULTS.md.)
-mlir::Value Sm90Program::wgmmaDotTiles(const dsl::Op &op) {
+mlir::Value Sm90Wgmma::wgmmaDotTiles(const dsl::Op &op) {
   mlir::Type f32 = b_.getF32Type();
   const dsl::ValueId bId = op.operands[1];
   if (!e_.stagedDotOperands().count(bId.id))
     e_.stageDotOperand(bId, /*barrierBefore=*/true);
-  const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(e_.get(op.operands[0]));
+  const std::vector<std::array<mlir::Value, 4>> aRegs = p_.mma().mmaFragmentsA(e_.get(op.operands[0]));
   const int64_t regs = state_.wgmmaColumns * kWgmmaTokens / threads_;
   SmallVector<mlir::Type> fields(regs, f32);
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), fields);
@@ -195,7 +195,7 @@ mlir::Value Sm90Program::wgmmaDotTiles(const dsl::Op &op) {
 }
 
 // Lane n * 64 + m (column n, token m) of each accumulator this thread holds.
-mlir::Value Sm90Program::wgmmaAccIota(int64_t lanes) {
+mlir::Value Sm90Wgmma::wgmmaAccIota(int64_t lanes) {
   mlir::Type i64 = b_.getI64Type();
   const int64_t M = kWgmmaTokens, regs = lanes / threads_;
   auto vt = VectorType::get({regs}, i64);
@@ -214,7 +214,7 @@ mlir::Value Sm90Program::wgmmaAccIota(int64_t lanes) {
 
 // The max of each thread's two tokens per column: tokens g and g + 8 are its registers 4i + p and
 // 4i + 2 + p, so folding them is in-thread, into WgmmaAccFolded order (register 2i + p).
-mlir::Value Sm90Program::wgmmaAccFoldThreadTokens(mlir::Value acc) {
+mlir::Value Sm90Wgmma::wgmmaAccFoldThreadTokens(mlir::Value acc) {
   const int64_t regs = cast<VectorType>(acc.getType()).getNumElements();
   SmallVector<mlir::Value> folded;
   for (int64_t r = 0; r < regs; r += 4)
@@ -225,7 +225,7 @@ mlir::Value Sm90Program::wgmmaAccFoldThreadTokens(mlir::Value acc) {
 }
 
 // fold.max of accumulators: only pairs 8 apart (a thread's two tokens), kept in WgmmaAccFolded.
-mlir::Value Sm90Program::wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result) {
+mlir::Value Sm90Wgmma::wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread result) {
   if ((pairs != 8 || result != Spread::WgmmaAccFolded))
     e_.fail(pairs != 8 ? fmt::format("fold.max of wgmma accumulators: pairs {} apart (only 8: a thread's tokens)", pairs)
                         : std::string("fold.max of wgmma accumulators read in blocked order"));
@@ -239,7 +239,7 @@ mlir::Value Sm90Program::wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread 
 // suffices: a thread writes an exchange again only after the next reduction's barrier, which
 // every reader of it has passed (ncu: barrier stalls were 14% of the score loop's stall cycles
 // with two barriers).
-mlir::Value Sm90Program::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bool folded) {
+mlir::Value Sm90Wgmma::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bool folded) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
   if (!folded)
     acc = wgmmaAccFoldThreadTokens(acc);

@@ -1,5 +1,5 @@
 // The dot.tiles shapes sm_90's matrix units take in m3idx, stated once, here: sm_90's layout pass
-// (nvvm/Sm90Layouts.cpp), its program's emitting (Sm90Program::mmaFits / wgmmaFits) and sm_90's
+// (nvvm/Sm90Layouts.cpp), its program's emitting (Sm90Mma::mmaFits, Sm90Wgmma::wgmmaFits) and sm_90's
 // tuning table (which decode requests run as one warpgroup) all ask these. Header-only and free
 // of MLIR, so the tuning tables, which the GPU backends link without LLVM, can include it.
 #pragma once

@@ -1,6 +1,7 @@
 // The DSL -> MLIR emitter's class: MlirEmitter.cpp (ops common to every target, and the host
-// module) and GpuEmitter.cpp (how tiles are spread over a GPU program's threads, and the GPU
-// module). Each target's per-kernel state and code is its TargetProgram (TargetLowering.h:
+// module) and GpuEmitter.cpp (the GPU module: layouts, workgroup memory, the kernel function, dots
+// on FFMA), emitting GPU forms with GpuThreads.h (a tile spread over a program's threads).
+// Each target's per-kernel state and code is its TargetProgram (TargetLowering.h:
 // host/HostProgram.h, nvvm/Sm90Program.h, rocdl/Gfx950Program.h), which emits with the building
 // blocks declared public here. The common files never test which target they emit for: they ask
 // target_ and program_. Internal to lowering/.
@@ -46,7 +47,8 @@ public:
   // `threads`: a GPU program's threads per warp (a kernel's warps multiply it).
   Emitter(mlir::MLIRContext &ctx, const dsl::Kernel &k, const TargetLowering &target, int threads = 1)
       : k_(k), b_(mlir::UnknownLoc::get(&ctx), &ctx), values_(k.valueTypes.size()), target_(target),
-        distributed_(target.distributed()), gpu_(b_, target, threads * k.warps, [this](const std::string &what) { fail(what); }),
+        distributed_(target.distributed()),
+        gpu_(b_, target, threads * k.warps, [this](const std::string &what) { fail(what); }),
         threads_(threads * k.warps), program_(target.program(*this)) {}
 
   const dsl::Kernel &kernel() const { return k_; }

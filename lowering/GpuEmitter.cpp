@@ -1,6 +1,6 @@
-// The GPU form of the DSL (see MlirEmitter.h): a program is a CTA of threads_ threads; a tile
-// is spread blocked over them; cross-lane ops become warp shuffles or go through a workgroup
-// buffer between barriers; scalars are uniform.
+// The GPU form of the DSL (see MlirEmitter.h): a program is a CTA of threads_ threads, each
+// tile in the layout its target's pass gave it (blocked: GpuThreads.h); here the kernel function,
+// its workgroup memory, the dot operands' staging and dots on FFMA.
 #include <algorithm>
 #include <array>
 #include <limits>

@@ -304,8 +304,8 @@ void HostProgram::decodeWide(const dsl::Op &op) {
                                            ValueRange{arith::DivUIOp::create(b_, at, arith::ConstantIndexOp::create(b_, 2))});
     mlir::Value sc = vector::LoadOp::create(b_, VectorType::get({(n + 15) / 16}, i8), ss,
                                             ValueRange{arith::DivUIOp::create(b_, at, arith::ConstantIndexOp::create(b_, 16))});
-    vector::StoreOp::create(b_, arith::BitcastOp::create(b_, VectorType::get({n}, i8), decodeNvfp4Exact(b_, p, sc)), out,
-                            ValueRange{at});
+    vector::StoreOp::create(b_, arith::BitcastOp::create(b_, VectorType::get({n}, i8), decodeNvfp4Exact(b_, p, sc)),
+                            out, ValueRange{at});
   });
   tiles_.setResult(op.results[0], out);
 }

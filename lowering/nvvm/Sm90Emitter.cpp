@@ -292,7 +292,8 @@ mlir::Value Sm90Mma::mmaAccIota(int64_t lanes) {
       offsets.push_back((nt * kMmaN + i % 2) * kMmaM + 8 * (i / 2));
   mlir::Value lane = e_.gpu().laneI64();
   mlir::Value base = arith::AddIOp::create( // 2t * 16 + g
-      b_, arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(b_, i64, 4)), constant(b_, i64, 2 * kMmaM)),
+      b_,
+      arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(b_, i64, 4)), constant(b_, i64, 2 * kMmaM)),
       arith::DivSIOp::create(b_, lane, constant(b_, i64, 4)));
   return arith::AddIOp::create(b_, vector::BroadcastOp::create(b_, vt, base),
                                arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(offsets))));

@@ -23,7 +23,8 @@ using namespace mlir;
 // (warpMmaTakes): the same WgmmaAcc result, without wgmma's fences and waits.
 DotUnit Sm90Program::dotUnit(const dsl::Op &op) const {
   if (wgmma_.wgmmaRuns(op))
-    return Sm90Wgmma::warpMmaTakes(k_.typeOf(op.operands[1]).lanes / spec::kIndexHeadDim) ? DotUnit::MmaSync : DotUnit::Wgmma;
+    return Sm90Wgmma::warpMmaTakes(k_.typeOf(op.operands[1]).lanes / spec::kIndexHeadDim) ? DotUnit::MmaSync
+                                                                                          : DotUnit::Wgmma;
   return mma_.mmaRuns(op) ? DotUnit::MmaSync : DotUnit::Ffma;
 }
 
@@ -148,8 +149,9 @@ void Sm90Program::emitOwnedOp(const dsl::Op &op) {
   case OpKind::FoldMax: values_[result.id] = wgmma_.wgmmaAccFoldMax(in, op.intAttr, e_.spreadOf(result)); return;
   case OpKind::ReduceMaxGroups: {
     const Spread s = e_.spreadOf(op.operands[0]);
-    values_[result.id] = s == Spread::MmaAcc ? mma_.mmaAccReduceMaxGroups(in, op.intAttr)
-                                             : wgmma_.wgmmaAccReduceMaxGroups(in, op.intAttr, s == Spread::WgmmaAccFolded);
+    values_[result.id] = s == Spread::MmaAcc
+                             ? mma_.mmaAccReduceMaxGroups(in, op.intAttr)
+                             : wgmma_.wgmmaAccReduceMaxGroups(in, op.intAttr, s == Spread::WgmmaAccFolded);
     return;
   }
   case OpKind::LoadTile:

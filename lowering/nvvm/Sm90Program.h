@@ -150,7 +150,9 @@ public:
   Status checkDot(const dsl::Op &op, DotUnit unit) const override;
   mlir::Value matrixDot(const dsl::Op &op, DotUnit unit) override;
   void stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t rows) override;
-  mlir::Value decodeNvfp4(mlir::Value packed, mlir::Value scales) override { return keys_.sm90DecodeNvfp4(packed, scales); }
+  mlir::Value decodeNvfp4(mlir::Value packed, mlir::Value scales) override {
+    return keys_.sm90DecodeNvfp4(packed, scales);
+  }
   void beforeStaging() override;
   void annotate(mlir::gpu::GPUFuncOp fn, int64_t keyTilesInFlight) override;
   int64_t loopUnroll(const dsl::Op &forOp) const override;
@@ -161,7 +163,9 @@ public:
   bool stageOwnLayout(dsl::ValueId v, mlir::Value buf, mlir::Value val) override;
   StatusOr<DotStaging> planDot(const dsl::Op &op, DotUnit unit, int64_t bLanes) override;
   int64_t exchangeFloats() const override { return 2 * 4 * state_.wgmmaColumns; }
-  void declareGlobals(mlir::Block *moduleBody, bool keysAsF32) override { keys_.declareGlobals(moduleBody, keysAsF32); }
+  void declareGlobals(mlir::Block *moduleBody, bool keysAsF32) override {
+    keys_.declareGlobals(moduleBody, keysAsF32);
+  }
   void bind(mlir::Value exchange, bool keysAsF32, mlir::Value keyWords) override;
 
   // The .maxnreg of an sm_90 program whose mma.sync dots span `columns` columns (in tiles of 8)

@@ -84,8 +84,8 @@ void Sm90Wgmma::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t
   std::vector<Slot> mine;
   for (int64_t p = 0; p < slots; ++p) {
     Slot s;
-    mlir::Value own =
-        arith::AddIOp::create(b_, arith::MulIOp::create(b_, e_.gpu().laneI64(), constant(b_, i64, slots)), constant(b_, i64, p));
+    mlir::Value own = arith::AddIOp::create(b_, arith::MulIOp::create(b_, e_.gpu().laneI64(), constant(b_, i64, slots)),
+                                            constant(b_, i64, p));
     s.real = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult, own, constant(b_, i64, 2 * N));
     mlir::Value slot = arith::MinUIOp::create(b_, own, constant(b_, i64, 2 * N - 1));
     s.row = arith::DivUIOp::create(b_, slot, constant(b_, i64, 2));
@@ -96,9 +96,10 @@ void Sm90Wgmma::wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t
     for (int64_t j = 0; j < 8; ++j)
       for (int64_t t = 0; t < 4; ++t) {
         const int64_t at = 32 * t + 8 * (j / 4) + 4 * ((j / 2) % 2) + 2 * (j % 2);
-        mlir::Value two = vector::LoadOp::create(
-            b_, VectorType::get({2}, i8), bBuf, ValueRange{toIndex(b_, arith::AddIOp::create(b_, base, constant(b_, i64, at)))},
-            false, llvm::MaybeAlign(2));
+        mlir::Value two =
+            vector::LoadOp::create(b_, VectorType::get({2}, i8), bBuf,
+                                   ValueRange{toIndex(b_, arith::AddIOp::create(b_, base, constant(b_, i64, at)))},
+                                   false, llvm::MaybeAlign(2));
         s.pairs.push_back(vector::ExtractOp::create(
             b_,
             vector::BitCastOp::create(
@@ -139,7 +140,8 @@ mlir::Value Sm90Wgmma::wgmmaDescriptor(mlir::Value buf, int64_t step) {
       b_, i64, memref::ExtractAlignedPointerAsIndexOp::create(b_, buf).getResult());
   const int64_t offset = (step / 4) * state_.wgmmaColumns * kAtomBytes + (step % 4) * 32;
   mlir::Value start = arith::ShRUIOp::create(
-      b_, arith::AndIOp::create(b_, arith::AddIOp::create(b_, base, constant(b_, i64, offset)), constant(b_, i64, 0x3FFFF)),
+      b_,
+      arith::AndIOp::create(b_, arith::AddIOp::create(b_, base, constant(b_, i64, offset)), constant(b_, i64, 0x3FFFF)),
       constant(b_, i64, 4));
   const uint64_t fixed = (uint64_t{1} << 16) | (uint64_t{kGroupBytes / 16} << 32) | (uint64_t{1} << 62);
   return arith::OrIOp::create(b_, start, arith::ConstantOp::create(b_, b_.getI64IntegerAttr(static_cast<int64_t>(fixed))));
@@ -206,7 +208,8 @@ mlir::Value Sm90Wgmma::wgmmaAccIota(int64_t lanes) {
   mlir::Value token = arith::AddIOp::create( // 16 w + g
       b_, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, lane, constant(b_, i64, 32)), constant(b_, i64, 16)),
       arith::DivUIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(b_, i64, 32)), constant(b_, i64, 4)));
-  mlir::Value column = arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(b_, i64, 4)), constant(b_, i64, 2));
+  mlir::Value column =
+      arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(b_, i64, 4)), constant(b_, i64, 2));
   mlir::Value base = arith::AddIOp::create(b_, arith::MulIOp::create(b_, column, constant(b_, i64, M)), token);
   return arith::AddIOp::create(b_, vector::BroadcastOp::create(b_, vt, base),
                                arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(offsets))));
@@ -258,8 +261,8 @@ mlir::Value Sm90Wgmma::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, 
       arith::AddIOp::create(b_, arith::MulIOp::create(b_, warp, constant(b_, i64, state_.wgmmaColumns)),
                             arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(b_, i64, 4)),
                                                   constant(b_, i64, 2))));
-  mlir::Value leader = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult,
-                                             arith::RemUIOp::create(b_, lane, constant(b_, i64, 32)), constant(b_, i64, 4));
+  mlir::Value leader = arith::CmpIOp::create(
+      b_, arith::CmpIPredicate::ult, arith::RemUIOp::create(b_, lane, constant(b_, i64, 32)), constant(b_, i64, 4));
   std::vector<std::pair<int64_t, mlir::Value>> columns; // (8 i + parity, this warp's max)
   for (int64_t r = 0; r < regs; r += 2)
     for (int64_t p = 0; p < 2; ++p) {
@@ -277,12 +280,14 @@ mlir::Value Sm90Wgmma::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, 
                               ValueRange{toIndex(b_, arith::AddIOp::create(b_, rowAt, constant(b_, i64, col)))});
   }
   e_.gpu().barrier();
-  mlir::Value n = arith::AddIOp::create(b_, exchange, arith::SelectOp::create(b_, e_.gpu().laneBelow(groups), lane, constant(b_, i64, 0)));
+  mlir::Value n = arith::AddIOp::create(
+      b_, exchange, arith::SelectOp::create(b_, e_.gpu().laneBelow(groups), lane, constant(b_, i64, 0)));
   mlir::Value best = constant(b_, f32, -std::numeric_limits<double>::infinity());
   for (int64_t w = 0; w < kWarps; ++w)
-    best = e_.maxNum(best, memref::LoadOp::create(
-                            b_, state_.wgmmaExchange,
-                            ValueRange{toIndex(b_, arith::AddIOp::create(b_, n, constant(b_, i64, w * state_.wgmmaColumns)))}));
+    best = e_.maxNum(
+        best, memref::LoadOp::create(
+                  b_, state_.wgmmaExchange,
+                  ValueRange{toIndex(b_, arith::AddIOp::create(b_, n, constant(b_, i64, w * state_.wgmmaColumns)))}));
   return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), best);
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "core/Status.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -24,5 +26,10 @@ mlir::LogicalResult assignSm90Layouts(mlir::func::FuncOp fn, int threads);
 // the function's m3idx.warps).
 std::unique_ptr<mlir::Pass> createAssignSm90LayoutsPass();
 void registerAssignSm90LayoutsPass(); // for m3idx-opt; idempotent
+
+// A tile kernel's text (m3idx-opt's input) with the pass run on it, as text; an error where the
+// text does not parse or verify, or the pass's result does not verify (the fuzz target
+// Sm90Layouts: never a crash, and the same text when run on its own output).
+StatusOr<std::string> assignSm90LayoutsToText(const std::string &text);
 
 } // namespace m3idx::lowering

@@ -1,0 +1,52 @@
+// RUN: m3idx-opt %s | m3idx-opt | FileCheck %s
+// Each op of the m3idx tile dialect in its canonical text, printed back as parsed (twice).
+
+// CHECK-LABEL: func.func @all_ops
+func.func @all_ops(%buf: memref<?xi8> {m3idx.access = "read"}, %out: memref<?xf32> {m3idx.access = "write"},
+                   %cnt: memref<?xi32> {m3idx.access = "read_write"}, %off: i64) {
+  // CHECK: m3idx.program_id
+  %pid = m3idx.program_id
+  // CHECK: m3idx.iota : tensor<16xi64>
+  %iota = m3idx.iota : tensor<16xi64>
+  // CHECK: m3idx.load_tile %{{.*}}[%{{.*}}] {align = 16 : i32} : memref<?xi8> -> tensor<128xi8>
+  %packed = m3idx.load_tile %buf[%off] {align = 16 : i32} : memref<?xi8> -> tensor<128xi8>
+  // CHECK: m3idx.load_tile_masked %{{.*}}[%{{.*}}], %{{.*}} : memref<?xi8> -> tensor<16xi8>
+  %scales = m3idx.load_tile_masked %buf[%off], %off : memref<?xi8> -> tensor<16xi8>
+  // CHECK: m3idx.decode_nvfp4 %{{.*}}, %{{.*}} : tensor<128xi8>, tensor<16xi8> -> tensor<256xf8E4M3FN>
+  %keys = m3idx.decode_nvfp4 %packed, %scales : tensor<128xi8>, tensor<16xi8> -> tensor<256xf8E4M3FN>
+  // CHECK: m3idx.dot_tiles %{{.*}}, %{{.*}}, 128 : tensor<256xf8E4M3FN>, tensor<256xf8E4M3FN> -> tensor<4xf32>
+  %dots = m3idx.dot_tiles %keys, %keys, 128 : tensor<256xf8E4M3FN>, tensor<256xf8E4M3FN> -> tensor<4xf32>
+  // CHECK: m3idx.fold_max %{{.*}}, 2 : tensor<4xf32> -> tensor<2xf32>
+  %folded = m3idx.fold_max %dots, 2 : tensor<4xf32> -> tensor<2xf32>
+  // CHECK: m3idx.reduce_max_groups %{{.*}}, 2 : tensor<4xf32> -> tensor<2xf32>
+  %groups = m3idx.reduce_max_groups %dots, 2 : tensor<4xf32> -> tensor<2xf32>
+  // CHECK: m3idx.shuffle %{{.*}}, %{{.*}} {{\[}}3, 0] : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  %sh = m3idx.shuffle %folded, %groups [3, 0] : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  // CHECK: m3idx.clampf %{{.*}}, 4.480000e+02 : tensor<2xf32>
+  %cl = m3idx.clampf %sh, 448.0 : tensor<2xf32>
+  // CHECK: m3idx.reduce_max %{{.*}} : tensor<2xf32> -> f32
+  %mx = m3idx.reduce_max %cl : tensor<2xf32> -> f32
+  // CHECK: m3idx.reduce_add %{{.*}} : tensor<2xf32> -> f32
+  %sum = m3idx.reduce_add %cl : tensor<2xf32> -> f32
+  // CHECK: m3idx.dot %{{.*}}, %{{.*}} : tensor<2xf32>, tensor<2xf32>
+  %d = m3idx.dot %cl, %cl : tensor<2xf32>, tensor<2xf32>
+  // CHECK: m3idx.extract %{{.*}}[1] : tensor<2xf32> -> f32
+  %e = m3idx.extract %cl[1] : tensor<2xf32> -> f32
+  // CHECK: m3idx.extract_at %{{.*}}[%{{.*}}] : tensor<16xi64> -> i64
+  %ea = m3idx.extract_at %iota[%off] : tensor<16xi64> -> i64
+  // CHECK: m3idx.pack_score_key %{{.*}}, %{{.*}} : f32, i64 -> i64
+  %key = m3idx.pack_score_key %mx, %ea : f32, i64 -> i64
+  // CHECK: m3idx.load %{{.*}}[%{{.*}}] : memref<?xi32> -> i32
+  %c = m3idx.load %cnt[%off] : memref<?xi32> -> i32
+  // CHECK: m3idx.atomic_add %{{.*}}[%{{.*}}], %{{.*}} : memref<?xi32>, i32
+  %old = m3idx.atomic_add %cnt[%off], %c : memref<?xi32>, i32
+  // CHECK: m3idx.store %{{.*}}, %{{.*}}[%{{.*}}] : f32, memref<?xf32>
+  m3idx.store %d, %out[%off] : f32, memref<?xf32>
+  // CHECK: m3idx.store_tile %{{.*}}, %{{.*}}[%{{.*}}] : tensor<2xf32>, memref<?xf32>
+  m3idx.store_tile %cl, %out[%off] : tensor<2xf32>, memref<?xf32>
+  %offs = tensor.splat %off : tensor<2xi64>
+  %mask = arith.cmpf oeq, %cl, %cl : tensor<2xf32>
+  // CHECK: m3idx.store_scatter %{{.*}}, %{{.*}}[%{{.*}}], %{{.*}} : tensor<2xf32>, memref<?xf32>, tensor<2xi64>, tensor<2xi1>
+  m3idx.store_scatter %cl, %out[%offs], %mask : tensor<2xf32>, memref<?xf32>, tensor<2xi64>, tensor<2xi1>
+  return
+}

@@ -87,8 +87,9 @@ LogicalResult elementOfTile(mlir::Operation *op, mlir::Type tile, mlir::Type sca
 LogicalResult ExtractOp::verify() {
   if (failed(staticTiles(*this)) || failed(elementOfTile(*this, getTile().getType(), getType())))
     return failure();
-  if (getLane() < 0 || getLane() >= lanesOf(getTile().getType()))
-    return emitOpError("lane ") << getLane() << " out of [0, " << lanesOf(getTile().getType()) << ")";
+  const int64_t lane = getLaneAttr().getInt(); // signed: the text may say -1
+  if (lane < 0 || lane >= lanesOf(getTile().getType()))
+    return emitOpError("lane ") << lane << " out of [0, " << lanesOf(getTile().getType()) << ")";
   return success();
 }
 

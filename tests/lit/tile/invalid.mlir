@@ -9,6 +9,14 @@ func.func @extract_lane(%t: tensor<4xf32>) {
 
 // -----
 
+func.func @extract_negative_lane(%t: tensor<4xf32>) {
+  // expected-error @+1 {{lane -1 out of [0, 4)}}
+  %e = m3idx.extract %t[-1] : tensor<4xf32> -> f32
+  return
+}
+
+// -----
+
 func.func @extract_type(%t: tensor<4xf32>) {
   // expected-error @+1 {{is not the element type of}}
   %e = m3idx.extract %t[0] : tensor<4xf32> -> i64

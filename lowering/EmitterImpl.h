@@ -62,10 +62,10 @@ public:
 private:
   // The GPU program's workgroup memory, planned from the kernel before anything is emitted.
   struct WorkgroupPlan {
-    enum class Role { StageB, Result, Exchange };
+    enum class Role { StageB, Result, Exchange, Convert };
     struct Buffer {
       Role role;
-      int32_t key; // b operand id, or op index
+      int32_t key; // b operand id, op index, or (Convert) the converted value's id
       mlir::Type type;
       int64_t align = 0; // bytes, where more than the element's is needed
     };
@@ -93,10 +93,6 @@ public:
   std::map<int32_t, mlir::Value> &stagedDotOperands() { return dotStage_; }
   TargetProgram &program() { return *program_; }
   mlir::Value bufferArg(int64_t i) const { return buffers_[i]; } // the kernel's buffer argument i
-  // GPU: the workgroup buffer a dot.tiles' results go through (one planned without registers).
-  mlir::Value dotResultBuffer(const dsl::Op &dot) const {
-    return dotResult_.at(static_cast<int32_t>(&dot - k_.ops.data()));
-  }
   // While a target emits an op piece by piece (the host's wide tiles), tiles of `lanes` lanes
   // are typed as vectors of `piece` lanes (type()); {} outside.
   struct PieceView {
@@ -136,8 +132,10 @@ private:
   GpuThreads gpu_;                            // GPU: the program's threads
   int threads_ = 32;                          // gpu: threads of a program
   std::map<int32_t, mlir::Value> dotStage_;   // gpu: b operand id -> staged copy (f32 or bytes)
-  std::map<int32_t, mlir::Value> dotResult_;  // gpu: dot.tiles op index -> result buffer
-  std::vector<Spread> spread_;                // sm_90: per ValueId (empty: all Blocked)
+  std::map<int32_t, mlir::Value> dotResult_;  // gpu: FFMA dot.tiles op index -> result buffer
+  std::vector<Spread> spread_;                // GPU: per ValueId (empty: all Blocked)
+  std::map<int32_t, Spread> converts_;        // GPU: ValueId -> the layout its uses read it in
+  std::map<int32_t, mlir::Value> convertBuf_; // GPU: ValueId -> the workgroup buffer of its convert
   size_t stageCount_ = 0;
   std::vector<int32_t> dotStageOf_;           // ValueId -> index into stageBufs_, or -1
   std::vector<mlir::Value> stageBufs_;

@@ -134,6 +134,7 @@ Status Emitter::planProgram() {
   if (!layouts.ok())
     return layouts.status();
   spread_ = (*layouts)->spreads();
+  converts_ = (*layouts)->converts();
   return Status();
 }
 
@@ -184,6 +185,13 @@ StatusOr<Emitter::WorkgroupPlan> Emitter::planWorkgroupMemory() {
     }
     if (!staging->resultInRegisters)
       add(Role::Result, static_cast<int32_t>(i), N * M, b_.getF32Type());
+  }
+  // A convert_layout goes through a buffer of its tile (convertLayout).
+  for (auto [v, to] : converts_) {
+    const dsl::Type t = k_.typeOf(dsl::ValueId{v});
+    mlir::Type e = elemType(b_, t.elem == Elem::I1 ? Elem::I8 : t.elem);
+    plan.dotBuffers.push_back({Role::Convert, v, workgroupBuffer(t.lanes, e)});
+    dotBytes += t.lanes * e.getIntOrFloatBitWidth() / 8;
   }
   if (const int64_t floats = program_->exchangeFloats()) {
     plan.dotBuffers.push_back({Role::Exchange, 0, workgroupBuffer(floats, b_.getF32Type())});
@@ -257,6 +265,7 @@ void Emitter::bindProgram(gpu::GPUFuncOp fn, const WorkgroupPlan &plan) {
     case WorkgroupPlan::Role::StageB: stageBufs_[dotStageOf_[pb.key]] = buf; break;
     case WorkgroupPlan::Role::Result: dotResult_[pb.key] = buf; break;
     case WorkgroupPlan::Role::Exchange: exchange = buf; break;
+    case WorkgroupPlan::Role::Convert: convertBuf_[pb.key] = buf; break;
     }
   }
   gpu_.bind(gpu::ThreadIdOp::create(b_, gpu::Dimension::x), std::move(scratch));

@@ -26,12 +26,12 @@ StatusOr<std::unique_ptr<KernelLayouts>> KernelLayouts::assign(const dsl::Kernel
   if (mlir::failed(target.assignLayouts(fn, threads)) || mlir::failed(mlir::verify(*l->module_)))
     return Status::error(fmt::format("kernel @{}: {}'s layout pass failed{}", k.name, target.name(),
                                      diagnostics.empty() ? "" : ": " + diagnostics));
-  // The emitter converts only a dot's results, in the dot's own lowering (spreads()).
+  // The emitter converts a DSL value once, right after its definition, for all its uses.
   std::string unlowered;
   fn.walk([&](tile::ConvertLayoutOp c) {
-    if (unlowered.empty() && (!c.getTile().getDefiningOp<tile::DotTilesOp>() || !c.getTile().hasOneUse()))
-      unlowered = fmt::format("kernel @{}: {}'s layout pass converts a tile that is no dot's result, which the "
-                              "GPU emitter cannot lower yet", k.name, target.name());
+    if (unlowered.empty() && !c.getTile().hasOneUse())
+      unlowered = fmt::format("kernel @{}: {}'s layout pass converts a tile that is also read unconverted",
+                              k.name, target.name());
   });
   if (!unlowered.empty())
     return Status::error(unlowered);
@@ -40,16 +40,18 @@ StatusOr<std::unique_ptr<KernelLayouts>> KernelLayouts::assign(const dsl::Kernel
 
 std::vector<Spread> KernelLayouts::spreads() const {
   std::vector<Spread> out(values_.size(), Spread::Blocked);
-  for (size_t i = 0; i < values_.size(); ++i) {
-    mlir::Value v = values_[i];
-    if (!v)
-      continue;
-    if (v.hasOneUse())
-      if (auto convert = mlir::dyn_cast<tile::ConvertLayoutOp>(*v.getUsers().begin());
-          convert && v.getDefiningOp<tile::DotTilesOp>())
-        v = convert.getResult();
-    out[i] = tile::layoutOf(v.getType());
-  }
+  for (size_t i = 0; i < values_.size(); ++i)
+    if (values_[i])
+      out[i] = tile::layoutOf(values_[i].getType());
+  return out;
+}
+
+std::map<int32_t, Spread> KernelLayouts::converts() const {
+  std::map<int32_t, Spread> out;
+  for (size_t i = 0; i < values_.size(); ++i)
+    if (mlir::Value v = values_[i]; v && v.hasOneUse())
+      if (auto convert = mlir::dyn_cast<tile::ConvertLayoutOp>(*v.getUsers().begin()))
+        out[static_cast<int32_t>(i)] = tile::layoutOf(convert.getType());
   return out;
 }
 

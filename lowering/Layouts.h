@@ -4,6 +4,7 @@
 // Internal to lowering/.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,10 +25,11 @@ public:
   static StatusOr<std::unique_ptr<KernelLayouts>> assign(const dsl::Kernel &k, const TargetLowering &target,
                                                          int threads);
 
-  // Per DSL value, the layout its uses see: a tile's encoding, or, for a dot's result that the
-  // pass converts (its only use a convert_layout), the convert's: the dot's lowering moves its
-  // accumulators itself. Scalars: Blocked.
+  // Per DSL value, the layout its defining op makes it in (its tile's encoding; scalars: Blocked).
   std::vector<Spread> spreads() const;
+  // The DSL values the pass converts (their one use a convert_layout, which every use of the DSL
+  // value then reads), each to the layout its uses see.
+  std::map<int32_t, Spread> converts() const;
   // Marks the dot.tiles making DSL value `result` with the unit that runs it (`m3idx.unit`).
   void noteDotUnit(dsl::ValueId result, const char *unit);
   // The encoded tile kernel's text (`m3idx inspect --emit layouts`).

@@ -83,6 +83,16 @@ void Emitter::emitRegion(const dsl::Region &r) {
     program_->defined(k_.ops[i]);
     if (!distributed_)
       continue;
+    for (dsl::ValueId v : k_.ops[i].results) // a convert_layout of the layout pass: for all uses
+      if (auto c = converts_.find(v.id); c != converts_.end()) {
+        mlir::Value converted =
+            program_->convertLayout(k_.typeOf(v), values_[v.id], spread_[v.id], c->second, convertBuf_.at(v.id));
+        if (!converted)
+          fail(fmt::format("{} has no convert_layout from {} to {}", target_.name(),
+                           tile::stringifyLayout(spread_[v.id]).str(), tile::stringifyLayout(c->second).str()));
+        values_[v.id] = converted ? converted : values_[v.id];
+        spread_[v.id] = c->second;
+      }
     for (dsl::ValueId v : k_.ops[i].results) // a dot.tiles b operand: staged once, where defined
       if (v.id < static_cast<int32_t>(dotStageOf_.size()) && dotStageOf_[v.id] >= 0 &&
           !dotStage_.count(v.id)) {

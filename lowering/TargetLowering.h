@@ -77,6 +77,12 @@ public:
   // carry at most `keyTilesInFlight` packed key tiles.
   virtual void annotate(mlir::gpu::GPUFuncOp, int64_t /*keyTilesInFlight*/) {}
 
+  // GPU forms: tile `v` (of type t) from layout `from` to `to` through `buffer` (a workgroup
+  // buffer of its lanes), for a convert_layout of the layout pass ({}: the target has none).
+  virtual mlir::Value convertLayout(dsl::Type, mlir::Value /*v*/, Spread /*from*/, Spread /*to*/,
+                                    mlir::Value /*buffer*/) {
+    return {};
+  }
   // GPU forms, the target's own layouts. The per-thread type of a tile in a spread other than
   // Blocked ({}: none of this target's).
   virtual mlir::Type spreadType(dsl::Type, Spread) { return {}; }

@@ -215,9 +215,10 @@ def Tile_PackScoreKeyOp : Tile_Op<"pack_score_key", [Pure]> {
 def Tile_ConvertLayoutOp : Tile_Op<"convert_layout", [Pure]> {
   let summary = "the same lanes in another layout (the encoding of the result's type)";
   let description = [{
-    Inserted by a target's layout pass where a tile made in one layout is used by an op that takes
+    Inserted by a target's layout pass where a tile made in one layout is used by ops that take
     another: today a dot_tiles whose keys are in mma.sync or wgmma fragment order and whose results
-    are needed blocked (the accumulators go through the dot's workgroup buffer).
+    are needed blocked. The GPU emitter converts the tile once for all its uses, through a
+    workgroup buffer of its lanes.
   }];
   let arguments = (ins Tile_Tile:$tile);
   let results = (outs Tile_Tile:$result);

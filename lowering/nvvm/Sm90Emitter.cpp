@@ -461,10 +461,10 @@ std::vector<std::array<mlir::Value, 4>> Sm90Mma::mmaFragmentsA(mlir::Value keys)
 
 // Keys in MmaRows order are A fragments already: words 2s, 2s + 1 of row g and of row g + 8 are
 // step s's a0, a2 and a1, a3 of an m16n8k32 e4m3 mma; each word widened to two f16 pairs makes
-// the a0/a2 (a1/a3) of one m16n8k16 half step. 4 K steps x (1 or 2) column tiles of mma.sync; the accumulators are
-// the result (MmaAcc) or go through the result buffer to the blocked owners.
+// the a0/a2 (a1/a3) of one m16n8k16 half step. 4 K steps x (1 or 2) column tiles of mma.sync; the
+// accumulators are the result (MmaAcc).
 mlir::Value Sm90Mma::mmaDotTiles(const dsl::Op &op) {
-  mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type(), i32 = b_.getI32Type();
+  mlir::Type f32 = b_.getF32Type(), i32 = b_.getI32Type();
   const dsl::ValueId bId = op.operands[1];
   if (!e_.stagedDotOperands().count(bId.id))
     e_.stageDotOperand(bId, /*barrierBefore=*/true);
@@ -499,13 +499,22 @@ mlir::Value Sm90Mma::mmaDotTiles(const dsl::Op &op) {
   }
   // In a warpgroup, warp w's m16n8 C of tile nt is registers 4 nt.. 4 nt + 3 of m64nN's D
   // (tokens 16 w + g and + 8): the WgmmaAcc order (Sm90Wgmma.cpp), so the result is the same.
-  if (e_.spreadOf(op.results[0]) == Spread::MmaAcc || e_.spreadOf(op.results[0]) == Spread::WgmmaAcc)
-    return vector::FromElementsOp::create(b_, VectorType::get({4 * tiles}, f32), acc);
-  // c[i] is token g + 8 (i / 2) against column 8 nt + 2 t + i % 2: written where that column exists.
+  // sm_90's layout pass gives every dot whose keys are MmaRows accumulators (a convert_layout
+  // follows where its results are read blocked: accToBlocked).
+  if (e_.spreadOf(op.results[0]) != Spread::MmaAcc && e_.spreadOf(op.results[0]) != Spread::WgmmaAcc)
+    e_.fail("sm_90: an mma.sync dot.tiles whose results are not in accumulators");
+  return vector::FromElementsOp::create(b_, VectorType::get({4 * tiles}, f32), acc);
+}
+
+// MmaAcc registers c[i] of tile nt are token g + 8 (i / 2) against column 8 nt + 2 t + i % 2:
+// each written to lane (column * 16 + token) of the buffer where that column exists, then read
+// back blocked.
+mlir::Value Sm90Mma::accToBlocked(mlir::Value acc, int64_t lanes, mlir::Value buffer) {
+  mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
+  const int64_t N = lanes / kMmaM, tiles = cast<VectorType>(acc.getType()).getNumElements() / 4;
   mlir::Value lane = e_.gpu().laneI64();
   mlir::Value g = arith::DivSIOp::create(b_, lane, constant(b_, i64, 4));
   mlir::Value t = arith::RemSIOp::create(b_, lane, constant(b_, i64, 4));
-  mlir::Value res = e_.dotResultBuffer(op);
   for (int64_t nt = 0; nt < tiles; ++nt)
     for (int64_t i = 0; i < 4; ++i) {
       mlir::Value col = arith::AddIOp::create(b_, arith::MulIOp::create(b_, t, constant(b_, i64, 2)),
@@ -516,11 +525,12 @@ mlir::Value Sm90Mma::mmaDotTiles(const dsl::Op &op) {
       OpBuilder::InsertionGuard guard(b_);
       b_.setInsertionPoint(exists.thenBlock()->getTerminator());
       mlir::Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, col, constant(b_, i64, kMmaM)), m);
-      memref::StoreOp::create(b_, acc[4 * nt + i], res, ValueRange{toIndex(b_, at)});
+      memref::StoreOp::create(b_, vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{4 * nt + i}), buffer,
+                              ValueRange{toIndex(b_, at)});
     }
   e_.gpu().barrier();
-  mlir::Value out = e_.gpu().loadTile(res, constant(b_, i64, 0), N * kMmaM, f32);
-  e_.gpu().barrier(); // the buffer is written again by the next tile
+  mlir::Value out = e_.gpu().loadTile(buffer, constant(b_, i64, 0), lanes, f32);
+  e_.gpu().barrier(); // the buffer is written again by the next conversion
   return out;
 }
 

@@ -219,7 +219,7 @@ private:
   }
 
   // A dot on a matrix unit makes accumulators; where its results are needed blocked, say so with
-  // a convert_layout (its lowering moves them through the dot's workgroup buffer).
+  // a convert_layout to blocked, which every use then reads.
   void convertDemotedDots() {
     OpBuilder b(fn_.getContext());
     fn_.walk([&](tile::DotTilesOp dot) {

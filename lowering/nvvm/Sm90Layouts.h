@@ -18,8 +18,8 @@ namespace m3idx::lowering {
 // is used by nothing blocked, and MmaAcc (WgmmaAcc) results kept through elementwise ops, iota,
 // splat and loop-carried values until a reduce_max_groups; a wgmma result's fold_max (pairs 8)
 // is WgmmaAccFolded. Any other value also needed blocked keeps its whole group blocked, and a dot
-// whose keys are in fragment order but whose results are so needed gets an explicit
-// convert_layout from its accumulators to blocked. Running it again assigns the same afresh.
+// whose keys are in fragment order but whose results are so needed keeps them in accumulators,
+// followed by an explicit convert_layout to blocked that all their uses read. Running it again assigns the same afresh.
 mlir::LogicalResult assignSm90Layouts(mlir::func::FuncOp fn, int threads);
 
 // --m3idx-assign-sm90-layouts: the same on every func.func of a module (32 threads a warp, times

@@ -107,6 +107,20 @@ void Sm90Program::annotate(gpu::GPUFuncOp fn, int64_t keyTilesInFlight) {
     fn->setAttr("nvvm.maxnreg", IntegerAttr::get(IntegerType::get(fn.getContext(), 32), cap));
 }
 
+// mma.sync accumulators to blocked through shared memory; a warpgroup's 64-token results have no
+// blocked copy (only elementwise ops, loop-carried values and a group reduction may read them).
+mlir::Value Sm90Program::convertLayout(dsl::Type t, mlir::Value v, Spread from, Spread to, mlir::Value buffer) {
+  if (from == Spread::MmaAcc && to == Spread::Blocked)
+    return mma_.accToBlocked(v, t.lanes, buffer);
+  if (from == Spread::WgmmaAcc && to == Spread::Blocked) {
+    e_.fail(fmt::format("kernel @{}: the wgmma dot.tiles result is read in blocked order (on sm_90 warpgroup "
+                        "programs only elementwise ops, loop-carried values and a reduce.max.groups of 64 may read it)",
+                        k_.name));
+    return v;
+  }
+  return {};
+}
+
 mlir::Type Sm90Program::spreadType(dsl::Type t, Spread s) {
   mlir::Type elem = elemType(b_, t.elem);
   switch (s) {

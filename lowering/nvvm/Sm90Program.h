@@ -82,6 +82,8 @@ public:
   }
   mlir::Value mmaAccIota(int64_t lanes);
   mlir::Value mmaAccReduceMaxGroups(mlir::Value acc, int64_t groups);
+  // MmaAcc accumulators of a `lanes`-lane tile, blocked, through `buffer` (of its lanes).
+  mlir::Value accToBlocked(mlir::Value acc, int64_t lanes, mlir::Value buffer);
   int64_t mmaColumnTiles() const { return (state_.mmaColumns + 7) / 8; } // the most mma column tiles of 8
   bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes
   bool mmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
@@ -157,6 +159,7 @@ public:
   void annotate(mlir::gpu::GPUFuncOp fn, int64_t keyTilesInFlight) override;
   int64_t loopUnroll(const dsl::Op &forOp) const override;
   mlir::Type spreadType(dsl::Type t, Spread s) override;
+  mlir::Value convertLayout(dsl::Type t, mlir::Value v, Spread from, Spread to, mlir::Value buffer) override;
   bool ownsOp(const dsl::Op &op) const override; // ops on tiles in sm_90's spreads
   void emitOwnedOp(const dsl::Op &op) override;
   mlir::Value keysF32(const dsl::Op &decode) override { return keys_.keysF32(decode); }

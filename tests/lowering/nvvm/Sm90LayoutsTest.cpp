@@ -2,6 +2,7 @@
 // mma fragment order: the score kernels' key chain (loads, loop-carried copies, decode) and their
 // dot results up to the group reduction; anything a blocked-only op also reads keeps its whole
 // group blocked, and a dot's results so read are converted from its accumulators.
+#include <map>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -121,14 +122,23 @@ TEST(Sm90Layouts, AResultReadElsewhereIsConvertedWhileKeysStayFragments) {
   const std::vector<Spread> s = spreads(k);
   const dsl::Op &dot = only(k, OpKind::DotTiles);
   EXPECT_EQ(s[dot.operands[0].id], Spread::MmaRows);
-  EXPECT_EQ(s[dot.results[0].id], Spread::Blocked);
-  // ... said in the encoded kernel by a convert from the dot's accumulators
+  // The dot makes accumulators, which every use reads converted to blocked ...
+  EXPECT_EQ(s[dot.results[0].id], Spread::MmaAcc);
   auto encoded = lowering::KernelLayouts::assign(k, lowering::sm90Lowering(), 32);
   ASSERT_TRUE(encoded.ok()) << encoded.status().message();
+  EXPECT_EQ((*encoded)->converts(), (std::map<int32_t, Spread>{{dot.results[0].id, Spread::Blocked}}));
+  // ... said in the encoded kernel by one convert_layout
   EXPECT_NE((*encoded)->print().find("m3idx.convert_layout %5 : tensor<64xf32, #m3idx.layout<mma_acc>> -> "
                                      "tensor<64xf32, #m3idx.layout<blocked>>"),
             std::string::npos)
       << (*encoded)->print();
+  // ... and lowered as its own op: the dot's accumulators through shared memory to their blocked
+  // owners (two barriers around the buffer), not through an FFMA dot's result buffer.
+  auto ptx = lowering::gpuStage(k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);
+  ASSERT_TRUE(ptx.ok()) << ptx.status().message();
+  EXPECT_NE(ptx->find("mma.sync"), std::string::npos);
+  EXPECT_NE(ptx->find("st.shared.b32"), std::string::npos) << *ptx;
+  EXPECT_EQ(ptx->find("fma.rn.f32"), std::string::npos);
   const dsl::Kernel plain = dotKernel(false, false);
   EXPECT_EQ(spreads(plain)[only(plain, OpKind::DotTiles).results[0].id], Spread::MmaAcc);
 }

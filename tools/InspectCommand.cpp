@@ -157,46 +157,36 @@ int runInspect(const InspectArgs &a) {
   StatusOr<dsl::Kernel> k = kernels::buildKernel(*kind, config);
   if (!k.ok())
     return fail(k.status().message());
-  static const std::map<std::string, lowering::Stage> stages = {
-      {"dsl", lowering::Stage::Dsl}, {"mlir", lowering::Stage::Mlir},
-      {"lowered", lowering::Stage::Lowered}, {"llvm", lowering::Stage::Llvm},
-      {"asm", lowering::Stage::Asm}};
+  // What --emit may name follows the target's binary kind (its Target object), not its name: the
+  // host's stages, or a GPU form's (layouts first) and its object (PTX text, or a gfx950 HSACO's
+  // bytes, metadata and disassembly).
+  static const std::map<std::string, lowering::Stage> hostStages = {
+      {"mlir", lowering::Stage::Mlir}, {"lowered", lowering::Stage::Lowered},
+      {"llvm", lowering::Stage::Llvm}, {"asm", lowering::Stage::Asm}};
+  static const std::map<std::string, lowering::GpuStage> gpuStages = {
+      {"layouts", lowering::GpuStage::Layouts}, {"mlir", lowering::GpuStage::Mlir},
+      {"lowered", lowering::GpuStage::Lowered}, {"llvm", lowering::GpuStage::Llvm}};
+  const lowering::BinaryKind binary = target->binaryKind();
+  const bool host = binary == lowering::BinaryKind::HostJit, hsaco = binary == lowering::BinaryKind::Hsaco;
+  const char *expected = host    ? "dsl, tile, mlir, lowered, llvm or asm"
+                         : hsaco ? "dsl, tile, layouts, mlir, lowered, llvm, bin, meta or asm"
+                                 : "dsl, tile, layouts, mlir, lowered, llvm or ptx";
   std::string perPass;
   StatusOr<std::string> text = Status::error("");
   if (a.emit == "tile") { // the same for every target (--emit layouts: after its layout pass)
     text = tile::tileText(*k);
-  } else if (a.target == "gfx950") {
-    static const std::map<std::string, lowering::GpuStage> gpuStages = {
-        {"layouts", lowering::GpuStage::Layouts}, {"mlir", lowering::GpuStage::Mlir},
-        {"lowered", lowering::GpuStage::Lowered}, {"llvm", lowering::GpuStage::Llvm}};
-    if (a.emit == "dsl")
-      text = k->print();
-    else if (auto g = gpuStages.find(a.emit); g != gpuStages.end())
-      text = lowering::gpuStage(*k, *target, g->second, a.printAfterAll ? &perPass : nullptr);
-    else if (a.emit == "bin" || a.emit == "meta" || a.emit == "asm")
-      return inspectHsaco(a, *k, *target);
-    else
-      return fail(fmt::format("--emit: expected dsl, layouts, mlir, lowered, llvm, bin, meta or asm for gfx950, "
-                              "got '{}'",
-                              a.emit));
-  } else if (a.target == "sm_90") {
-    static const std::map<std::string, lowering::GpuStage> gpuStages = {
-        {"layouts", lowering::GpuStage::Layouts}, {"mlir", lowering::GpuStage::Mlir},
-        {"lowered", lowering::GpuStage::Lowered}, {"llvm", lowering::GpuStage::Llvm},
-        {"ptx", lowering::GpuStage::Binary}};
-    if (a.emit == "dsl") {
-      text = k->print();
-    } else if (auto g = gpuStages.find(a.emit); g != gpuStages.end()) {
-      text = lowering::gpuStage(*k, *target, g->second, a.printAfterAll ? &perPass : nullptr);
-    } else {
-      return fail(fmt::format("--emit: expected dsl, layouts, mlir, lowered, llvm or ptx for sm_90, got '{}'",
-                              a.emit));
-    }
+  } else if (a.emit == "dsl") {
+    text = k->print();
+  } else if (auto h = hostStages.find(a.emit); host && h != hostStages.end()) {
+    text = lowering::hostStage(*k, h->second, a.printAfterAll ? &perPass : nullptr);
+  } else if (auto g = gpuStages.find(a.emit); !host && g != gpuStages.end()) {
+    text = lowering::gpuStage(*k, *target, g->second, a.printAfterAll ? &perPass : nullptr);
+  } else if (binary == lowering::BinaryKind::Ptx && a.emit == "ptx") {
+    text = lowering::gpuStage(*k, *target, lowering::GpuStage::Binary, a.printAfterAll ? &perPass : nullptr);
+  } else if (hsaco && (a.emit == "bin" || a.emit == "meta" || a.emit == "asm")) {
+    return inspectHsaco(a, *k, *target);
   } else {
-    auto stage = stages.find(a.emit);
-    if (stage == stages.end())
-      return fail(fmt::format("--emit: expected dsl, mlir, lowered, llvm or asm, got '{}'", a.emit));
-    text = lowering::hostStage(*k, stage->second, a.printAfterAll ? &perPass : nullptr);
+    return fail(fmt::format("--emit: expected {} for {}, got '{}'", expected, a.target, a.emit));
   }
   if (!text.ok())
     return fail(text.status().message());

@@ -184,5 +184,12 @@ expect_one_line aot_shared "AOT bundle folder $work/bundle2 is writable by its g
 expect_bench_error bench_indexer_host "--indexer: expected --backend cuda or hip" --decode 1:100:1 --indexer
 expect_bench_error bench_cp_prefill "--cp-share: expected WORLD >= 2 with a --decode shape" --prefill 1:100:1 \
   --cp-share 4
+# inspect's --emit: what the target's binary kind offers, named in the error.
+expect_one_line inspect_emit_host "--emit: expected dsl, tile, mlir, lowered, llvm or asm for host, got 'ptx'" \
+  -- inspect topk_decode --target host --emit ptx
+expect_one_line inspect_emit_sm90 "--emit: expected dsl, tile, layouts, mlir, lowered, llvm or ptx for sm_90, got 'bin'" \
+  -- inspect topk_decode --target sm_90 --emit bin
+expect_one_line inspect_emit_gfx950 "llvm, bin, meta or asm for gfx950, got 'ptx'" \
+  -- inspect topk_decode --target gfx950 --emit ptx
 
 [[ $failures -eq 0 ]] && echo "bad_input: ok" || { echo "bad_input: $failures failures"; exit 1; }

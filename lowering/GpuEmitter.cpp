@@ -25,27 +25,10 @@ namespace m3idx::lowering {
 
 using namespace mlir;
 
-
-
-
-
-
-
-
-
-
-
-
-
 bool Emitter::madeBySplat(dsl::ValueId v) const {
   const int32_t def = definingOp_[v.id];
   return def >= 0 && k_.ops[def].kind == OpKind::Splat;
 }
-
-
-
-
-
 
 // Writes a dot.tiles b operand into its workgroup buffer (as f32, or as bytes for MFMA, whose
 // B fragment is then read once into registers).
@@ -122,7 +105,6 @@ mlir::Value Emitter::gpuDotTiles(const dsl::Op &op) {
   gpu_.barrier(); // the buffer is written again by the next tile
   return out;
 }
-
 
 Status Emitter::planProgram() {
   definingOp_.assign(k_.valueTypes.size(), -1);

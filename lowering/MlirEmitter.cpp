@@ -34,8 +34,6 @@ void loadDialects(MLIRContext &ctx) {
                   memref::MemRefDialect, scf::SCFDialect, vector::VectorDialect>();
 }
 
-
-
 mlir::Type Emitter::type(dsl::Type t) {
   mlir::Type e = elemType(b_, t.elem);
   if (!t.isTile())
@@ -51,9 +49,6 @@ mlir::Type Emitter::valueType(dsl::ValueId v) {
   return s == Spread::Blocked ? type(t) : program_->spreadType(t, s);
 }
 
-
-
-
 void Emitter::openRegionBlock(mlir::Block *block) {
   if (!block->empty() && block->back().hasTrait<OpTrait::IsTerminator>())
     block->back().erase(); // the builder's implicit yield: the region's own Yield op makes one
@@ -64,8 +59,6 @@ void Emitter::fail(const std::string &what) {
   if (error_.empty())
     error_ = what + (currentOp_ ? sourceOf(*currentOp_) : "");
 }
-
-
 
 void Emitter::emitOpAt(const dsl::Op &op) {
   const mlir::Location outer = b_.getLoc();
@@ -444,8 +437,6 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
 }
 
-
-
 // This thread's lanes [first, first + c) of the tile, those below min(limit, lanes) read from
 // memory, the rest 0 (a masked load touches no memory for them).
 mlir::Value Emitter::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit,
@@ -521,7 +512,6 @@ StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
     return Status::error(fmt::format("kernel @{}: emitted MLIR does not verify", k_.name));
   return module;
 }
-
 
 StatusOr<OwningOpRef<ModuleOp>> emitHostModule(MLIRContext &ctx, const dsl::Kernel &kernel) {
   loadDialects(ctx);

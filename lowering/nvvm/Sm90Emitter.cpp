@@ -552,7 +552,6 @@ void Sm90KeyTables::declareGlobals(Block *moduleBody, bool keysAsF32) {
                            /*constant=*/true, /*alignment=*/IntegerAttr());
 }
 
-
 // extf(nvfp4.decode(p, s)) as one lookup per element in the table of the 16 x 256 exact key
 // values (core/Nvfp4), instead of the decode's arithmetic and the widening's ({} without the table:
 // no decode of the program is widened to f32).

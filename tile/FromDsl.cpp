@@ -250,13 +250,21 @@ StatusOr<std::string> tileText(const dsl::Kernel &k) {
   return print(**module);
 }
 
-StatusOr<std::string> reprintTileText(const std::string &text) {
+StatusOr<std::string> transformTileText(
+    const std::string &text, const std::function<Status(mlir::ModuleOp, const std::string &diagnostics)> &transform) {
   TextContext t;
   mlir::ParserConfig config(&t.ctx);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, config);
   if (!module)
     return Status::error("tile text: " + (t.diagnostics.empty() ? std::string("does not parse") : t.diagnostics));
-  return print(*module); // parseSourceString verified it
+  if (transform) { // parseSourceString verified the text; the transform's result is verified here
+    M3IDX_RETURN_IF_ERROR(transform(*module, t.diagnostics));
+    if (mlir::failed(mlir::verify(*module)))
+      return Status::error("tile text: the transformed module does not verify: " + t.diagnostics);
+  }
+  return print(*module);
 }
+
+StatusOr<std::string> reprintTileText(const std::string &text) { return transformTileText(text, {}); }
 
 } // namespace m3idx::tile

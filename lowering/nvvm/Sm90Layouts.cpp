@@ -14,13 +14,9 @@
 #include <fmt/format.h>
 
 #include "llvm/ADT/TypeSwitch.h"
-#include "llvm/Support/raw_ostream.h"
 #include "lowering/nvvm/WgmmaShape.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Parser/Parser.h"
 #include "tile/FromDsl.h"
 #include "tile/TileDialect.h"
 
@@ -265,31 +261,17 @@ LogicalResult assignSm90Layouts(func::FuncOp fn, int threads) { return Sm90Layou
 std::unique_ptr<Pass> createAssignSm90LayoutsPass() { return std::make_unique<AssignSm90LayoutsPass>(); }
 
 StatusOr<std::string> assignSm90LayoutsToText(const std::string &text) {
-  MLIRContext ctx(MLIRContext::Threading::DISABLED);
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
-    diagnostics += d.str() + "\n";
-    return success();
+  return tile::transformTileText(text, [](ModuleOp module, const std::string &diagnostics) -> Status {
+    for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
+      auto warps = fn->getAttrOfType<IntegerAttr>("m3idx.warps");
+      const int64_t w = warps ? warps.getInt() : 1;
+      if (w < 1 || w > 32)
+        return Status::error(fmt::format("tile text: @{} has m3idx.warps {}", fn.getName().str(), w));
+      if (failed(assignSm90Layouts(fn, 32 * static_cast<int>(w))))
+        return Status::error("sm_90 layouts: " + diagnostics);
+    }
+    return Status();
   });
-  tile::loadTileDialects(ctx);
-  ParserConfig config(&ctx);
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, config);
-  if (!module)
-    return Status::error("tile text: " + (diagnostics.empty() ? std::string("does not parse") : diagnostics));
-  for (func::FuncOp fn : module->getOps<func::FuncOp>()) {
-    auto warps = fn->getAttrOfType<IntegerAttr>("m3idx.warps");
-    const int64_t w = warps ? warps.getInt() : 1;
-    if (w < 1 || w > 32)
-      return Status::error(fmt::format("tile text: @{} has m3idx.warps {}", fn.getName().str(), w));
-    if (failed(assignSm90Layouts(fn, 32 * static_cast<int>(w))))
-      return Status::error("sm_90 layouts: " + diagnostics);
-  }
-  if (failed(verify(*module)))
-    return Status::error("sm_90 layouts: the result does not verify: " + diagnostics);
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  module->print(os);
-  return out;
 }
 
 void registerAssignSm90LayoutsPass() {

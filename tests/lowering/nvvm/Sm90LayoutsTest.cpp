@@ -14,6 +14,8 @@
 #include "lowering/GpuCompiler.h"
 #include "lowering/Layouts.h"
 #include "lowering/Target.h"
+#include "lowering/nvvm/Sm90Layouts.h"
+#include "tile/TileText.h"
 
 using namespace m3idx;
 using dsl::OpKind;
@@ -364,3 +366,23 @@ TEST(Sm90Layouts, WarpgroupDecodesOfFewColumnsLowerToMmaSync) {
     }
 }
 
+
+// The fuzz target's entry (tile text in, encoded text out): a kernel's layouts as the pass gives
+// them, the same text when run on its own output, and bad text or warps an error, not a crash.
+TEST(Sm90Layouts, TextInTextOut) {
+  auto k = kernels::buildKernel(kernels::KernelKind::ScoreDecode,
+                                (*tuning::tuningFor("sm_90"))->configFor(kernels::KernelKind::ScoreDecode, 4, 4));
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  auto text = tile::tileText(*k);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  auto once = lowering::assignSm90LayoutsToText(*text);
+  ASSERT_TRUE(once.ok()) << once.status().message();
+  EXPECT_NE(once->find("-> tensor<256xf32, #m3idx.layout<mma_acc>>"), std::string::npos) << *once;
+  auto twice = lowering::assignSm90LayoutsToText(*once);
+  ASSERT_TRUE(twice.ok()) << twice.status().message();
+  EXPECT_EQ(*twice, *once);
+  EXPECT_FALSE(lowering::assignSm90LayoutsToText("func.func @f(").ok());
+  auto badWarps = lowering::assignSm90LayoutsToText("func.func @f() attributes {m3idx.warps = 0 : i64} { return }");
+  ASSERT_FALSE(badWarps.ok());
+  EXPECT_NE(badWarps.status().message().find("has m3idx.warps 0"), std::string::npos) << badWarps.status().message();
+}

@@ -100,11 +100,10 @@ StatusOr<std::vector<BundleItem>> compileBundle(const BundleRequest &req,
       return tuning.status();
     for (int h : req.heads)
       for (int q : req.decodeQueryLens)
-        for (KernelKind k : kernels::allKernels()) {
-          kernels::KernelConfig c = (*tuning)->configFor(k, h, q);
-          if (seen.insert({t, static_cast<int>(k), c.str()}).second)
-            work.push_back({t, k, c});
-        }
+        for (KernelKind k : kernels::allKernels())
+          for (const kernels::KernelConfig &c : (*tuning)->configsFor(k, h, q))
+            if (seen.insert({t, static_cast<int>(k), c.str()}).second)
+              work.push_back({t, k, c});
   }
   std::error_code ec;
   fs::create_directories(req.out, ec);

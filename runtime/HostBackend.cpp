@@ -30,7 +30,7 @@ int64_t HostBackend::compileCount() const {
 Status HostBackend::execute(const BatchView &b, int64_t width, float *scores, int32_t *topk, unsigned parts,
                             kernels::DecodeBlocks blocks) {
   StatusOr<kernels::StepPlan> plan =
-      kernels::planStep(b, width, tuning_.forStep(b.params.numHeads, b.params.decodeQueryLen), parts, blocks);
+      kernels::planStep(b, width, tuning_.forStep(b.params.numHeads, b.params.decodeQueryLen, b.params.numDecodes), parts, blocks);
   if (!plan.ok())
     return plan.status();
   return executePlan(*plan, b, scores, topk);
@@ -40,7 +40,7 @@ Status HostBackend::executeDeviceDecode(const BatchView &b, int64_t width, int64
                                         const kernels::DecodeWorkspaceLayout &layout, uint8_t *workspace,
                                         int32_t *topk) {
   StatusOr<kernels::StepPlan> plan = kernels::planDeviceDecode(
-      b, width, maxSeqLen, tuning_.forStep(b.params.numHeads, b.params.decodeQueryLen));
+      b, width, maxSeqLen, tuning_.forStep(b.params.numHeads, b.params.decodeQueryLen, b.params.numDecodes));
   if (!plan.ok())
     return plan.status();
   M3IDX_RETURN_IF_ERROR(kernels::fitsWorkspace(kernels::workspaceNeeds(*plan), layout, topk == nullptr));

@@ -38,7 +38,7 @@ struct BenchArgs {
   int decodeColumns = -1, scoreUnroll = -1, decodeNarrowAbove = -1, topkPrograms = -1, tilesAhead = -1,
       decodeWarpgroupAbove = -1;
   bool decodeWarpgroupPad = false;
-  int64_t decodePrograms = -1, decodeActive = -1;
+  int64_t decodePrograms = -1, decodeActive = -1, decodeWarpgroupRequests = -1;
 };
 
 // "R:L:H" or "R:L:H:Q" -> positive numbers (Q, the decode rows a request, 4 when absent).
@@ -122,12 +122,12 @@ int runBench(const BenchArgs &a) {
   const BatchView v = c->view();
   if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0 ||
       a.tilesAhead >= 0 || a.decodePrograms >= 0 || a.decodeWarpgroupAbove >= 0 || a.decodeActive >= 0 ||
-      a.decodeWarpgroupPad) {
+      a.decodeWarpgroupPad || a.decodeWarpgroupRequests >= 0) {
     // a variant of the target's table, to measure it
     auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
     if (!gpu)
       return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs/--tiles-ahead/"
-                  "--decode-programs/--decode-active/--decode-warpgroup-above/--decode-warpgroup-pad: expected --backend cuda or hip");
+                  "--decode-programs/--decode-active/--decode-warpgroup-above/--decode-warpgroup-pad/--decode-warpgroup-requests: expected --backend cuda or hip");
     tuning::TargetTuning t = gpu->tuning();
     if (a.decodeColumns >= 0)
       t.decodeMaxColumns = a.decodeColumns;
@@ -153,6 +153,8 @@ int runBench(const BenchArgs &a) {
     if (a.decodeActive >= 0)
       t.decodeActivePrograms = a.decodeActive;
     t.decodeWarpgroupPad = t.decodeWarpgroupPad || a.decodeWarpgroupPad;
+    if (a.decodeWarpgroupRequests >= 0)
+      t.decodeWarpgroupRequests = a.decodeWarpgroupRequests;
     gpu->setTuning(t);
   }
   if (auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get()); gpu && a.indexer) {
@@ -276,6 +278,9 @@ void addBenchCommand(CLI::App &app, Runner &run) {
   cmd->add_flag("--decode-warpgroup-pad", args->decodeWarpgroupPad,
                "GPU: measure a tuning variant: requests of columns no multiple of 8 padded to one for the warpgroup "
                "test (with --decode-warpgroup-above: 4-column requests as warpgroups)");
+  cmd->add_option("--decode-warpgroup-requests", args->decodeWarpgroupRequests,
+                  "GPU: measure a tuning variant: steps of at most this many decode requests run every request "
+                  "as a padded warpgroup program (0: none)");
   cmd->add_option("--prefill", args->prefill, "A generated prefill step PROMPTS:TOKENS:HEADS (causal, all rows new)");
   cmd->add_flag("--check", args->check, "Check the last step's top-k against exact scores");
   cmd->add_flag("--indexer", args->indexer,

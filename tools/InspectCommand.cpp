@@ -29,6 +29,7 @@ struct InspectArgs {
   bool list = false, printAfterAll = false, pipeline = false, json = false;
   std::string kernel, target = "host", emit = "dsl", out, tuning;
   int heads = 1, queryRows = 0;
+  int64_t requests = 0; // 0: a step past the table's small-step rule
 };
 
 // KERNEL may instead name a cache entry file or an AOT bundle folder.
@@ -151,7 +152,8 @@ int runInspect(const InspectArgs &a) {
   StatusOr<const tuning::TargetTuning *> tuning = tuning::tuningFor(a.tuning.empty() ? a.target : a.tuning);
   if (!tuning.ok())
     return fail("--tuning: " + tuning.status().message());
-  kernels::KernelConfig config = (*tuning)->configFor(*kind, a.heads, a.queryRows ? a.queryRows : 4);
+  kernels::KernelConfig config = (*tuning)->configFor(*kind, a.heads, a.queryRows ? a.queryRows : 4,
+                                                              a.requests > 0 ? a.requests : tuning::TargetTuning::kLargeStep);
   if (a.queryRows && *kind != kernels::KernelKind::ScorePrefill)
     config.queryRows = a.queryRows;
   StatusOr<dsl::Kernel> k = kernels::buildKernel(*kind, config);
@@ -213,6 +215,9 @@ void addInspectCommand(CLI::App &app, Runner &run) {
   cmd->add_flag("--list", args->list, "List kernel names, one per line");
   cmd->add_option("--heads", args->heads, "num_index_heads of the config")->capture_default_str();
   cmd->add_option("--query-rows", args->queryRows, "decode_query_len of the config (default 4)");
+  cmd->add_option("--requests", args->requests,
+                  "decode requests of the step the config is for (a target may score small steps in another form; "
+                  "default: a large step)");
   cmd->add_option("--target", args->target, "host, sm_90 or gfx950")->capture_default_str();
   cmd->add_option("--tuning", args->tuning,
                   "build the config this target's tuning table gives (host, sm_90, gfx950; default: --target's)");

@@ -52,6 +52,12 @@ TargetTuning makeSm90() {
   // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
   // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).
   t.decodeWarpgroupAbove = 16;
+  // Steps of up to 8 requests as padded warpgroups, each warp 2 of a block's 8 tiles (mma.sync up
+  // to 16 columns, wgmma above): 1 x 4K 0.016 -> 0.012 ms, 1 x 2K at 4 heads 0.017 -> 0.013, 8 x 8K
+  // 0.020 -> 0.016; at 32 requests some lost (32 x 32K 0.046 -> 0.058), as the long ones of a
+  // small step do (1 x 512K 0.036 -> 0.045, 8 x 1M 0.206 -> 0.252), which still beat vLLM's path
+  // by 1.2-1.6x (bench/RESULTS.md, 2026-12-04 (4) and 2026-12-05 (3)).
+  t.decodeWarpgroupRequests = 8;
   return t;
 }
 
@@ -78,14 +84,16 @@ int TargetTuning::prefillRowTile(int numHeads) const {
   return numHeads >= 1 && numHeads <= prefill.columns ? prefill.columns / numHeads : 1;
 }
 
-KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQueryLen) const {
+KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQueryLen, int64_t numRequests) const {
   KernelConfig c;
+  const bool smallStep = numRequests <= decodeWarpgroupRequests;
   switch (kind) {
   case KernelKind::ScoreDecode:
     c.numHeads = numHeads;
     c.queryRows = decodeQueryLen;
     c.blockUnroll = scoreUnroll;
-    if (const int columns = decodeWarpgroupColumns(numHeads, decodeQueryLen); decodeAsWarpgroup(columns)) {
+    if (const int columns = decodeWarpgroupColumns(numHeads, decodeQueryLen, smallStep);
+        decodeAsWarpgroup(columns, smallStep)) {
       if (columns != numHeads * decodeQueryLen)
         c.rowTile = columns / numHeads; // padding rows past decodeQueryLen
       c.tokenTile = 64; // a warp's 16 tokens each
@@ -125,10 +133,18 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
   return c;
 }
 
-kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen) const {
+std::vector<KernelConfig> TargetTuning::configsFor(KernelKind kind, int numHeads, int decodeQueryLen) const {
+  std::vector<KernelConfig> all = {configFor(kind, numHeads, decodeQueryLen)};
+  if (decodeWarpgroupRequests > 0)
+    if (KernelConfig small = configFor(kind, numHeads, decodeQueryLen, 1); small.str() != all[0].str())
+      all.push_back(small);
+  return all;
+}
+
+kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen, int64_t numRequests) const {
   kernels::StepTuning s;
   for (KernelKind k : kernels::allKernels())
-    s.configs[static_cast<int>(k)] = configFor(k, numHeads, decodeQueryLen);
+    s.configs[static_cast<int>(k)] = configFor(k, numHeads, decodeQueryLen, numRequests);
   const KernelConfig &decode = s.config(KernelKind::ScoreDecode);
   s.decodeScorePrograms =
       decode.warps > 1 ? decodeWarpgroupPrograms : decodeFormFor(decode.decodeColumns()).programs;
@@ -149,27 +165,29 @@ TargetTuning::DecodeForm TargetTuning::decodeFormFor(int columns) const {
   return {columns, decodeScorePrograms, decodeTilesAhead};
 }
 
-bool TargetTuning::decodeAsWarpgroup(int columns) const {
+bool TargetTuning::decodeAsWarpgroup(int columns, bool smallStep) const {
   // wgmma's columns (lowering/nvvm/WgmmaShape.h), at most 64 for a decode (its 64-token tile's
   // accumulators under the warpgroup's register cap, Sm90Wgmma::wgmmaRegisterCap).
-  return columns > decodeWarpgroupAbove && columns <= 64 && lowering::wgmmaTakesColumns(columns);
+  return (columns > decodeWarpgroupAbove || (smallStep && columns <= kSmallStepColumns)) && columns <= 64 &&
+         lowering::wgmmaTakesColumns(columns);
 }
 
-int TargetTuning::decodeWarpgroupColumns(int numHeads, int decodeQueryLen) const {
+int TargetTuning::decodeWarpgroupColumns(int numHeads, int decodeQueryLen, bool smallStep) const {
   const int columns = numHeads * decodeQueryLen, padded = (columns + 7) / 8 * 8;
-  return decodeWarpgroupPad && numHeads > 0 && padded % numHeads == 0 ? padded : columns;
+  const bool pad = decodeWarpgroupPad || (smallStep && padded <= kSmallStepColumns);
+  return pad && numHeads > 0 && padded % numHeads == 0 ? padded : columns;
 }
 
 int64_t TargetTuning::mostDecodeScorePrograms() const {
   // the widest warpgroup request is one iff any is
-  int64_t most = std::max(decodeScorePrograms, decodeAsWarpgroup(64) ? decodeWarpgroupPrograms : 0);
+  int64_t most = std::max(decodeScorePrograms, decodeAsWarpgroup(64, decodeWarpgroupRequests > 0) ? decodeWarpgroupPrograms : 0);
   for (const DecodeForm &f : decodeForms)
     most = std::max(most, f.programs);
   return most;
 }
 
 kernels::DecodeWorkspaceLayout TargetTuning::decodeWorkspace(int heads, int64_t maxRows, int64_t width) const {
-  return kernels::decodeWorkspaceLayout(forStep(heads, 1), heads, maxRows, width, mostDecodeScorePrograms());
+  return kernels::decodeWorkspaceLayout(forStep(heads, 1, kLargeStep), heads, maxRows, width, mostDecodeScorePrograms());
 }
 
 StatusOr<const TargetTuning *> tuningFor(const std::string &target) {

@@ -61,13 +61,28 @@ struct TargetTuning {
   // (its row tile padded with rows that see nothing, KernelConfig::rowTile): a 4-column request can
   // then run as a warpgroup, 2 tiles a block where a warp runs 8 in sequence.
   bool decodeWarpgroupPad = false;
+  // Steps of at most this many decode requests score every request of up to kSmallStepColumns
+  // padded columns as one warpgroup program, its columns padded to a multiple of 8 (as
+  // decodeWarpgroupPad would; each warp's own mma.sync, the form measured): such a step's time is a
+  // program's dependent chain, which four warps sharing a block's tiles shorten, where a large
+  // step's is throughput, which one warp a block spends better (bench/RESULTS.md). The host knows
+  // a step's requests when it plans it; a CUDA graph is captured per batch size.
+  int64_t decodeWarpgroupRequests = 0;
+  static constexpr int kSmallStepColumns = 16;
 
   // Rows of one prefill program: columns / heads.
   int prefillRowTile(int numHeads) const;
-  // The config `kind` is built with for a step of `numHeads` heads and `decodeQueryLen` rows.
-  kernels::KernelConfig configFor(kernels::KernelKind kind, int numHeads, int decodeQueryLen) const;
+  // A step's decode requests past any small-step rule (decodeWarpgroupRequests).
+  static constexpr int64_t kLargeStep = INT64_MAX;
+  // The config `kind` is built with for a step of `numHeads` heads, `decodeQueryLen` rows and
+  // `numRequests` decode requests (only score_decode's form may follow the requests).
+  kernels::KernelConfig configFor(kernels::KernelKind kind, int numHeads, int decodeQueryLen,
+                                  int64_t numRequests = kLargeStep) const;
+  // Every config `kind` is built with for steps of these heads and rows, whatever their requests
+  // (what a warm-up or an AOT bundle compiles), without repeats.
+  std::vector<kernels::KernelConfig> configsFor(kernels::KernelKind kind, int numHeads, int decodeQueryLen) const;
   // Every kernel's config and the grid sizes of such a step, for kernels::planStep.
-  kernels::StepTuning forStep(int numHeads, int decodeQueryLen) const;
+  kernels::StepTuning forStep(int numHeads, int decodeQueryLen, int64_t numRequests) const;
   // The largest decode score grid target of any form (scratch sized before the step is known).
   int64_t mostDecodeScorePrograms() const;
   // The decode workspace of steps up to these bounds under this table (kernels_src/DecodeWorkspace.h).
@@ -76,11 +91,12 @@ struct TargetTuning {
 private:
   // The decode form of a score_decode program of `columns` columns (the defaults' if none fits).
   DecodeForm decodeFormFor(int columns) const;
-  // Whether a request of `columns` columns (rows x heads) is scored by one warpgroup program.
-  bool decodeAsWarpgroup(int columns) const;
+  // Whether a request of `columns` columns (rows x heads) is scored by one warpgroup program, in a
+  // step that is small (decodeWarpgroupRequests) or not.
+  bool decodeAsWarpgroup(int columns, bool smallStep) const;
   // The columns a warpgroup program of a request of these heads and rows takes (rows x heads, or
-  // with decodeWarpgroupPad the next multiple of 8).
-  int decodeWarpgroupColumns(int numHeads, int decodeQueryLen) const;
+  // with decodeWarpgroupPad or in a small step the next multiple of 8).
+  int decodeWarpgroupColumns(int numHeads, int decodeQueryLen, bool smallStep) const;
 };
 
 // The table of a target ("host", "sm_90", "gfx950"); an unknown name is an error naming the known.

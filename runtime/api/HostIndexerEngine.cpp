@@ -58,9 +58,11 @@ public:
   std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> cpKernels() const override {
     if (!communicator_) // CP ranks score all heads of the group
       return {};
-    return {{kernels::KernelKind::ScoreDecode,
-             tuning().configFor(kernels::KernelKind::ScoreDecode,
-                                communicator_->worldSize() * config_.numIndexHeads, spec::kCpQueryLen)}};
+    std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> all;
+    for (const kernels::KernelConfig &c : tuning().configsFor(
+             kernels::KernelKind::ScoreDecode, communicator_->worldSize() * config_.numIndexHeads, spec::kCpQueryLen))
+      all.push_back({kernels::KernelKind::ScoreDecode, c});
+    return all;
   }
   StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
   int64_t decodeWorkspaceBytes() const override { return layout_.bytes; }

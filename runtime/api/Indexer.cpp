@@ -247,8 +247,9 @@ Status Indexer::warmup() {
   const tuning::TargetTuning &tuning = impl_->engine->tuning();
   std::vector<std::pair<KernelKind, kernels::KernelConfig>> needed;
   for (int q : impl_->config.decodeQueryLens) {
-    needed.push_back({KernelKind::ScoreDecode, tuning.configFor(KernelKind::ScoreDecode, H, q)});
-    needed.push_back({KernelKind::TopkDecode, tuning.configFor(KernelKind::TopkDecode, H, q)});
+    for (KernelKind k : {KernelKind::ScoreDecode, KernelKind::TopkDecode})
+      for (const kernels::KernelConfig &c : tuning.configsFor(k, H, q)) // a small step's form too
+        needed.push_back({k, c});
   }
   needed.push_back({KernelKind::ScorePrefill, tuning.configFor(KernelKind::ScorePrefill, H, 4)});
   needed.push_back({KernelKind::TopkPrefill, tuning.configFor(KernelKind::TopkPrefill, H, 4)});

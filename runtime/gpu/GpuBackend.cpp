@@ -213,7 +213,7 @@ Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_
   auto found = decodePlans_.find(key);
   if (found == decodePlans_.end()) {
     StatusOr<kernels::StepPlan> plan =
-        kernels::planDeviceDecode(shape, W, maxSeqLen, tuning_.forStep(p.numHeads, p.decodeQueryLen));
+        kernels::planDeviceDecode(shape, W, maxSeqLen, tuning_.forStep(p.numHeads, p.decodeQueryLen, p.numDecodes));
     if (!plan.ok())
       return plan.status();
     M3IDX_RETURN_IF_ERROR(refuseSetupInCapture(*plan, stream));
@@ -250,7 +250,7 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
                            const RunOptions &options, bool timed) {
   using kernels::StepBuffer;
   const int H = b.params.numHeads, Q = b.params.decodeQueryLen;
-  const kernels::StepTuning stepTuning = tuning_.forStep(H, Q);
+  const kernels::StepTuning stepTuning = tuning_.forStep(H, Q, b.params.numDecodes);
   // A CP share runs the score kernels only: the exchange completes the rows before any top-k.
   const bool cpShare = options.decodeBlockStep > 1;
   StatusOr<kernels::StepPlan> plan =

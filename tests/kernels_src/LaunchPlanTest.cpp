@@ -167,7 +167,7 @@ TEST(StepPlan, EveryLaunchBindsToItsKernelByName) {
     for (int heads : {1, 2, 4}) {
       const m3idx::Case c = mixedCase(heads);
       const m3idx::BatchView v = c.view();
-      const StepTuning t = (**m3idx::tuning::tuningFor(target)).forStep(heads, 4);
+      const StepTuning t = (**m3idx::tuning::tuningFor(target)).forStep(heads, 4, TargetTuning::kLargeStep);
       auto plan = planStep(v, 320, t);
       ASSERT_TRUE(plan.ok()) << plan.status().message();
       std::vector<KernelKind> kinds;
@@ -199,7 +199,7 @@ TEST(StepPlan, EveryLaunchBindsToItsKernelByName) {
 
 TEST(StepPlan, BindingNamesAMissingOrUnknownArgument) {
   const m3idx::Case c = mixedCase(1);
-  auto plan = planStep(c.view(), 320, hostTuning().forStep(1, 4));
+  auto plan = planStep(c.view(), 320, hostTuning().forStep(1, 4, TargetTuning::kLargeStep));
   ASSERT_TRUE(plan.ok());
   Launch l = plan->launches[0];
   auto signature = signatureOf(l.kind, l.config);
@@ -227,7 +227,7 @@ TEST(StepPlan, PartsAndDecodeBlockRanges) {
   m3idx::IndexerParams p;
   p.numDecodes = 3;
   const m3idx::Case c = m3idx::testing::buildCase(p, {4, 4, 4}, {128 * 40, 128 * 3, 128});
-  auto share = planStep(c.view(), 64, hostTuning().forStep(1, 4), kScoreDecode, {1, 4});
+  auto share = planStep(c.view(), 64, hostTuning().forStep(1, 4, TargetTuning::kLargeStep), kScoreDecode, {1, 4});
   ASSERT_TRUE(share.ok()) << share.status().message();
   ASSERT_EQ(share->launches.size(), 1u);
   const Launch &l = share->launches[0];
@@ -240,11 +240,11 @@ TEST(StepPlan, PartsAndDecodeBlockRanges) {
       EXPECT_EQ(a.value, 4);
     }
   }
-  auto bad = planStep(c.view(), 64, hostTuning().forStep(1, 4), kScoreDecode, {4, 4});
+  auto bad = planStep(c.view(), 64, hostTuning().forStep(1, 4, TargetTuning::kLargeStep), kScoreDecode, {4, 4});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("decode block range"), std::string::npos);
   const m3idx::Case mixed = mixedCase(1);
-  auto prefillShare = planStep(mixed.view(), 320, hostTuning().forStep(1, 4), kAllParts, {0, 2});
+  auto prefillShare = planStep(mixed.view(), 320, hostTuning().forStep(1, 4, TargetTuning::kLargeStep), kAllParts, {0, 2});
   ASSERT_FALSE(prefillShare.ok());
   EXPECT_NE(prefillShare.status().message().find("prefill rows"), std::string::npos);
 }

@@ -16,7 +16,7 @@
 #                                              the sanitizers beside a build)
 #   output_hashes.sh M3IDX TABLE --update   rewrite TABLE for every target
 # Configs: score_decode over heads 1/2/4 x decode_query_len 1..8 (every sm_90 form: one-warp,
-# row tiles, warpgroups), topk_decode over decode_query_len 1..8, score_prefill over heads 1/2/4,
+# row tiles, warpgroups; on sm_90 also for a step of one request, its small-step form), topk_decode over decode_query_len 1..8, score_prefill over heads 1/2/4,
 # topk_prefill: the axes each kernel's config depends on (tuning/TargetTuning.cpp's configFor).
 set -euo pipefail
 M3IDX=$1
@@ -30,9 +30,12 @@ esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-configs() {
+configs() { # TARGET
   local h r
   for h in 1 2 4; do for r in 1 2 3 4 5 6 7 8; do echo "score_decode $h $r"; done; done
+  if [[ $1 == sm_90 ]]; then
+    for h in 1 2 4; do for r in 1 2 3 4 5 6 7 8; do echo "score_decode $h $r 1"; done; done
+  fi
   for r in 1 2 3 4 5 6 7 8; do echo "topk_decode 1 $r"; done
   for h in 1 2 4; do echo "score_prefill $h 4"; done
   echo "topk_prefill 1 4"
@@ -40,8 +43,9 @@ configs() {
 
 # md5 of one config's output for one target
 hash_of() {
-  local target=$1 kernel=$2 heads=$3 rows=$4
+  local target=$1 kernel=$2 heads=$3 rows=$4 requests=${5:-}
   local args=(inspect "$kernel" --heads "$heads" --query-rows "$rows" --target "$target")
+  [[ -n $requests ]] && args+=(--requests "$requests")
   case $target in
     sm_90) "$M3IDX" "${args[@]}" --emit ptx | sed '1,/^[^/]/{/^\/\//d}' | md5sum ;;
     host) "$M3IDX" "${args[@]}" --emit lowered | sed '1,/^[^/]/{/^\/\//d}' | md5sum ;;
@@ -60,13 +64,15 @@ in_part() {
 }
 
 table_of() {
-  local target=$1 kernel heads rows h
-  while read -r kernel heads rows; do
+  local target=$1 kernel heads rows requests h
+  while read -r kernel heads rows requests; do
     # a config that does not compile is a failure, not a line without a hash
-    h=$(hash_of "$target" "$kernel" "$heads" "$rows") ||
+    h=$(hash_of "$target" "$kernel" "$heads" "$rows" "$requests") ||
       { echo "output_hashes: $target $kernel --heads $heads --query-rows $rows does not compile" >&2; exit 1; }
-    echo "$target $kernel heads=$heads rows=$rows $h"
-  done < <(configs | while read -r kernel heads rows; do in_part "$kernel" "$heads" && echo "$kernel $heads $rows"; done)
+    echo "$target $kernel heads=$heads rows=$rows${requests:+ requests=$requests} $h"
+  done < <(configs "$target" | while read -r kernel heads rows requests; do
+    in_part "$kernel" "$heads" && echo "$kernel $heads $rows $requests"
+  done)
 }
 
 if [[ $MODE == --update ]]; then

@@ -59,7 +59,7 @@ TEST(TargetTuning, TablesPerTarget) {
   EXPECT_EQ(host().prefill.maxBlocksPerProgram, host().decodeMaxBlocksPerProgram);
   EXPECT_EQ(gfx950().prefill.programs, gfx950().decodeScorePrograms);
   EXPECT_LT(host().decodeScorePrograms, gfx950().decodeScorePrograms);
-  const StepTuning s = sm90().forStep(4, 8);
+  const StepTuning s = sm90().forStep(4, 8, TargetTuning::kLargeStep);
   for (KernelKind k : allKernels())
     EXPECT_EQ(s.config(k), sm90().configFor(k, 4, 8)) << kernelName(k);
   EXPECT_EQ(s.prefillScorePrograms, sm90().prefill.programs);
@@ -105,15 +105,15 @@ TEST(TargetTuning, DecodeFormsFollowAProgramsColumns) {
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 1, 8).tilesAhead, 2);
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 2, 4).str(), "heads=2,rows=4,unroll=4,ahead=2");
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 4).tilesAhead, 1);
-  EXPECT_EQ(sm90().forStep(1, 4).decodeScorePrograms, sm90().decodeScorePrograms);
-  EXPECT_EQ(sm90().forStep(4, 4).decodeScorePrograms, 8192);
-  EXPECT_EQ(sm90().forStep(4, 8).decodeScorePrograms, sm90().decodeWarpgroupPrograms);
-  EXPECT_EQ(sm90().forStep(4, 6).decodeScorePrograms, sm90().decodeWarpgroupPrograms);
+  EXPECT_EQ(sm90().forStep(1, 4, TargetTuning::kLargeStep).decodeScorePrograms, sm90().decodeScorePrograms);
+  EXPECT_EQ(sm90().forStep(4, 4, TargetTuning::kLargeStep).decodeScorePrograms, 8192);
+  EXPECT_EQ(sm90().forStep(4, 8, TargetTuning::kLargeStep).decodeScorePrograms, sm90().decodeWarpgroupPrograms);
+  EXPECT_EQ(sm90().forStep(4, 6, TargetTuning::kLargeStep).decodeScorePrograms, sm90().decodeWarpgroupPrograms);
   // one-warp programs spread a step over 2048 of the grid's; warpgroups and the host over theirs
-  EXPECT_EQ(sm90().forStep(1, 4).decodeActivePrograms, 2048);
-  EXPECT_EQ(sm90().forStep(4, 4).decodeActivePrograms, 2048);
-  EXPECT_EQ(sm90().forStep(4, 8).decodeActivePrograms, sm90().decodeWarpgroupPrograms);
-  EXPECT_EQ(host().forStep(1, 4).decodeActivePrograms, host().decodeScorePrograms);
+  EXPECT_EQ(sm90().forStep(1, 4, TargetTuning::kLargeStep).decodeActivePrograms, 2048);
+  EXPECT_EQ(sm90().forStep(4, 4, TargetTuning::kLargeStep).decodeActivePrograms, 2048);
+  EXPECT_EQ(sm90().forStep(4, 8, TargetTuning::kLargeStep).decodeActivePrograms, sm90().decodeWarpgroupPrograms);
+  EXPECT_EQ(host().forStep(1, 4, TargetTuning::kLargeStep).decodeActivePrograms, host().decodeScorePrograms);
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 8).str(),
             "heads=4,rows=8,tokens=64,warps=4,fold,unroll=4,narrow");
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 4, 6).warps, 4);
@@ -124,7 +124,7 @@ TEST(TargetTuning, DecodeFormsFollowAProgramsColumns) {
   TargetTuning wider = sm90();
   wider.decodeForms.push_back({32, 4 * wider.decodeScorePrograms, 1});
   EXPECT_EQ(wider.mostDecodeScorePrograms(), 4 * wider.decodeScorePrograms);
-  EXPECT_EQ(host().forStep(4, 4).decodeScorePrograms, host().decodeScorePrograms);
+  EXPECT_EQ(host().forStep(4, 4, TargetTuning::kLargeStep).decodeScorePrograms, host().decodeScorePrograms);
   EXPECT_EQ(host().configFor(KernelKind::ScoreDecode, 1, 8).tilesAhead, 1);
   EXPECT_EQ(host().configFor(KernelKind::ScoreDecode, 4, 8).warps, 1);
   TargetTuning grids = sm90();
@@ -197,6 +197,37 @@ TEST(TargetTuning, WarpgroupsMayPadTheirRows) {
           << heads << " x " << rows;
   padded.decodeWarpgroupPad = false;
   EXPECT_EQ(padded.configFor(KernelKind::ScoreDecode, 1, 4).warps, 1);
+}
+
+// sm_90 scores a step of up to 8 decode requests in padded warpgroups where a request takes up to 16
+// columns padded (HostVsReference.MatchesInPaddedWarpgroups's form), wider ones as in larger steps;
+// the step's requests choose, and warm-ups and AOT bundles get both forms (configsFor).
+TEST(TargetTuning, SmallDecodeStepsRunAsPaddedWarpgroups) {
+  TargetTuning padded = sm90();
+  padded.decodeWarpgroupAbove = 0;
+  padded.decodeWarpgroupPad = true;
+  for (int heads : {1, 2, 4})
+    for (int rows = 1; rows <= 8; ++rows) {
+      const std::string large = sm90().configFor(KernelKind::ScoreDecode, heads, rows).str();
+      const KernelConfig small = sm90().configFor(KernelKind::ScoreDecode, heads, rows, 8);
+      EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, heads, rows, 9).str(), large);
+      const bool narrow = (heads * rows + 7) / 8 * 8 <= TargetTuning::kSmallStepColumns;
+      EXPECT_EQ(small.str(), narrow ? padded.configFor(KernelKind::ScoreDecode, heads, rows).str() : large)
+          << heads << " x " << rows;
+      std::vector<std::string> all;
+      for (const KernelConfig &c : sm90().configsFor(KernelKind::ScoreDecode, heads, rows))
+        all.push_back(c.str());
+      std::vector<std::string> want = {large};
+      if (small.str() != large)
+        want.push_back(small.str());
+      EXPECT_EQ(all, want);
+      EXPECT_EQ(host().configsFor(KernelKind::ScoreDecode, heads, rows).size(), 1u);
+    }
+  EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 1, 4, 1).warps, 4);
+  EXPECT_EQ(sm90().forStep(1, 4, 8).decodeScorePrograms, sm90().decodeWarpgroupPrograms);
+  EXPECT_EQ(sm90().forStep(1, 4, 8).decodeActivePrograms, sm90().decodeWarpgroupPrograms);
+  EXPECT_EQ(sm90().forStep(1, 4, 9).decodeActivePrograms, 2048);
+  EXPECT_EQ(sm90().configsFor(KernelKind::TopkDecode, 1, 4).size(), 1u);
 }
 
 // gfx950's one-program decodes of 12, 14, 20, 24 or 28 columns did not compile (the wave's blocked

@@ -332,15 +332,23 @@ Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, Value limit, 
   return emit1(OpKind::LoadTileMasked, {offset, limit}, tile(buf.elem, lanes), buf.index);
 }
 
+Value KernelBuilder::aligned(Value loaded, OpKind kind, int alignBytes) {
+  if (!check(alignBytes > 0 && alignBytes <= 16 && (alignBytes & (alignBytes - 1)) == 0,
+             fmt::format("{}: alignment must be a power of two up to 16, got {}", opName(kind), alignBytes)))
+    return loaded;
+  if (loaded.id().valid() && !k_.ops.empty() && k_.ops.back().kind == kind)
+    k_.ops.back().alignAttr = alignBytes;
+  return loaded;
+}
+
 Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, int alignBytes, SourceAt at) {
   LocScope scope(*this, at);
-  Value v = loadTile(buf, offset, lanes);
-  if (!check(alignBytes > 0 && alignBytes <= 16 && (alignBytes & (alignBytes - 1)) == 0,
-             fmt::format("load.tile: alignment must be a power of two up to 16, got {}", alignBytes)))
-    return v;
-  if (v.id().valid() && !k_.ops.empty() && k_.ops.back().kind == OpKind::LoadTile)
-    k_.ops.back().alignAttr = alignBytes;
-  return v;
+  return aligned(loadTile(buf, offset, lanes), OpKind::LoadTile, alignBytes);
+}
+
+Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, Value limit, int alignBytes, SourceAt at) {
+  LocScope scope(*this, at);
+  return aligned(loadTile(buf, offset, lanes, limit), OpKind::LoadTileMasked, alignBytes);
 }
 
 void KernelBuilder::store(Buffer buf, Value offset, Value v, SourceAt at) {

@@ -96,6 +96,9 @@ public:
   Value loadTile(Buffer buf, Value offset, int lanes, int alignBytes, SourceAt at = SourceAt::current());
   // Lanes at or past `limit` (an i64 scalar) read 0 and touch no memory (Triton's masked load).
   Value loadTile(Buffer buf, Value offset, int lanes, Value limit, SourceAt at = SourceAt::current());
+  // The same with offset's address aligned to alignBytes, as above.
+  Value loadTile(Buffer buf, Value offset, int lanes, Value limit, int alignBytes,
+                 SourceAt at = SourceAt::current());
   void store(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
   void storeTile(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
   // buf[offsets[i]] = v[i] for the lanes where mask[i] (offsets tile<N x i64>, mask tile<N x i1>);
@@ -172,6 +175,8 @@ private:
   bool check(bool ok, const std::string &what);
   bool live(std::initializer_list<Value> vs);
   Value poison(Type t);
+  // `loaded`, the result of the op just emitted (of `kind`), with its address promised aligned.
+  Value aligned(Value loaded, OpKind kind, int alignBytes);
   Values runRegion(int32_t op, int region, const std::function<Values()> &fn);
 
   Kernel k_;

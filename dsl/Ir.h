@@ -61,7 +61,7 @@ struct Op {
   int64_t intAttr = 0;            // constants, lane index, buffer index, arg index, for: unroll hint
   double floatAttr = 0;
   std::vector<int32_t> lanesAttr; // shuffle mask
-  int32_t alignAttr = 0;          // load.tile: bytes the offset's address is known to be aligned to
+  int32_t alignAttr = 0;          // load.tile(.masked): bytes the offset's address is known aligned to
   std::vector<Region> regions;    // for: body; if: then, else
 };
 

@@ -224,7 +224,8 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   // [rows, heads, 128] of q is one contiguous tile, loaded once per program, after the first
   // tiles' loads are issued: targets stage it through shared memory behind a barrier, which
   // ahead of them had put its latency in every short program's chain (metadata, q, page, tiles).
-  q = b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit).bitcast(Elem::F8E4M3FN);
+  // (rows of H x 128 bytes: 16-byte aligned, and rows past the limit whole parts of a thread's)
+  q = b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit, 16).bitcast(Elem::F8E4M3FN);
   blockLoop(whole, range.last, blockLoop(range.first, whole, init, false), true);
 }
 

@@ -113,7 +113,7 @@ public:
   mlir::Value gpuDotTiles(const dsl::Op &op);
   void stageDotOperand(dsl::ValueId v, bool barrierBefore);
   mlir::Value loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit, int64_t lanes,
-                             mlir::Type elem);
+                             mlir::Type elem, int64_t alignBytes = 0);
   mlir::Value get(dsl::ValueId v) { return values_[v.id]; }
   // A for / if block made by scf's builders, emptied of its implicit yield, as the insertion point.
   void openRegionBlock(mlir::Block *block);

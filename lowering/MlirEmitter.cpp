@@ -302,7 +302,7 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
   case OpKind::LoadTileMasked:
     set(loadTileMasked(buffers_[op.intAttr], in(0), in(1), k_.typeOf(op.results[0]).lanes,
-                       elemType(b_, k_.typeOf(op.results[0]).elem)));
+                       elemType(b_, k_.typeOf(op.results[0]).elem), op.alignAttr));
     return;
   case OpKind::DotTiles:
     set(gpuDotTiles(op));
@@ -438,9 +438,9 @@ void Emitter::emitOp(const dsl::Op &op) {
 }
 
 // This thread's lanes [first, first + c) of the tile, those below min(limit, lanes) read from
-// memory, the rest 0 (a masked load touches no memory for them).
+// memory, the rest 0 (a masked load touches no memory for them). alignBytes: as load.tile's.
 mlir::Value Emitter::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit,
-                                    int64_t lanes, mlir::Type elem) {
+                                    int64_t lanes, mlir::Type elem, int64_t alignBytes) {
   mlir::Type i64 = b_.getI64Type();
   const int64_t c = distributed_ ? gpu_.chunk(lanes) : lanes;
   mlir::Value first = distributed_ ? mlir::Value(arith::MulIOp::create(b_, gpu_.laneI64(), constant(b_, i64, c)))
@@ -453,15 +453,25 @@ mlir::Value Emitter::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Valu
   mlir::Value at = toIndex(b_, arith::AddIOp::create(b_, off, first));
   if (!distributed_)
     return vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{at}, mask, constant(b_, vt, 0));
-  // On GPUs a masked load becomes one guarded load per lane: take the plain vector load when all
-  // of this thread's lanes are in (every thread but the tile's last, typically).
+  // On GPUs a masked load becomes one guarded load per lane: take the plain vector load (wide where
+  // aligned) when all of this thread's lanes are in, none when all are out (a padded tile's rows:
+  // a limit at a whole thread's part, as a row's 128 bytes are), the guarded loads between.
+  const int64_t partBytes = c * elem.getIntOrFloatBitWidth() / 8;
+  const int64_t align = alignBytes ? std::min(alignBytes, partBytes & -partBytes) : 0;
   auto full = scf::IfOp::create(
       b_, TypeRange{vt},
       arith::CmpIOp::create(b_, arith::CmpIPredicate::sge, count, constant(b_, i64, c)), true);
   OpBuilder::InsertionGuard guard(b_);
   b_.setInsertionPointToEnd(full.thenBlock());
-  scf::YieldOp::create(b_, ValueRange{vector::LoadOp::create(b_, vt, buf, ValueRange{at})});
+  scf::YieldOp::create(b_, ValueRange{vector::LoadOp::create(b_, vt, buf, ValueRange{at}, /*nontemporal=*/false,
+                                                             align ? llvm::MaybeAlign(align) : llvm::MaybeAlign())});
   b_.setInsertionPointToEnd(full.elseBlock());
+  auto none = scf::IfOp::create(
+      b_, TypeRange{vt}, arith::CmpIOp::create(b_, arith::CmpIPredicate::sle, count, constant(b_, i64, 0)), true);
+  scf::YieldOp::create(b_, ValueRange{none.getResult(0)});
+  b_.setInsertionPointToEnd(none.thenBlock());
+  scf::YieldOp::create(b_, ValueRange{constant(b_, vt, 0)});
+  b_.setInsertionPointToEnd(none.elseBlock());
   scf::YieldOp::create(
       b_, ValueRange{vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{at}, mask, constant(b_, vt, 0))});
   return full.getResult(0);

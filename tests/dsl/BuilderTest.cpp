@@ -56,6 +56,21 @@ TEST(DslBuilder, DecodeNeedsMatchingScaleCount) {
   }, "nvfp4.decode: needs packed tile<8k x i8> and scales tile<k x i8>");
 }
 
+// A masked tile load may promise its address's alignment, as a plain one may; the promise is
+// printed and a bad one refused by name.
+TEST(DslBuilder, MaskedLoadsCarryTheirAlignment) {
+  KernelBuilder b("k");
+  Buffer q = b.buffer("q", Elem::I8, Access::Read);
+  b.loadTile(q, b.constInt(0), 64, b.constInt(32), 16);
+  auto k = b.finish();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_NE(k->print().find("load.tile.masked @q align=16"), std::string::npos) << k->print();
+  expectError([](KernelBuilder &b) {
+    Buffer q = b.buffer("q", Elem::I8, Access::Read);
+    b.loadTile(q, b.constInt(0), 64, b.constInt(32), 12);
+  }, "load.tile.masked: alignment must be a power of two up to 16, got 12");
+}
+
 TEST(DslBuilder, DotNeedsF32Tiles) {
   expectError([](KernelBuilder &b) {
     Buffer q = b.buffer("q", Elem::I8, Access::Read);

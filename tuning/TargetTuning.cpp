@@ -52,11 +52,12 @@ TargetTuning makeSm90() {
   // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
   // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).
   t.decodeWarpgroupAbove = 16;
-  // Steps of up to 8 requests as padded warpgroups, each warp 2 of a block's 8 tiles (mma.sync up
-  // to 16 columns, wgmma above): 1 x 4K 0.016 -> 0.012 ms, 1 x 2K at 4 heads 0.017 -> 0.013, 8 x 8K
-  // 0.020 -> 0.016; at 32 requests some lost (32 x 32K 0.046 -> 0.058), as the long ones of a
-  // small step do (1 x 512K 0.036 -> 0.045, 8 x 1M 0.206 -> 0.252), which still beat vLLM's path
-  // by 1.2-1.6x (bench/RESULTS.md, 2026-12-04 (4) and 2026-12-05 (3)).
+  // Steps of up to 8 requests as padded warpgroups of up to 16 columns, each warp 2 of a block's 8
+  // tiles on its own mma.sync: 1 x 4K 0.016 -> 0.012 ms, 1 x 2K at 4 heads 0.017 -> 0.013, 8 x 8K
+  // 0.020 -> 0.016 (H200); the long requests of a small step lose (1 x 512K 0.036 -> 0.045, 8 x 1M
+  // 0.206 -> 0.252) and still beat vLLM's path (H100 graphs: 1.27x, 1.81x); at 16-32 requests
+  // only short ones gain (32 x 2K 0.017 -> 0.015, 32 x 8K 0.023 -> 0.026, 16 x 32K 0.037 -> 0.042:
+  // bench/RESULTS.md, 2026-12-04 (4) and 2026-12-05 (3)).
   t.decodeWarpgroupRequests = 8;
   return t;
 }

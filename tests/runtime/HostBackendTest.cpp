@@ -233,15 +233,17 @@ TEST(HostBackend, RejectsInvalidBatchBeforeLaunching) {
 // The score kernels write exactly the entries b < nblk of each (head, row) -- nothing past a row's
 // blocks, nothing for prefill tiles' padding rows (which would land in the next request's rows) --
 // with runs of blocks per program and decode CP's every-4th-block shares alike.
-TEST(HostBackend, ScoreKernelsWriteExactlyTheRowsBlocks) {
+static void expectExactRowsWritten(const tuning::TargetTuning &tuning, ValueMode mode) {
   const uint32_t canary = 0x7FC0DEADu; // a NaN no kernel makes
   for (const Family &fam : families()) {
+    if (fam.options.mode != mode)
+      continue;
     StatusOr<Case> c = generateCase(fam.options);
     ASSERT_TRUE(c.ok()) << c.status().message();
     const BatchView v = c->view();
     const RowPlan plan = planRows(v);
     const int64_t H = v.params.numHeads, T = v.numRows, W = plan.scoreWidth;
-    runtime::HostBackend host;
+    runtime::HostBackend host(tuning);
     for (int64_t step : {1, 4}) {
       std::vector<uint32_t> scores(H * T * W, canary);
       float *s = reinterpret_cast<float *>(scores.data());
@@ -258,6 +260,15 @@ TEST(HostBackend, ScoreKernelsWriteExactlyTheRowsBlocks) {
           }
     }
   }
+}
+TEST(HostBackend, ScoreKernelsWriteExactlyTheRowsBlocks) {
+  for (ValueMode mode : {ValueMode::Exact, ValueMode::Realistic})
+    expectExactRowsWritten(tuning::hostTuning(), mode);
+}
+// sm_90's table: these families' steps (at most 8 decode requests) in its small-step padded
+// warpgroups, CP shares too.
+TEST(HostBackend, ScoreKernelsWriteExactlyTheRowsBlocksInSm90SmallSteps) {
+  expectExactRowsWritten(**tuning::tuningFor("sm_90"), ValueMode::Exact);
 }
 
 // Keys whose dot grows with the token's place in its block (token t: its first t % 128 + 1

@@ -16,8 +16,9 @@
 #                                              the sanitizers beside a build)
 #   output_hashes.sh M3IDX TABLE --update   rewrite TABLE for every target
 # Configs: score_decode over heads 1/2/4 x decode_query_len 1..8 (every sm_90 form: one-warp,
-# row tiles, warpgroups; on sm_90 also for a step of one request, its small-step form), topk_decode over decode_query_len 1..8, score_prefill over heads 1/2/4,
-# topk_prefill: the axes each kernel's config depends on (tuning/TargetTuning.cpp's configFor).
+# row tiles, warpgroups; on sm_90 also for a step of one request, its small-step form),
+# topk_decode over decode_query_len 1..8, score_prefill over heads 1/2/4, topk_prefill: the axes
+# each kernel's config depends on (tuning/TargetTuning.cpp's configFor).
 set -euo pipefail
 M3IDX=$1
 TABLE=$2

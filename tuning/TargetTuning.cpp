@@ -180,8 +180,10 @@ int TargetTuning::decodeWarpgroupColumns(int numHeads, int decodeQueryLen, bool 
 }
 
 int64_t TargetTuning::mostDecodeScorePrograms() const {
-  // the widest warpgroup request is one iff any is
-  int64_t most = std::max(decodeScorePrograms, decodeAsWarpgroup(64, decodeWarpgroupRequests > 0) ? decodeWarpgroupPrograms : 0);
+  // a large step's widest request is a warpgroup iff any is; a small step's 16 padded columns are
+  // one wherever the small-step rule is on
+  const bool warpgroups = decodeAsWarpgroup(64, false) || decodeAsWarpgroup(kSmallStepColumns, decodeWarpgroupRequests > 0);
+  int64_t most = std::max(decodeScorePrograms, warpgroups ? decodeWarpgroupPrograms : 0);
   for (const DecodeForm &f : decodeForms)
     most = std::max(most, f.programs);
   return most;

@@ -228,6 +228,13 @@ TEST(TargetTuning, SmallDecodeStepsRunAsPaddedWarpgroups) {
   EXPECT_EQ(sm90().forStep(1, 4, 8).decodeActivePrograms, sm90().decodeWarpgroupPrograms);
   EXPECT_EQ(sm90().forStep(1, 4, 9).decodeActivePrograms, 2048);
   EXPECT_EQ(sm90().configsFor(KernelKind::TopkDecode, 1, 4).size(), 1u);
+  // the flag scratch counts the small steps' warpgroup grid where large steps have no warpgroups
+  TargetTuning onlySmall = sm90();
+  onlySmall.decodeWarpgroupAbove = 1 << 30;
+  onlySmall.decodeWarpgroupPrograms = 2 * onlySmall.decodeScorePrograms;
+  EXPECT_EQ(onlySmall.mostDecodeScorePrograms(), onlySmall.decodeWarpgroupPrograms);
+  onlySmall.decodeWarpgroupRequests = 0;
+  EXPECT_EQ(onlySmall.mostDecodeScorePrograms(), onlySmall.decodeScorePrograms);
 }
 
 // gfx950's one-program decodes of 12, 14, 20, 24 or 28 columns did not compile (the wave's blocked

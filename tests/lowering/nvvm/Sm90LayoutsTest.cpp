@@ -366,7 +366,6 @@ TEST(Sm90Layouts, WarpgroupDecodesOfFewColumnsLowerToMmaSync) {
     }
 }
 
-
 // The fuzz target's entry (tile text in, encoded text out): a kernel's layouts as the pass gives
 // them, the same text when run on its own output, and bad text or warps an error, not a crash.
 TEST(Sm90Layouts, TextInTextOut) {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "dsl/Divisor.h"
+
 namespace m3idx::dsl {
 
 Type Value::type() const { return b_->typeOf(id_); }
@@ -89,10 +91,21 @@ Value KernelBuilder::scalarArg(const std::string &name, Elem elem, SourceAt at) 
   check(!argsClosed_, fmt::format("scalar argument '{}' declared after ops", name));
   check(elem == Elem::I64 || elem == Elem::F32,
         fmt::format("scalar argument '{}' must be i64 or f32, got {}", name, elemName(elem)));
+  check(!divisorOfWordName(name) || (!k_.scalars.empty() && k_.scalars.back().name == *divisorOfWordName(name)),
+        fmt::format("scalar argument '{}' is a divisor's word: declare '{}' with divisorArg", name,
+                    divisorOfWordName(name).value_or("")));
   k_.scalars.push_back({name, elem});
   Value v = emit1(OpKind::ScalarArg, {}, scalar(elem), static_cast<int64_t>(k_.scalars.size() - 1));
   argsClosed_ = false; // reading arguments does not close the signature
   return v;
+}
+
+Divisor KernelBuilder::divisorArg(const std::string &name, SourceAt at) {
+  LocScope scope(*this, at);
+  Divisor d;
+  d.value = scalarArg(name, Elem::I64, at);
+  d.word = scalarArg(divisorWordName(name), Elem::I64, at);
+  return d;
 }
 
 Value KernelBuilder::programId(SourceAt at) {
@@ -666,6 +679,15 @@ M3IDX_LITERAL_OPERATOR(>=)
 M3IDX_LITERAL_OPERATOR(==)
 M3IDX_LITERAL_OPERATOR(!=)
 #undef M3IDX_LITERAL_OPERATOR
+Value divide(Value n, const Divisor &d, SourceAt at) {
+  // dsl/Divisor.h: q = (((n * m) >> 32) + n) >> l, the product unsigned in 64 bits (n, m < 2^32).
+  Value m = d.word & lit(d.word, 0xFFFFFFFF, at);
+  Value l = shrU(d.word, 32, at);
+  return shrU(shrU(Operand(n, at) * m, 32, at) + n, l, at);
+}
+
+Value remainder(Value n, const Divisor &d, SourceAt at) { return Operand(n, at) - divide(n, d, at) * d.value; }
+
 Value shrU(Value a, Value b, SourceAt at) { return a.builder()->binary(OpKind::ShrU, a, b, at); }
 Value shrU(Value a, int64_t b, SourceAt at) { return shrU(a, lit(a, b, at), at); }
 Value gtU(Value a, Value b, SourceAt at) { return a.builder()->cmp(OpKind::CmpGtU, a, b, at); }

@@ -48,6 +48,11 @@ struct Buffer {
 
 using Values = std::vector<Value>;
 
+// A divisor argument (KernelBuilder::divisorArg): its value and its word (dsl/Divisor.h).
+struct Divisor {
+  Value value, word;
+};
+
 class KernelBuilder {
 public:
   explicit KernelBuilder(std::string name, int warps = 1); // warps: see Kernel::warps
@@ -55,6 +60,10 @@ public:
   // Arguments, in signature order: buffers first, then scalars.
   Buffer buffer(const std::string &name, Elem elem, Access access, SourceAt at = SourceAt::current());
   Value scalarArg(const std::string &name, Elem elem, SourceAt at = SourceAt::current());
+  // An i64 scalar argument `name` that the kernel divides by (divide, remainder), in [1, 2^31),
+  // and after it the argument divisorWordName(name) holding its word, which launches fill from
+  // the value (kernels::bindLaunch): divisions by it are a multiply and shifts.
+  Divisor divisorArg(const std::string &name, SourceAt at = SourceAt::current());
 
   Value programId(SourceAt at = SourceAt::current()); // i64: which program of the grid this is
   Value constInt(int64_t v, Elem e = Elem::I64, SourceAt at = SourceAt::current());
@@ -245,6 +254,10 @@ Value operator>(Operand a, int64_t b);
 Value operator>=(Operand a, int64_t b);
 Value operator==(Operand a, int64_t b);
 Value operator!=(Operand a, int64_t b);
+// n / d and n % d for i64 scalars n in [0, 2^32) (dsl/Divisor.h's numerators; others give
+// wrong results) by a multiply and shifts.
+Value divide(Value n, const Divisor &d, SourceAt at = SourceAt::current());
+Value remainder(Value n, const Divisor &d, SourceAt at = SourceAt::current());
 Value shrU(Value a, Value b, SourceAt at = SourceAt::current());
 Value shrU(Value a, int64_t b, SourceAt at = SourceAt::current());
 Value gtU(Value a, Value b, SourceAt at = SourceAt::current());

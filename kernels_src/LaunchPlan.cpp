@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/Spec.h"
+#include "dsl/Divisor.h"
 
 namespace m3idx::kernels {
 
@@ -70,8 +71,13 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
         .scalar("local_blocks", b.params.localBlocks);
   };
 
-  // decodeRun's arguments, the same for score_decode and topk_decode.
+  // decodeRun's arguments, the same for score_decode and topk_decode. Its numerators must stay
+  // below dsl/Divisor.h's limit: at most active_programs x (max_run + 1).
   const int64_t runUnits = D * t.config(KernelKind::ScoreDecode).decodeRowTiles();
+  if (std::max<int64_t>(t.decodeActivePrograms, 1) * (std::max<int64_t>(t.decodeMaxBlocksPerProgram, 1) + 1) >=
+      dsl::kNumeratorLimit)
+    return Status::error(fmt::format("decode active programs ({}) x (blocks a program ({}) + 1) must be below 2^32",
+                                     t.decodeActivePrograms, t.decodeMaxBlocksPerProgram));
   auto runScalars = [&](LaunchBuilder &l) -> LaunchBuilder & {
     return l.scalar("run_units", std::max<int64_t>(runUnits, 1))
         .scalar("active_programs", std::max<int64_t>(t.decodeActivePrograms, 1))
@@ -124,7 +130,7 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
         .buffer(StepBuffer::Arrivals, split.arrivals(H * T)).scalar("num_rows", T).scalar("width", W);
     if (kind == KernelKind::TopkDecode)
       l.scalar("decode_rows", rows).scalar("max_seq_len", maxSeqLen).scalar("flag_programs", flagPrograms)
-          .scalar("flag_chunks", flagPrograms > 0 ? decodeChunks : 0).scalar("grid_rows", H * rows);
+          .scalar("flag_chunks", flagPrograms > 0 ? decodeChunks : 1).scalar("grid_rows", H * rows);
     if (kind == KernelKind::TopkDecode)
       runScalars(l);
     else
@@ -223,10 +229,20 @@ Status bindLaunch(const KernelSignature &signature, const Launch &launch,
     buffer(a->buffer, a->value);
   }
   for (const std::string &name : signature.scalars) {
-    const LaunchArg *a = find(name, false);
+    // A divisor's word is the plan's divisor value's (dsl/Divisor.h), never given by the plan.
+    std::optional<std::string> divisor = dsl::divisorOfWordName(name);
+    const LaunchArg *a = find(divisor ? *divisor : name, false);
     if (!a)
-      return missing(name, "scalar");
-    scalar(a->value);
+      return missing(divisor ? *divisor : name, "scalar");
+    if (!divisor) {
+      scalar(a->value);
+      continue;
+    }
+    StatusOr<int64_t> word = dsl::divisorWord(a->value);
+    if (!word.ok())
+      return Status::error(fmt::format("{} ({}) argument '{}': {}", kernelName(launch.kind), launch.config.str(),
+                                       *divisor, word.status().message()));
+    scalar(*word);
   }
   return Status();
 }

@@ -25,8 +25,9 @@ namespace {
 // validated on the host.
 struct ScoreArgs {
   Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores, status, programFlags;
-  Value numRows, maxBlocks, width, gridChunks, blocksPerProgram, initBlocks, localBlocks, blockBegin,
-      blockStep, numPages, maxSeqLen, runUnits, activePrograms, maxRun;
+  Value numRows, maxBlocks, width, blocksPerProgram, initBlocks, localBlocks, blockBegin, numPages, maxSeqLen,
+      maxRun;
+  Divisor gridChunks, blockStep, runUnits, activePrograms; // what the prologue divides by
   bool checked = false; // decode: the checks above
   Value program;        // checked kernels: this program's flag's index
 };
@@ -51,18 +52,18 @@ ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
   a.numRows = b.scalarArg("num_rows", Elem::I64);
   a.maxBlocks = b.scalarArg("max_blocks", Elem::I64);
   a.width = b.scalarArg("width", Elem::I64);
-  a.gridChunks = b.scalarArg("grid_chunks", Elem::I64); // programs per request (decode) or row tile
+  a.gridChunks = b.divisorArg("grid_chunks"); // programs per request (decode) or row tile
   if (prefill) // decode programs split their request's own blocks over the grid's chunks
     a.blocksPerProgram = b.scalarArg("blocks_per_program", Elem::I64);
   a.initBlocks = b.scalarArg("init_blocks", Elem::I64);
   a.localBlocks = b.scalarArg("local_blocks", Elem::I64);
   if (!prefill) { // decode CP: rank r scores blocks r, r + 4, ... with this same code
     a.blockBegin = b.scalarArg("block_begin", Elem::I64);
-    a.blockStep = b.scalarArg("block_step", Elem::I64);
+    a.blockStep = b.divisorArg("block_step");
     a.numPages = b.scalarArg("num_pages", Elem::I64);
     a.maxSeqLen = b.scalarArg("max_seq_len", Elem::I64);
-    a.runUnits = b.scalarArg("run_units", Elem::I64); // decodeRun's
-    a.activePrograms = b.scalarArg("active_programs", Elem::I64);
+    a.runUnits = b.divisorArg("run_units"); // decodeRun's
+    a.activePrograms = b.divisorArg("active_programs");
     a.maxRun = b.scalarArg("max_run", Elem::I64);
   }
   return a;
@@ -238,9 +239,13 @@ BlockRange chunkOf(KernelBuilder &b, Value chunk, Value perProgram, Value slots,
 
 } // namespace
 
-Value decodeRun(KernelBuilder &b, Value slots, Value gridChunks, Value units, Value activePrograms, Value maxRun) {
-  Value fit = (slots + (gridChunks - 1)) / gridChunks;
-  Value spread = b.minS((slots * units + (activePrograms - 1)) / activePrograms, maxRun);
+Value decodeRun(KernelBuilder &b, Value slots, const Divisor &gridChunks, Value units, const Divisor &activePrograms,
+                Value maxRun) {
+  Value fit = divide(slots + (gridChunks.value - 1), gridChunks);
+  // Past maxRun runs the spread is maxRun: capping the numerator there keeps it a divide()
+  // numerator whatever the step's size (the plan bounds active_programs x (max_run + 1)).
+  Value demand = b.minS(slots * units, maxRun * activePrograms.value);
+  Value spread = b.minS(divide(demand + (activePrograms.value - 1), activePrograms), maxRun);
   return b.maxS(b.maxS(fit, spread), b.constInt(1));
 }
 
@@ -253,7 +258,7 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   // have blocks (a request's first chunks, decodeRun) come first in the grid and the empty rest,
   // a graph's capacity, after them -- interleaved, the empty ones held residency slots the working
   // ones waited for (bench/RESULTS.md, 2026-12-03 (4)). Flags stay request-major, chunk fastest.
-  Value chunk = pid / a.runUnits, unit = pid % a.runUnits;
+  Value chunk = divide(pid, a.runUnits), unit = pid - chunk * a.runUnits.value;
   Value req = unit / tiles, tile = unit % tiles;
   // seq_len is in [0, max_seq_len] (0: a padding request, no blocks; below q_len a request's
   // first rows see nothing, as validateBatch allows), or flagged and scored as padding.
@@ -266,13 +271,13 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   // decodeRun over the request's grid_chunks programs, so that a grid sized from shapes alone
   // splits every request by its own length.
   auto slotsBefore = [&](Value n) { // slots i with blockBegin + i * blockStep < n
-    return b.maxS(n - a.blockBegin + (a.blockStep - 1), b.constInt(0)) / a.blockStep;
+    return divide(b.maxS(n - a.blockBegin + (a.blockStep.value - 1), b.constInt(0)), a.blockStep);
   };
   Value slots = slotsBefore(spec::blocksFor(seqLen));
-  BlockRange range = chunkOf(b, chunk, decodeRun(b, slots, a.gridChunks, a.runUnits, a.activePrograms, a.maxRun), slots,
-                             [&](Value i) { return a.blockBegin + i * a.blockStep; }, slotsBefore);
+  BlockRange range = chunkOf(b, chunk, decodeRun(b, slots, a.gridChunks, a.runUnits.value, a.activePrograms, a.maxRun),
+                             slots, [&](Value i) { return a.blockBegin + i * a.blockStep.value; }, slotsBefore);
   // The program's flag: 0 first, then 1 where a bad page is met (pageOf, in program order).
-  a.program = unit * a.gridChunks + chunk;
+  a.program = unit * a.gridChunks.value + chunk;
   b.store(a.programFlags, a.program, b.constInt(0, Elem::I32));
   b.ifThen(range.first < range.last, [&] {
     // The tile's rows: [tile * R, + R) of the request's Q, decode requests first with Q rows each;
@@ -305,7 +310,7 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   KernelBuilder b("score_prefill", c.warps);
   ScoreArgs a = declareArgs(b, /*prefill=*/true);
   Value pid = b.programId();
-  Value tileId = pid / a.gridChunks;
+  Value tileId = divide(pid, a.gridChunks);
   Value req = loadI64(b, a.tileRequest, tileId);
   Value rowBegin = loadI64(b, a.tileRowBegin, tileId);
   Value qStart = loadI64(b, a.queryStartLoc, req);
@@ -317,7 +322,7 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   // causal_len = max(L - q_len + r + 1, 0) for row r of the request
   auto causalOf = [&](Value rowInRequest) { return b.maxS(seqLen - qLen + rowInRequest + 1, zero); };
   Value tileCausal = causalOf(rowBegin + numValid - 1 - qStart); // the tile's last row sees most
-  BlockRange range = chunkOf(b, pid % a.gridChunks, a.blocksPerProgram, spec::blocksFor(tileCausal),
+  BlockRange range = chunkOf(b, pid - tileId * a.gridChunks.value, a.blocksPerProgram, spec::blocksFor(tileCausal),
                              [](Value i) { return i; }, [](Value n) { return n; });
   b.ifThen(range.first < range.last, [&] {
     RowTile rt;

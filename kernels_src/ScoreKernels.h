@@ -17,7 +17,7 @@ StatusOr<dsl::Kernel> buildTopkPrefill(const KernelConfig &c);
 // `maxRun` -- so a grid sized for capacity gives a short step one-block programs and a large one
 // runs of maxRun, each program's prologue paid for several blocks. score_decode splits by it and
 // topk_decode finds the programs that had blocks by it: one definition (Nvfp4Score.cpp).
-dsl::Value decodeRun(dsl::KernelBuilder &b, dsl::Value slots, dsl::Value gridChunks, dsl::Value units,
-                     dsl::Value activePrograms, dsl::Value maxRun);
+dsl::Value decodeRun(dsl::KernelBuilder &b, dsl::Value slots, const dsl::Divisor &gridChunks, dsl::Value units,
+                     const dsl::Divisor &activePrograms, dsl::Value maxRun);
 
 } // namespace m3idx::kernels

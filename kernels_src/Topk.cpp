@@ -199,6 +199,12 @@ struct Segments {
   Value segments;
 };
 
+// ceil(n / d) for n >= 0 and d >= 1, with no division where d is 1: a row's used segments are one
+// unless it is long, and a GPU's 64-bit division is about 25 dependent instructions.
+Value ceilDivUnlessOne(KernelBuilder &b, Value n, Value d) {
+  return b.ifElse(d == 1, [&] { return Values{n}; }, [&] { return Values{(n + (d - 1)) / d}; })[0];
+}
+
 // Segments a row of nblk blocks uses: one per kMinSegmentBlocks (topkSplit's rule, on the row's
 // own length), at least 1 and at most the grid's.
 Value usedSegments(KernelBuilder &b, Value nblk, Value segments) {
@@ -231,7 +237,7 @@ void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer
                  Value headRow, Value segment, const std::function<Value(Value used)> &flagged) {
   Value used = usedSegments(b, nblk, sg.segments);
   b.ifThen(segment < used, [&] {
-    Value segmentBlocks = ((nblk + (used - 1)) / used + (kScanTile - 1)) / kScanTile * kScanTile;
+    Value segmentBlocks = (ceilDivUnlessOne(b, nblk, used) + (kScanTile - 1)) / kScanTile * kScanTile;
     Value first = segment * segmentBlocks;
     Value keys = topkKeys(b, scores, base, b.minS(first, nblk), b.minS(first + segmentBlocks, nblk));
     Value bad = flagged(used);
@@ -269,24 +275,23 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   sg.arrivals = b.buffer("arrivals", Elem::I32, Access::ReadWrite);
   Value numRows = b.scalarArg("num_rows", Elem::I64);
   Value width = b.scalarArg("width", Elem::I64);
-  Value decodeRows = b.scalarArg("decode_rows", Elem::I64);
+  Divisor decodeRows = b.divisorArg("decode_rows");
   sg.segments = b.scalarArg("segments", Elem::I64);
   Value maxSeqLen = b.scalarArg("max_seq_len", Elem::I64);
   Value flagPrograms = b.scalarArg("flag_programs", Elem::I64);
-  Value flagChunks = b.scalarArg("flag_chunks", Elem::I64);
+  Divisor flagChunks = b.divisorArg("flag_chunks");
   Value runUnits = b.scalarArg("run_units", Elem::I64); // score_decode's decodeRun
-  Value activePrograms = b.scalarArg("active_programs", Elem::I64);
+  Divisor activePrograms = b.divisorArg("active_programs");
   Value maxRun = b.scalarArg("max_run", Elem::I64);
   // Programs are (segment, head row), head rows fastest: a row uses the segments its own length
   // fills (usedSegments), so a grid sized for capacity has its working programs first and the
   // programs that leave at once after them. Interleaved (segments fastest), those had been
   // dispatched between the working ones, which waited for them: 32 x 8K requests, 4 heads x 8 rows,
   // 1024 rows x 4 segments on a 1M grid, top-k 5.3 -> 8.8 us (bench/RESULTS.md, 2026-12-05).
-  Value gridRows = b.scalarArg("grid_rows", Elem::I64); // heads x decode_rows
+  Divisor gridRows = b.divisorArg("grid_rows"); // heads x decode_rows
   Value pid = b.programId();
-  flagChunks = b.maxS(flagChunks, b.constInt(1)); // 0 with flag_programs 0
-  Value segment = pid / gridRows, rowId = pid % gridRows;
-  Value head = rowId / decodeRows, row = rowId % decodeRows;
+  Value segment = divide(pid, gridRows), rowId = pid - segment * gridRows.value;
+  Value head = divide(rowId, decodeRows), row = rowId - head * decodeRows.value;
   Value req = row / c.queryRows;
   // A request whose seq_len is outside [0, max_seq_len] or one of whose score programs met a bad
   // page id gets no blocks (score_decode reported it). Only programs that had blocks can have met
@@ -299,23 +304,25 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   const int S = kScanTile;
   Value given = b.load(seqLens, req).to(Elem::I64);
   Value badLen = ltU(maxSeqLen, given);
-  Value blocks = spec::blocksFor(b.select(badLen, b.constInt(0), given));
-  Value run = decodeRun(b, blocks, flagChunks, runUnits, activePrograms, maxRun);
-  Value active = (blocks + (run - 1)) / run;
   Value seqLen = b.select(badLen, b.constInt(0), given);
   Value causal = b.maxS(seqLen - c.queryRows + row % c.queryRows + 1, b.constInt(0));
   Value headRow = head * numRows + row;
   auto flagged = [&](Value used) {
+    // Built after the segment's score loads were issued: a GPU program issues in order, and these
+    // divisions had stood between its seq_len and its first scores.
+    Value blocks = spec::blocksFor(seqLen);
+    Value run = decodeRun(b, blocks, flagChunks, runUnits, activePrograms, maxRun);
+    Value active = (blocks + (run - 1)) / run;
     // flags [lo, hi) of each row tile's active ones: this segment's share
-    Value share = (active + (used - 1)) / used;
+    Value share = ceilDivUnlessOne(b, active, used);
     Value lo = b.minS(segment * share, active), hi = b.minS(lo + share, active);
     Value tileSteps = (hi - lo + (S - 1)) / S, flagBase = req * flagPrograms + lo;
-    Value flagSteps = flagPrograms / flagChunks * tileSteps; // row tiles x steps of each
+    Value flagSteps = divide(flagPrograms, flagChunks) * tileSteps; // row tiles x steps of each
     tileSteps = b.maxS(tileSteps, b.constInt(1));            // a divisor (no step when 0)
     Value anyFlag = b.forLoop(b.constInt(0), flagSteps, b.constInt(1), Values{b.constInt(0, Elem::I32)},
                               [&](Value i, const Values &acc) {
       Value from = (i % tileSteps) * S;
-      Value flags = b.loadTile(programFlags, flagBase + i / tileSteps * flagChunks + from, S, hi - lo - from);
+      Value flags = b.loadTile(programFlags, flagBase + i / tileSteps * flagChunks.value + from, S, hi - lo - from);
       return Values{b.maxS(acc[0], b.reduceMax(flags))};
     })[0];
     return b.select(badLen, b.constInt(1, Elem::I32), anyFlag) != 0;

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dsl/Divisor.h"
 #include "kernels_src/KernelCatalog.h"
 #include "kernels_src/LaunchPlan.h"
 #include "tests/TestCases.h"
@@ -219,6 +220,46 @@ TEST(StepPlan, BindingNamesAMissingOrUnknownArgument) {
   s = bindLaunch(sig, dropped, noBuffer, noScalar);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("buffer argument 'q'"), std::string::npos) << s.message();
+}
+
+// A divisor argument's word (dsl/Divisor.h) comes from the plan's value of the divisor, in the
+// kernel's order right after it; a divisor without a word is an error naming the argument.
+TEST(StepPlan, BindingFillsEachDivisorsWordFromItsValue) {
+  const m3idx::Case c = mixedCase(1);
+  auto plan = planStep(c.view(), 320, hostTuning().forStep(1, 4, TargetTuning::kLargeStep));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  Launch l = plan->launches[0];
+  ASSERT_EQ(l.kind, KernelKind::ScoreDecode);
+  const KernelSignature sig = *signatureOf(l.kind, l.config);
+  auto noBuffer = [](StepBuffer, int64_t) {};
+  for (LaunchArg &a : l.args)
+    if (std::string(a.name) == "grid_chunks")
+      a.value = 12345;
+  std::vector<int64_t> scalars;
+  Status s = bindLaunch(sig, l, noBuffer, [&](int64_t v) { scalars.push_back(v); });
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(scalars.size(), sig.scalars.size());
+  int words = 0;
+  for (size_t i = 0; i < sig.scalars.size(); ++i) {
+    std::optional<std::string> divisor = m3idx::dsl::divisorOfWordName(sig.scalars[i]);
+    if (!divisor)
+      continue;
+    ++words;
+    ASSERT_GT(i, 0u);
+    EXPECT_EQ(sig.scalars[i - 1], *divisor);
+    EXPECT_EQ(scalars[i], *m3idx::dsl::divisorWord(scalars[i - 1])) << *divisor;
+    if (*divisor == "grid_chunks")
+      EXPECT_EQ(scalars[i - 1], 12345);
+  }
+  EXPECT_EQ(words, 4) << "grid_chunks, block_step, run_units, active_programs";
+
+  for (LaunchArg &a : l.args)
+    if (std::string(a.name) == "block_step")
+      a.value = 0;
+  s = bindLaunch(sig, l, noBuffer, [](int64_t) {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("argument 'block_step': a divisor must be in [1, 2^31), got 0"), std::string::npos)
+      << s.message();
 }
 
 // Parts: a CP rank's share plans the decode scores only, over its blocks; a share of a batch with

@@ -9,12 +9,15 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "core/Spec.h"
 #include "core/TopkKey.h"
+#include "dsl/Divisor.h"
 #include "kernels_src/KernelCatalog.h"
 #include "kernels_src/LaunchPlan.h"
 #include "tuning/TargetTuning.h"
@@ -138,22 +141,32 @@ TEST(TopkKernel, DecodeGridPutsEachRowsFirstSegmentFirst) {
   std::vector<float> scores(H * T * W);
   for (float &s : scores)
     s = uni(rng);
-  auto run = [&](int64_t first, int64_t last) {
-    std::vector<int32_t> out(H * T * spec::kTopkBlocks, 12345), arrivals(H * T, 0), flags(1, 0);
+  auto signature = kernels::signatureOf(kernels::KernelKind::TopkDecode,
+                                       tuning::hostTuning().configFor(kernels::KernelKind::TopkDecode, H, Q));
+  ASSERT_TRUE(signature.ok()) << signature.status().message();
+  std::vector<int32_t> firstOnly, whole;
+  auto run = [&](int64_t first, int64_t last, std::vector<int32_t> &out) {
+    out.assign(H * T * spec::kTopkBlocks, 12345);
+    std::vector<int32_t> arrivals(H * T, 0), flags(1, 0);
     std::vector<int64_t> partial(H * T * segments * spec::kTopkBlocks, 777);
     runtime::KernelArgs args;
     args.buffer(scores.data(), H * T * W).buffer(const_cast<int32_t *>(seqLens.data()), R)
         .buffer(flags.data(), 1).buffer(out.data(), H * T * spec::kTopkBlocks)
         .buffer(partial.data(), static_cast<int64_t>(partial.size())).buffer(arrivals.data(), H * T);
-    // num_rows, width, decode_rows, segments, max_seq_len, flag_programs, flag_chunks, run_units,
-    // active_programs, max_run, grid_rows
-    args.scalar(T).scalar(W).scalar(rows).scalar(segments).scalar(1 << 20).scalar(0).scalar(0).scalar(1)
-        .scalar(1).scalar(1).scalar(gridRows);
+    const std::map<std::string, int64_t> named = {
+        {"num_rows", T},       {"width", W},         {"decode_rows", rows}, {"segments", segments},
+        {"max_seq_len", 1 << 20}, {"flag_programs", 0}, {"flag_chunks", 1},   {"run_units", 1},
+        {"active_programs", 1}, {"max_run", 1},      {"grid_rows", gridRows}};
+    for (const std::string &name : signature->scalars) { // a divisor's word as bindLaunch fills it
+      std::optional<std::string> divisor = dsl::divisorOfWordName(name);
+      ASSERT_TRUE(named.count(divisor.value_or(name))) << name;
+      args.scalar(divisor ? *dsl::divisorWord(named.at(*divisor)) : named.at(name));
+    }
     for (int64_t p = first; p < last; ++p)
       args.call(*topk, p, p + 1);
-    return out;
   };
-  const std::vector<int32_t> firstOnly = run(0, gridRows), whole = run(0, programs);
+  run(0, gridRows, firstOnly);
+  run(0, programs, whole);
   EXPECT_EQ(firstOnly, whole);
   for (int64_t h = 0; h < H; ++h)
     for (int64_t r = 0; r < rows; ++r) {

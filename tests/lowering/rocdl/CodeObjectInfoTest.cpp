@@ -22,8 +22,8 @@ TEST(CodeObjectInfo, ReadsTheKernelsResources) {
   EXPECT_EQ(r.name, "score_decode");
   EXPECT_EQ(r.wavefrontSize, 64);
   EXPECT_EQ(r.scratchBytes, 0);
-  // 7 buffers as 5-field descriptors (40 bytes each) and 13 i64 scalars.
-  EXPECT_EQ(r.kernargBytes, 7 * 40 + 13 * 8);
+  // 7 buffers as 5-field descriptors (40 bytes each), 13 i64 scalars and 4 divisors' words.
+  EXPECT_EQ(r.kernargBytes, 7 * 40 + (13 + 4) * 8);
   EXPECT_GT(r.vgprs, 0);
   EXPECT_GE(r.wavesPerSimd, 1);
 }

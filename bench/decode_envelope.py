@@ -33,7 +33,8 @@ LS = [2048, 8192, 32768, 131072, 524288]
 
 def grid():
     shapes = [(R, L, H, 4) for H in (1, 4) for R in RS for L in LS if R * L <= 256 * 524288]
-    shapes += [(8, ONE_M, 1, 4), (8, ONE_M, 4, 4), (1, 4096, 1, 4)]  # the last: the small-step target
+    # 8 x 1M and 64 x 128K H=4: large-step bandwidth targets; 1 x 4K: the small-step target
+    shapes += [(8, ONE_M, 1, 4), (8, ONE_M, 4, 4), (64, 131072, 4, 4), (1, 4096, 1, 4)]
     shapes += [(R, L, H, Q) for Q in (1, 2, 8) for H in (1, 4) for R in (1, 32, 256) for L in (8192, 131072)]
     return shapes
 

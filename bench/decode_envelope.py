@@ -182,14 +182,18 @@ def main():
         del graphs, g
         del q, kv, table, lens, want
         torch.cuda.empty_cache()
-        vq, vkv, vbt, vsl = peer.make(R, L, H)
-        if Q != peer.Q:
-            vq = (torch.randn(R * Q, H, 128, device=dev) * 2).to(torch.float8_e4m3fn)
-        vg = graphed(lambda: minimax_m3_index_decode(vq, vkv, vbt, vsl, ONE_M, 16, 0, 1, H, Q, Q))
-        v_ms = time_step(vg.replay, args.runs)
-        if args.profile:
-            kernels["vLLM"] = kernel_us(vg.replay)
-        del vg, vq, vkv, vbt, vsl
+        try:  # the peer builds its fp8 cache through f32: 64 GiB for 256 x 512K, past an 80 GB card
+            vq, vkv, vbt, vsl = peer.make(R, L, H)
+            if Q != peer.Q:
+                vq = (torch.randn(R * Q, H, 128, device=dev) * 2).to(torch.float8_e4m3fn)
+            vg = graphed(lambda: minimax_m3_index_decode(vq, vkv, vbt, vsl, ONE_M, 16, 0, 1, H, Q, Q))
+            v_ms = time_step(vg.replay, args.runs)
+            if args.profile:
+                kernels["vLLM"] = kernel_us(vg.replay)
+            del vg, vq, vkv, vbt, vsl
+        except torch.OutOfMemoryError:
+            v_ms = float("nan")  # printed as nan: vLLM's path did not fit this card
+            vq = vkv = vbt = vsl = vg = None
         torch.cuda.empty_cache()
         pct = 100 * (R * L * 72 / times["1M"] / 1e6) / copy
         cost = times["1M"] / times["L"] - 1

@@ -312,18 +312,19 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
     // divisions had stood between its seq_len and its first scores.
     Value blocks = spec::blocksFor(seqLen);
     Value run = decodeRun(b, blocks, flagChunks, runUnits, activePrograms, maxRun);
-    Value active = (blocks + (run - 1)) / run;
-    // flags [lo, hi) of each row tile's active ones: this segment's share
+    Value active = ceilDivUnlessOne(b, blocks, run);
+    // flags [lo, hi) of each row tile's active ones: this segment's share, 32 a step
     Value share = ceilDivUnlessOne(b, active, used);
     Value lo = b.minS(segment * share, active), hi = b.minS(lo + share, active);
-    Value tileSteps = (hi - lo + (S - 1)) / S, flagBase = req * flagPrograms + lo;
-    Value flagSteps = divide(flagPrograms, flagChunks) * tileSteps; // row tiles x steps of each
-    tileSteps = b.maxS(tileSteps, b.constInt(1));            // a divisor (no step when 0)
-    Value anyFlag = b.forLoop(b.constInt(0), flagSteps, b.constInt(1), Values{b.constInt(0, Elem::I32)},
-                              [&](Value i, const Values &acc) {
-      Value from = (i % tileSteps) * S;
-      Value flags = b.loadTile(programFlags, flagBase + i / tileSteps * flagChunks.value + from, S, hi - lo - from);
-      return Values{b.maxS(acc[0], b.reduceMax(flags))};
+    Value flagBase = req * flagPrograms + lo;
+    Value one = b.constInt(1), none = b.constInt(0, Elem::I32);
+    Value anyFlag = b.forLoop(b.constInt(0), divide(flagPrograms, flagChunks), one, Values{none},
+                              [&](Value tile, const Values &tileAcc) {
+      Value tileBase = flagBase + tile * flagChunks.value;
+      return b.forLoop(lo, hi, b.constInt(S), tileAcc, [&](Value from, const Values &acc) {
+        Value flags = b.loadTile(programFlags, tileBase + (from - lo), S, hi - from);
+        return Values{b.maxS(acc[0], b.reduceMax(flags))};
+      });
     })[0];
     return b.select(badLen, b.constInt(1, Elem::I32), anyFlag) != 0;
   };

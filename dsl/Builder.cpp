@@ -686,7 +686,10 @@ Value divide(Value n, const Divisor &d, SourceAt at) {
   return shrU(shrU(Operand(n, at) * m, 32, at) + n, l, at);
 }
 
-Value remainder(Value n, const Divisor &d, SourceAt at) { return Operand(n, at) - divide(n, d, at) * d.value; }
+QuotientRemainder divideWithRemainder(Value n, const Divisor &d, SourceAt at) {
+  Value q = divide(n, d, at);
+  return {q, Operand(n, at) - q * d.value};
+}
 
 Value shrU(Value a, Value b, SourceAt at) { return a.builder()->binary(OpKind::ShrU, a, b, at); }
 Value shrU(Value a, int64_t b, SourceAt at) { return shrU(a, lit(a, b, at), at); }

@@ -254,10 +254,13 @@ Value operator>(Operand a, int64_t b);
 Value operator>=(Operand a, int64_t b);
 Value operator==(Operand a, int64_t b);
 Value operator!=(Operand a, int64_t b);
-// n / d and n % d for i64 scalars n in [0, 2^32) (dsl/Divisor.h's numerators; others give
-// wrong results) by a multiply and shifts.
+// n / d, and n / d with n % d, for i64 scalars n in [0, 2^32) (dsl/Divisor.h's numerators;
+// others give wrong results) by a multiply and shifts.
+struct QuotientRemainder {
+  Value quotient, remainder;
+};
 Value divide(Value n, const Divisor &d, SourceAt at = SourceAt::current());
-Value remainder(Value n, const Divisor &d, SourceAt at = SourceAt::current());
+QuotientRemainder divideWithRemainder(Value n, const Divisor &d, SourceAt at = SourceAt::current());
 Value shrU(Value a, Value b, SourceAt at = SourceAt::current());
 Value shrU(Value a, int64_t b, SourceAt at = SourceAt::current());
 Value gtU(Value a, Value b, SourceAt at = SourceAt::current());

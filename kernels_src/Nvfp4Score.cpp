@@ -258,7 +258,8 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   // have blocks (a request's first chunks, decodeRun) come first in the grid and the empty rest,
   // a graph's capacity, after them -- interleaved, the empty ones held residency slots the working
   // ones waited for (bench/RESULTS.md, 2026-12-03 (4)). Flags stay request-major, chunk fastest.
-  Value chunk = divide(pid, a.runUnits), unit = pid - chunk * a.runUnits.value;
+  const QuotientRemainder byUnit = divideWithRemainder(pid, a.runUnits);
+  Value chunk = byUnit.quotient, unit = byUnit.remainder;
   Value req = unit / tiles, tile = unit % tiles;
   // seq_len is in [0, max_seq_len] (0: a padding request, no blocks; below q_len a request's
   // first rows see nothing, as validateBatch allows), or flagged and scored as padding.

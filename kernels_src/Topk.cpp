@@ -290,8 +290,10 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   // 1024 rows x 4 segments on a 1M grid, top-k 5.3 -> 8.8 us (bench/RESULTS.md, 2026-12-05).
   Divisor gridRows = b.divisorArg("grid_rows"); // heads x decode_rows
   Value pid = b.programId();
-  Value segment = divide(pid, gridRows), rowId = pid - segment * gridRows.value;
-  Value head = divide(rowId, decodeRows), row = rowId - head * decodeRows.value;
+  const QuotientRemainder bySegment = divideWithRemainder(pid, gridRows);
+  Value segment = bySegment.quotient, rowId = bySegment.remainder;
+  const QuotientRemainder byHead = divideWithRemainder(rowId, decodeRows);
+  Value head = byHead.quotient, row = byHead.remainder;
   Value req = row / c.queryRows;
   // A request whose seq_len is outside [0, max_seq_len] or one of whose score programs met a bad
   // page id gets no blocks (score_decode reported it). Only programs that had blocks can have met

@@ -1,6 +1,6 @@
-// dsl::divide and dsl::remainder compiled for the host: the quotient and remainder of numerators
-// across [0, 2^32) by divisor arguments across [1, 2^31), the words filled as kernels::bindLaunch
-// fills them.
+// dsl::divideWithRemainder (dsl::divide and the remainder) compiled for the host: the quotient and
+// remainder of numerators across [0, 2^32) by divisor arguments across [1, 2^31), the words filled
+// as kernels::bindLaunch fills them.
 #include <random>
 #include <vector>
 
@@ -22,8 +22,9 @@ TEST(Divide, QuotientsAndRemaindersOfTheCompiledKernel) {
   Divisor d = b.divisorArg("d");
   Value i = b.programId();
   Value n = b.load(in, i);
-  b.store(quotients, i, divide(n, d));
-  b.store(remainders, i, remainder(n, d));
+  const QuotientRemainder qr = divideWithRemainder(n, d);
+  b.store(quotients, i, qr.quotient);
+  b.store(remainders, i, qr.remainder);
   StatusOr<Kernel> k = b.finish();
   ASSERT_TRUE(k.ok()) << k.status().message();
   auto kernel = lowering::compileHostKernel(*k);

@@ -390,6 +390,37 @@ Value KernelBuilder::atomicAdd(Buffer buf, Value offset, Value v, SourceAt at) {
   return emit1(OpKind::AtomicAdd, {offset, v}, scalar(buf.elem), buf.index);
 }
 
+namespace {
+
+bool isStore(OpKind k) {
+  return k == OpKind::Store || k == OpKind::StoreTile || k == OpKind::StoreScatter || k == OpKind::AtomicAdd;
+}
+
+} // namespace
+
+void KernelBuilder::gridOrder(OpKind kind, const char *what) {
+  bool inLoop = false;
+  for (const Cursor &c : cursor_)
+    inLoop = inLoop || (c.op >= 0 && k_.ops[c.op].kind == OpKind::For);
+  check(!inLoop, fmt::format("{}: inside a loop (once per program)", what));
+  for (const Op &op : k_.ops) {
+    check(op.kind != kind, fmt::format("{}: a second one (once per program)", what));
+    check(kind != OpKind::GridAwait || !isStore(op.kind),
+          fmt::format("{}: after a {} (a program stores nothing before it)", what, opName(op.kind)));
+  }
+  emit(kind, {}, {});
+}
+
+void KernelBuilder::awaitEarlierGrids(SourceAt at) {
+  LocScope scope(*this, at);
+  gridOrder(OpKind::GridAwait, "grid.await");
+}
+
+void KernelBuilder::releaseNextGrid(SourceAt at) {
+  LocScope scope(*this, at);
+  gridOrder(OpKind::GridRelease, "grid.release");
+}
+
 void KernelBuilder::storeTile(Buffer buf, Value offset, Value v, SourceAt at) {
   LocScope scope(*this, at);
   if (!live({offset, v}))

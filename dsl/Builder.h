@@ -119,6 +119,15 @@ public:
   // program's loads after it see what such programs stored before theirs (the "last program to
   // arrive finishes the work" pattern: a device-scope release before, an acquire after).
   Value atomicAdd(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
+  // The order of a step's kernels on a stream. Loads after awaitEarlierGrids see every store of
+  // the kernels launched before this one; a target that starts a kernel's programs while the one
+  // before it still runs (sm_90's programmatic dependent launch) waits there, elsewhere it is
+  // nothing. Before it a program may read only what was written before the step's first kernel
+  // (its metadata) and store nothing. At most one, not inside a loop.
+  void awaitEarlierGrids(SourceAt at = SourceAt::current());
+  // Lets the next kernel's programs start (up to their awaitEarlierGrids) once every program of
+  // this one has passed here; without it they start as this kernel ends.
+  void releaseNextGrid(SourceAt at = SourceAt::current());
 
   // e4m3_rn_satfinite(E2M1(nibble) * E4M3(scale)) for every element: packed is tile<N/2 x i8>
   // (element 2i in the low nibble of byte i), scales tile<N/16 x i8>; result tile<N x f8E4M3FN>.
@@ -187,6 +196,7 @@ private:
   // `loaded`, the result of the op just emitted (of `kind`), with its address promised aligned.
   Value aligned(Value loaded, OpKind kind, int alignBytes);
   Values runRegion(int32_t op, int region, const std::function<Values()> &fn);
+  void gridOrder(OpKind kind, const char *what); // awaitEarlierGrids, releaseNextGrid
 
   Kernel k_;
   std::vector<Cursor> cursor_;

@@ -57,6 +57,8 @@ const char *opName(OpKind k) {
   case OpKind::StoreTile: return "store.tile";
   case OpKind::StoreScatter: return "store.scatter";
   case OpKind::AtomicAdd: return "atomic.add";
+  case OpKind::GridAwait: return "grid.await";
+  case OpKind::GridRelease: return "grid.release";
   case OpKind::DecodeNvfp4: return "nvfp4.decode";
   case OpKind::Dot: return "dot";
   case OpKind::DotTiles: return "dot.tiles";

@@ -26,6 +26,8 @@ enum class OpKind : uint8_t {
   // memory (buffers are 1-D; offsets are i64 element indices)
   Load, LoadTile, LoadTileMasked, Store, StoreTile, StoreScatter,
   AtomicAdd, // scalar: the old value; ordered after the program's stores, before its loads
+  // the order of a step's kernels (KernelBuilder::awaitEarlierGrids, releaseNextGrid)
+  GridAwait, GridRelease,
   // domain ops
   DecodeNvfp4, Dot, DotTiles, PackScoreKey,
   // structure
@@ -92,6 +94,12 @@ struct Kernel {
   Region body;
 
   Type typeOf(ValueId v) const { return valueTypes[v.id]; }
+  bool has(OpKind kind) const {
+    for (const Op &op : ops)
+      if (op.kind == kind)
+        return true;
+    return false;
+  }
   // Canonical text: stable across runs and builds, so it can key a cache.
   std::string print() const;
   // The same with `note(op)`, where not empty, after each op's line as "  // note" (a lowering's

@@ -192,6 +192,7 @@ KernelSignature signatureOf(const dsl::Kernel &kernel) {
     s.buffers.push_back(b.name);
   for (const dsl::ScalarArgDecl &a : kernel.scalars)
     s.scalars.push_back(a.name);
+  s.awaitsEarlierGrids = kernel.has(dsl::OpKind::GridAwait);
   return s;
 }
 

@@ -95,6 +95,9 @@ StatusOr<StepPlan> planDeviceDecode(const BatchView &shape, int64_t width, int64
 // A kernel's arguments in signature order: buffers first, then scalars.
 struct KernelSignature {
   std::vector<std::string> buffers, scalars;
+  // The kernel awaits the ones launched before it (dsl grid.await): a backend may start it while
+  // the kernel ahead of it in the same step still runs (CUDA's programmatic dependent launch).
+  bool awaitsEarlierGrids = false;
 };
 // The kernel's argument names, in order (a backend asks once per config it loads, of the kernel
 // it builds for its code).

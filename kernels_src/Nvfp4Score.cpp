@@ -252,6 +252,9 @@ Value decodeRun(KernelBuilder &b, Value slots, const Divisor &gridChunks, Value 
 StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   KernelBuilder b("score_decode", c.warps);
   ScoreArgs a = declareArgs(b, /*prefill=*/false);
+  // The top-k's programs may start as soon as all of these have (they await this kernel's end
+  // before reading what it writes), so that theirs is not a second launch after it.
+  b.releaseNextGrid();
   const int Q = c.queryRows, tiles = c.decodeRowTiles(), R = c.decodeTileRows();
   Value pid = b.programId();
   // Programs are (chunk, request, row tile), (request, row tile) fastest: a step's programs that
@@ -310,6 +313,7 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
 StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   KernelBuilder b("score_prefill", c.warps);
   ScoreArgs a = declareArgs(b, /*prefill=*/true);
+  b.releaseNextGrid(); // as score_decode's
   Value pid = b.programId();
   Value tileId = divide(pid, a.gridChunks);
   Value req = loadI64(b, a.tileRequest, tileId);

@@ -237,6 +237,9 @@ void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer
                  Value headRow, Value segment, const std::function<Value(Value used)> &flagged) {
   Value used = usedSegments(b, nblk, sg.segments);
   b.ifThen(segment < used, [&] {
+    // The scores, flags and arrivals are this step's: the work above (metadata reads, a row's
+    // length) overlaps the score kernel's end where the target starts this kernel early.
+    b.awaitEarlierGrids();
     Value segmentBlocks = (ceilDivUnlessOne(b, nblk, used) + (kScanTile - 1)) / kScanTile * kScanTile;
     Value first = segment * segmentBlocks;
     Value keys = topkKeys(b, scores, base, b.minS(first, nblk), b.minS(first + segmentBlocks, nblk));

@@ -332,6 +332,9 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::AtomicAdd:
     set(atomicAdd(buffers_[op.intAttr], in(0), in(1)));
     return;
+  case OpKind::GridAwait: case OpKind::GridRelease:
+    program_->orderGrids(op.kind);
+    return;
   case OpKind::StoreTile:
     if (distributed_) {
       gpu_.storeTile(buffers_[op.intAttr], in(0), in(1), k_.typeOf(op.operands[1]).lanes);

@@ -122,6 +122,9 @@ public:
   virtual void emitOwnedOp(const dsl::Op &) {}
   // After an op of the kernel's body was emitted (a dot.tiles b operand prepared where defined).
   virtual void defined(const dsl::Op &) {}
+  // grid.await and grid.release (dsl/Builder.h): nothing on a target that starts no kernel's
+  // programs before the kernel ahead of it has ended.
+  virtual void orderGrids(dsl::OpKind) {}
 };
 
 const TargetLowering &hostLowering();

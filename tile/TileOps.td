@@ -149,6 +149,18 @@ def Tile_LoadTileMaskedOp : Tile_Op<"load_tile_masked"> {
   let hasVerifier = 1;
 }
 
+// The order of a step's kernels (dsl/Builder.h): the GPU lowering's wait for the kernels launched
+// before this one, and its release of the next; both touch all memory as far as passes can tell.
+def Tile_GridAwaitOp : Tile_Op<"grid_await", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "loads after this see every store of the kernels launched before";
+  let assemblyFormat = "attr-dict";
+}
+
+def Tile_GridReleaseOp : Tile_Op<"grid_release", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "the next kernel's programs may start once every program has passed here";
+  let assemblyFormat = "attr-dict";
+}
+
 def Tile_StoreOp : Tile_Op<"store"> {
   let summary = "a scalar to element `offset` of a buffer";
   let arguments = (ins Tile_Scalar:$value, Arg<Tile_Buffer, "", [MemWrite]>:$buffer, I64:$offset);

@@ -100,6 +100,17 @@ void Sm90Program::beforeStaging() {
     keys_.sm90KeyWordsReady();
 }
 
+// Programmatic dependent launch (the runtime launches a kernel that awaits with the attribute
+// that lets it start early): griddepcontrol as inline PTX with a memory clobber, since LLVM's
+// intrinsics for it are marked as touching no memory, and a load of the scores moved above the
+// wait would read the last step's.
+void Sm90Program::orderGrids(dsl::OpKind kind) {
+  const char *text = kind == dsl::OpKind::GridAwait ? "griddepcontrol.wait;" : "griddepcontrol.launch_dependents;";
+  LLVM::InlineAsmOp::create(b_, TypeRange{}, ValueRange{}, text, "~{memory}", /*has_side_effects=*/true,
+                            /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+                            LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
 void Sm90Program::annotate(gpu::GPUFuncOp fn, int64_t keyTilesInFlight) {
   const int32_t cap = state_.wgmmaB.empty() ? sm90RegisterCap(state_.mmaColumns, keyTilesInFlight)
                                            : Sm90Wgmma::wgmmaRegisterCap(state_.wgmmaColumns, keyTilesInFlight);

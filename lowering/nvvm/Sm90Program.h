@@ -170,6 +170,7 @@ public:
     keys_.declareGlobals(moduleBody, keysAsF32);
   }
   void bind(mlir::Value exchange, bool keysAsF32, mlir::Value keyWords) override;
+  void orderGrids(dsl::OpKind kind) override;
 
   // The .maxnreg of an sm_90 program whose mma.sync dots span `columns` columns (in tiles of 8)
   // and whose score loop carries `keyTilesInFlight` packed key tiles (0: no mma, no cap).

@@ -22,6 +22,24 @@ using CUfunction = void *;
 using CUstream = void *;
 using CUevent = void *;
 
+// cuLaunchKernelEx's configuration with one attribute (cuda.h's CUlaunchConfig, CUlaunchAttribute).
+struct LaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int value;
+  };
+};
+static_assert(sizeof(LaunchAttribute) == 72, "cuda.h's CUlaunchAttribute");
+struct LaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  CUstream hStream;
+  LaunchAttribute *attrs;
+  unsigned numAttrs;
+};
+constexpr int kProgrammaticStreamSerialization = 6; // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
 struct Entry {
   CUresult (*getErrorString)(CUresult, const char **) = nullptr;
   CUresult (*init)(unsigned) = nullptr;
@@ -38,6 +56,7 @@ struct Entry {
   CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr;
   CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            unsigned, CUstream, void **, void **) = nullptr;
+  CUresult (*launchKernelEx)(const LaunchConfig *, CUfunction, void **, void **) = nullptr; // CUDA 12.0+
   CUresult (*memAlloc)(CUdeviceptr *, size_t) = nullptr;
   CUresult (*memFree)(CUdeviceptr) = nullptr;
   CUresult (*memcpyHtoD)(CUdeviceptr, const void *, size_t) = nullptr;
@@ -173,8 +192,17 @@ StatusOr<runtime::DeviceApi> load(const std::string &path) {
   };
   a.loadModule = [e](void **m, const void *image) { return e.moduleLoadData(m, image); };
   a.getFunction = [e](void **f, void *m, const char *name) { return e.moduleGetFunction(f, m, name); };
-  a.launch = [e](void *f, unsigned programs, unsigned threads, void *stream, void **params) {
-    return e.launchKernel(f, programs, 1, 1, threads, 1, 1, 0, stream, params, nullptr);
+  // A launch after the previous one lets the driver start the kernel's programs before that one
+  // ends (programmatic dependent launch, sm_90 and newer): they wait in griddepcontrol.wait.
+  e.launchKernelEx = reinterpret_cast<decltype(e.launchKernelEx)>(dlsym(h, "cuLaunchKernelEx"));
+  a.launch = [e](void *f, unsigned programs, unsigned threads, void *stream, void **params, bool afterPrevious) {
+    if (!afterPrevious || !e.launchKernelEx)
+      return e.launchKernel(f, programs, 1, 1, threads, 1, 1, 0, stream, params, nullptr);
+    LaunchAttribute early = {};
+    early.id = kProgrammaticStreamSerialization;
+    early.value = 1;
+    const LaunchConfig config = {programs, 1, 1, threads, 1, 1, 0, stream, &early, 1};
+    return e.launchKernelEx(&config, f, params, nullptr);
   };
   if (Status s = a.check(e.init(0), "cuInit"); !s.ok())
     return s;

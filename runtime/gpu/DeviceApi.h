@@ -36,8 +36,11 @@ struct DeviceApi {
   std::function<int(void **module, const void *image)> loadModule;
   std::function<int(void **function, void *module, const char *name)> getFunction;
   // One-dimensional grid of `programs` blocks of `threads`, on `stream` (null: the default one).
-  std::function<int(void *function, unsigned programs, unsigned threads, void *stream,
-                    void **params)>
+  // afterPrevious: the kernel awaits the kernels before it itself (kernels_src's grid.await), so
+  // its programs may start while the launch before it on the stream still runs (CUDA: the
+  // programmatic stream serialization attribute; a platform without it launches as usual).
+  std::function<int(void *function, unsigned programs, unsigned threads, void *stream, void **params,
+                    bool afterPrevious)>
       launch;
   // Timing on a stream: events recorded between launches, waited for, and compared (CUDA / HIP
   // events, in milliseconds).

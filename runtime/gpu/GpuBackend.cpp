@@ -186,6 +186,7 @@ StatusOr<GpuBackend::BoundPlan> GpuBackend::bindPlan(const kernels::StepPlan &pl
     l.fn = (*fn)->fn;
     l.programs = static_cast<unsigned>(launch.programs);
     l.threads = threads_ * static_cast<unsigned>(launch.config.warps);
+    l.afterPrevious = (*fn)->signature.awaitsEarlierGrids && !bound.launches.empty();
     M3IDX_RETURN_IF_ERROR(kernels::bindLaunch(
         (*fn)->signature, launch,
         // Kernel parameters as convert-gpu-to-nvvm / -rocdl lay them out: per buffer its memref
@@ -345,7 +346,9 @@ Status GpuBackend::launchPlan(BoundPlan &plan, const uint64_t *address, void *st
   for (BoundLaunch &l : plan.launches) {
     for (auto [at, role] : l.slots)
       l.values[at] = l.values[at + 1] = address[static_cast<int>(role)]; // allocated, aligned
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->launch(l.fn, l.programs, l.threads, stream, l.params.data()), l.name));
+    // timed: the events between launches order them as usual
+    M3IDX_RETURN_IF_ERROR(api_->check(
+        api_->launch(l.fn, l.programs, l.threads, stream, l.params.data(), l.afterPrevious && !timed), l.name));
     if (!timed)
       continue;
     launched_.push_back(l.name);

@@ -116,6 +116,10 @@ private:
     const char *name = "";
     void *fn = nullptr;
     unsigned programs = 0, threads = 0;
+    // The kernel awaits the earlier ones itself and follows another launch of its plan: it may
+    // start before that one ends. Never a plan's first launch, whose early reads (metadata) could
+    // meet a caller's kernel still writing them.
+    bool afterPrevious = false;
     std::vector<uint64_t> values;
     std::vector<std::pair<size_t, kernels::StepBuffer>> slots; // a descriptor's first value, its role
     std::vector<void *> params;                                 // into values

@@ -129,7 +129,7 @@ StatusOr<runtime::DeviceApi> load(void *h, const std::string &path) {
   };
   a.loadModule = [e](void **m, const void *image) { return e.moduleLoadData(m, image); };
   a.getFunction = [e](void **f, void *m, const char *name) { return e.moduleGetFunction(f, m, name); };
-  a.launch = [e](void *f, unsigned programs, unsigned threads, void *stream, void **params) {
+  a.launch = [e](void *f, unsigned programs, unsigned threads, void *stream, void **params, bool) {
     return e.moduleLaunchKernel(f, programs, 1, 1, threads, 1, 1, 0, stream, params, nullptr);
   };
   if (Status s = a.check(e.init(0), "hipInit"); !s.ok())

@@ -111,6 +111,41 @@ TEST(DslBuilder, ScatterChecksOffsetsMaskAndBuffer) {
   expectError(scatter(4, Elem::I1, Access::Read), "store.scatter: buffer is read-only");
 }
 
+// grid.await: once a program, outside loops, before any store; grid.release: once, outside loops.
+TEST(DslBuilder, GridOrderOpsAreOnceOutsideLoopsAndAwaitPrecedesStores) {
+  auto inLoop = [](bool await) {
+    return [=](KernelBuilder &b) {
+      b.forLoop(b.constInt(0), b.constInt(2), b.constInt(1), {}, [&](Value, const Values &) {
+        await ? b.awaitEarlierGrids() : b.releaseNextGrid();
+        return Values{};
+      });
+    };
+  };
+  expectError(inLoop(true), "grid.await: inside a loop");
+  expectError(inLoop(false), "grid.release: inside a loop");
+  expectError([](KernelBuilder &b) { b.awaitEarlierGrids(); b.awaitEarlierGrids(); }, "grid.await: a second one");
+  expectError([](KernelBuilder &b) { b.releaseNextGrid(); b.releaseNextGrid(); }, "grid.release: a second one");
+  expectError([](KernelBuilder &b) {
+    Buffer out = b.buffer("out", Elem::I32, Access::Write);
+    b.store(out, b.constInt(0), b.constInt(1, Elem::I32));
+    b.awaitEarlierGrids();
+  }, "grid.await: after a store");
+  KernelBuilder b("k");
+  Buffer in = b.buffer("in", Elem::I32, Access::Read), out = b.buffer("out", Elem::I32, Access::Write);
+  b.releaseNextGrid();
+  Value n = b.load(in, b.constInt(0)); // metadata: before the wait
+  b.ifThen(n > b.constInt(0, Elem::I32), [&] {
+    b.awaitEarlierGrids();
+    b.store(out, b.constInt(0), b.load(in, b.constInt(1)));
+  });
+  auto k = b.finish();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_TRUE(k->has(OpKind::GridAwait));
+  EXPECT_TRUE(k->has(OpKind::GridRelease));
+  EXPECT_NE(k->print().find("  grid.release\n"), std::string::npos) << k->print();
+  EXPECT_NE(k->print().find("    grid.await\n"), std::string::npos) << k->print();
+}
+
 TEST(DslBuilder, AtomicAddTakesAnIntegerScalarOfAReadWriteBuffer) {
   auto add = [](Elem elem, Access access, Value (*value)(KernelBuilder &)) {
     return [=](KernelBuilder &b) {

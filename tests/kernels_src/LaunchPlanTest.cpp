@@ -189,6 +189,9 @@ TEST(StepPlan, EveryLaunchBindsToItsKernelByName) {
         ASSERT_TRUE(s.ok()) << target << ": " << s.message();
         EXPECT_EQ(buffers, static_cast<int>(sig.buffers.size()));
         EXPECT_EQ(scalars, static_cast<int>(sig.scalars.size()));
+        // the top-k kernels read what the score kernels wrote only after awaiting them
+        const bool topk = l.kind == KernelKind::TopkDecode || l.kind == KernelKind::TopkPrefill;
+        EXPECT_EQ(sig.awaitsEarlierGrids, topk) << kernelName(l.kind);
       }
       ASSERT_GE(kinds.size(), 4u) << target;
       EXPECT_EQ(kinds[0], KernelKind::ScoreDecode);

@@ -42,6 +42,10 @@ func.func @all_ops(%buf: memref<?xi8> {m3idx.access = "read"}, %out: memref<?xf3
   %old = m3idx.atomic_add %cnt[%off], %c : memref<?xi32>, i32
   // CHECK: m3idx.store %{{.*}}, %{{.*}}[%{{.*}}] : f32, memref<?xf32>
   m3idx.store %d, %out[%off] : f32, memref<?xf32>
+  // CHECK: m3idx.grid_release
+  m3idx.grid_release
+  // CHECK: m3idx.grid_await
+  m3idx.grid_await
   // CHECK: m3idx.store_tile %{{.*}}, %{{.*}}[%{{.*}}] : tensor<2xf32>, memref<?xf32>
   m3idx.store_tile %cl, %out[%off] : tensor<2xf32>, memref<?xf32>
   %offs = tensor.splat %off : tensor<2xi64>

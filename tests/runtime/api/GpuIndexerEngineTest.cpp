@@ -30,6 +30,7 @@ struct FakeDevice {
     unsigned programs, threads;
     void *stream;
     std::vector<uint64_t> args; // the leading values a check needs (see argsOf)
+    bool afterPrevious;
   };
   std::map<uint64_t, std::vector<uint8_t>> memory;
   uint64_t next = 0x10000;
@@ -111,8 +112,9 @@ struct FakeDevice {
       *f = &names.back();
       return 0;
     };
-    api.launch = [this](void *f, unsigned programs, unsigned threads, void *stream, void **params) {
-      Launch l{*static_cast<std::string *>(f), programs, threads, stream, {}};
+    api.launch = [this](void *f, unsigned programs, unsigned threads, void *stream, void **params,
+                        bool afterPrevious) {
+      Launch l{*static_cast<std::string *>(f), programs, threads, stream, {}, afterPrevious};
       for (size_t i = 0; i < argsOf(l.kernel); ++i)
         l.args.push_back(*static_cast<uint64_t *>(params[i]));
       launches.push_back(l);
@@ -268,6 +270,27 @@ TEST(GpuIndexerEngine, MixedStepIsOneJoinedBatchOnTheCallersStream) {
   EXPECT_EQ(seqLens, std::vector<int32_t>(v.seqLens, v.seqLens + R));
   EXPECT_EQ(qsl, std::vector<int32_t>(v.queryStartLoc, v.queryStartLoc + R + 1));
   EXPECT_EQ(qsl[D], D * v.params.decodeQueryLen);
+}
+
+// The top-k kernels await the score kernels themselves (grid.await), so they may start while
+// those end (CUDA's programmatic dependent launch), but never as a step's first launch: before
+// their wait they read the metadata, which a caller's kernel ahead of the step may still write.
+TEST(GpuIndexerEngine, TopkStartsEarlyOnlyBehindTheStepsOwnLaunches) {
+  for (auto [decodes, prefills] : {std::pair{5, 2}, std::pair{4, 0}, std::pair{0, 3}}) {
+    EngineStep s(decodes, prefills);
+    ASSERT_TRUE(s.forward(fakeStream(7)).ok());
+    ASSERT_FALSE(s.device.launches.empty());
+    EXPECT_FALSE(s.device.launches[0].afterPrevious);
+    for (const auto &l : s.device.launches)
+      EXPECT_EQ(l.afterPrevious, l.kernel.rfind("topk_", 0) == 0) << l.kernel << " of " << decodes << "+" << prefills;
+  }
+  EngineStep s(4, 0);
+  auto [tableAt, lensAt, outAt, table, lens, out] = s.deviceDecodeIo();
+  s.device.launches.clear();
+  ASSERT_TRUE(s.indexer->decode(s.q, s.kv, table, lens, fakeStream(9), &out).ok());
+  ASSERT_EQ(s.device.launches.size(), 2u);
+  EXPECT_FALSE(s.device.launches[0].afterPrevious);
+  EXPECT_TRUE(s.device.launches[1].afterPrevious);
 }
 
 TEST(GpuIndexerEngine, StepOnAnotherStreamWaitsForTheLastAndSteadyStateAllocatesNothing) {

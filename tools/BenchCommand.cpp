@@ -38,7 +38,7 @@ struct BenchArgs {
   int decodeColumns = -1, scoreUnroll = -1, decodeNarrowAbove = -1, topkPrograms = -1, tilesAhead = -1,
       decodeWarpgroupAbove = -1;
   bool decodeWarpgroupPad = false;
-  int64_t decodePrograms = -1, decodeActive = -1, decodeWarpgroupRequests = -1;
+  int64_t decodePrograms = -1, decodeActive = -1, decodeWarpgroupRequests = -1, decodeSmallActive = -1;
 };
 
 // "R:L:H" or "R:L:H:Q" -> positive numbers (Q, the decode rows a request, 4 when absent).
@@ -122,12 +122,13 @@ int runBench(const BenchArgs &a) {
   const BatchView v = c->view();
   if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0 ||
       a.tilesAhead >= 0 || a.decodePrograms >= 0 || a.decodeWarpgroupAbove >= 0 || a.decodeActive >= 0 ||
-      a.decodeWarpgroupPad || a.decodeWarpgroupRequests >= 0) {
+      a.decodeWarpgroupPad || a.decodeWarpgroupRequests >= 0 || a.decodeSmallActive >= 0) {
     // a variant of the target's table, to measure it
     auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
     if (!gpu)
       return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs/--tiles-ahead/"
-                  "--decode-programs/--decode-active/--decode-warpgroup-above/--decode-warpgroup-pad/--decode-warpgroup-requests: expected --backend cuda or hip");
+                  "--decode-programs/--decode-active/--decode-warpgroup-above/--decode-warpgroup-pad/"
+                  "--decode-warpgroup-requests/--decode-small-active: expected --backend cuda or hip");
     tuning::TargetTuning t = gpu->tuning();
     if (a.decodeColumns >= 0)
       t.decodeMaxColumns = a.decodeColumns;
@@ -155,6 +156,8 @@ int runBench(const BenchArgs &a) {
     t.decodeWarpgroupPad = t.decodeWarpgroupPad || a.decodeWarpgroupPad;
     if (a.decodeWarpgroupRequests >= 0)
       t.decodeWarpgroupRequests = a.decodeWarpgroupRequests;
+    if (a.decodeSmallActive >= 0)
+      t.decodeSmallStepActive = a.decodeSmallActive;
     gpu->setTuning(t);
   }
   if (auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get()); gpu && a.indexer) {
@@ -281,6 +284,9 @@ void addBenchCommand(CLI::App &app, Runner &run) {
   cmd->add_option("--decode-warpgroup-requests", args->decodeWarpgroupRequests,
                   "GPU: measure a tuning variant: steps of at most this many decode requests run every request "
                   "as a padded warpgroup program (0: none)");
+  cmd->add_option("--decode-small-active", args->decodeSmallActive,
+                  "GPU: measure a tuning variant: programs of their grid those small steps' warpgroups spread "
+                  "their blocks over (0: all)");
   cmd->add_option("--prefill", args->prefill, "A generated prefill step PROMPTS:TOKENS:HEADS (causal, all rows new)");
   cmd->add_flag("--check", args->check, "Check the last step's top-k against exact scores");
   cmd->add_flag("--indexer", args->indexer,

@@ -59,6 +59,12 @@ TargetTuning makeSm90() {
   // only short ones gain (32 x 2K 0.017 -> 0.015, 32 x 8K 0.023 -> 0.026, 16 x 32K 0.037 -> 0.042:
   // bench/RESULTS.md, 2026-12-04 (4) and 2026-12-05 (3)).
   t.decodeWarpgroupRequests = 8;
+  // Their blocks spread over 512 programs of the 4096 rather than all: runs of up to 8 blocks,
+  // each program's prologue (its queries, the key table) paid once for them. Graph replay at
+  // capacity 1M, H100: 8 x 32K at 4 heads 28.9 -> 24.7 us, 2 x 128K 29.5 -> 25.8, 1 x 512K
+  // 42.1 -> 40.1; short requests as before. A grid of 512 instead had made 8 x 1M's runs 128
+  // blocks long (268 -> 287 us: bench/RESULTS.md, 2026-12-05 (6)).
+  t.decodeSmallStepActive = 512;
   return t;
 }
 
@@ -151,6 +157,10 @@ kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen, int6
       decode.warps > 1 ? decodeWarpgroupPrograms : decodeFormFor(decode.decodeColumns()).programs;
   s.decodeActivePrograms =
       decode.warps > 1 || decodeActivePrograms <= 0 ? s.decodeScorePrograms : decodeActivePrograms;
+  // a warpgroup of at most kSmallStepColumns columns is a small step's (wider requests' are wider)
+  if (decode.warps > 1 && numRequests <= decodeWarpgroupRequests && decode.decodeColumns() <= kSmallStepColumns &&
+      decodeSmallStepActive > 0)
+    s.decodeActivePrograms = std::min(decodeSmallStepActive, s.decodeScorePrograms);
   s.decodeMaxBlocksPerProgram = decodeMaxBlocksPerProgram;
   s.prefillScorePrograms = prefill.programs;
   s.prefillMaxBlocksPerProgram = prefill.maxBlocksPerProgram;

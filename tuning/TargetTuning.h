@@ -69,6 +69,10 @@ struct TargetTuning {
   // a step's requests when it plans it; a CUDA graph is captured per batch size.
   int64_t decodeWarpgroupRequests = 0;
   static constexpr int kSmallStepColumns = 16;
+  // Programs of their grid (decodeWarpgroupPrograms) those small steps' blocks are spread over,
+  // as decodeActivePrograms for one-warp programs (0: the whole grid): a small step's long
+  // requests run several blocks a program, its short ones one.
+  int64_t decodeSmallStepActive = 0;
 
   // Rows of one prefill program: columns / heads.
   int prefillRowTile(int numHeads) const;

@@ -99,7 +99,7 @@ expect_bench_error bench_shape "--decode: expected COUNT:TOKENS:HEADS" --decode 
 expect_bench_error bench_zero "--prefill: expected COUNT:TOKENS:HEADS" --prefill 0:100:1
 expect_bench_error bench_both "exactly one of them" "$work/good" --decode 1:100:1
 expect_bench_error bench_heads "heads" --decode 1:100:3
-expect_bench_error bench_variant "--decode-warpgroup-pad/--decode-warpgroup-requests: expected --backend cuda" --decode 1:100:1 --decode-columns 0
+expect_bench_error bench_variant "--decode-warpgroup-requests/--decode-small-active: expected --backend cuda" --decode 1:100:1 --decode-small-active 64
 expect_bench_error bench_variant_requests "expected --backend cuda" --decode 1:100:1 --decode-warpgroup-requests 8
 
 # cache-bench on a backend that compiles nothing, or a GPU without its driver: one line, non-zero.

@@ -224,9 +224,16 @@ TEST(TargetTuning, SmallDecodeStepsRunAsPaddedWarpgroups) {
       EXPECT_EQ(host().configsFor(KernelKind::ScoreDecode, heads, rows).size(), 1u);
     }
   EXPECT_EQ(sm90().configFor(KernelKind::ScoreDecode, 1, 4, 1).warps, 4);
+  // small steps' warpgroups spread their blocks over 512 programs of the warpgroups' grid; wide
+  // requests' warpgroups over all of it
   EXPECT_EQ(sm90().forStep(1, 4, 8).decodeScorePrograms, sm90().decodeWarpgroupPrograms);
-  EXPECT_EQ(sm90().forStep(1, 4, 8).decodeActivePrograms, sm90().decodeWarpgroupPrograms);
+  EXPECT_EQ(sm90().forStep(1, 4, 8).decodeActivePrograms, 512);
+  EXPECT_EQ(sm90().forStep(4, 4, 8).decodeActivePrograms, 512);
+  EXPECT_EQ(sm90().forStep(4, 8, 8).decodeActivePrograms, sm90().decodeWarpgroupPrograms);
   EXPECT_EQ(sm90().forStep(1, 4, 9).decodeActivePrograms, 2048);
+  TargetTuning wholeGrid = sm90();
+  wholeGrid.decodeSmallStepActive = 0;
+  EXPECT_EQ(wholeGrid.forStep(1, 4, 8).decodeActivePrograms, sm90().decodeWarpgroupPrograms);
   EXPECT_EQ(sm90().configsFor(KernelKind::TopkDecode, 1, 4).size(), 1u);
   // the flag scratch counts the small steps' warpgroup grid where large steps have no warpgroups
   TargetTuning onlySmall = sm90();

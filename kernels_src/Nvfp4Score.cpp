@@ -102,6 +102,9 @@ struct BlockRange {
   Value first, last;
   std::function<Value(Value)> blockOf;
   std::function<Value(Value)> slotsBefore;
+  // Optional: the table entry of block guessBlock, loaded before the range was known (guessPage,
+  // unchecked); the first block's page is taken from it when that is the block.
+  Value guessBlock, guessPage;
 };
 
 // Scores every block of `range` of request `req` for every row of the tile and every head. A
@@ -128,9 +131,13 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
       slots == T ? negInf : b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * slots);
 
   // Byte offset of the page of slot i; only slots in [first, last) are read.
-  auto pageOf = [&](Value i) {
+  auto pageOf = [&](Value i, bool first = false) {
     Value blk = range.blockOf(i);
-    Value page = loadI64(b, a.blockTable, req * a.maxBlocks + blk);
+    auto load = [&] { return loadI64(b, a.blockTable, req * a.maxBlocks + blk); };
+    Value page = first && range.guessPage.id().valid()
+                     ? b.ifElse(blk == range.guessBlock, [&] { return Values{range.guessPage}; },
+                                [&] { return Values{load()}; })[0]
+                     : load();
     if (!a.checked)
       return page * spec::kPageBytes;
     // A bad id is reported where it is met (a branch not taken on good metadata: nothing is
@@ -217,7 +224,7 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   // second loop takes over the first's prefetched tile.
   Value whole = b.maxS(b.minS(range.slotsBefore(rt.leastCausal / spec::kSparseBlockSize), range.last),
                        range.first);
-  Value firstPage = pageOf(range.first);
+  Value firstPage = pageOf(range.first, /*first=*/true);
   Values init = {firstPage};
   for (int t = 0; t < ahead; ++t)
     for (Value v : loadTile(firstPage, b.constInt(t)))
@@ -267,6 +274,11 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   // seq_len is in [0, max_seq_len] (0: a padding request, no blocks; below q_len a request's
   // first rows see nothing, as validateBatch allows), or flagged and scored as padding.
   Value given = loadI64(b, a.seqLens, req);
+  // The page of the program's first block if its run is one block (a short step's programs): its
+  // table entry is loaded beside seq_len rather than after it, one memory latency off the chain
+  // of a small step (unchecked here; clamped into the request's row of the table).
+  Value guessBlock = b.minS(a.blockBegin + chunk * a.blockStep.value, a.maxBlocks - 1);
+  Value guessPage = loadI64(b, a.blockTable, req * a.maxBlocks + guessBlock);
   Value valid = b.select(ltU(a.maxSeqLen, given), b.constInt(0), b.constInt(1)); // negatives too
   Value first = b.select(chunk == 0, tile == 0, chunk == 0); // one program a request reports it
   b.ifThen(b.select(first, valid, b.constInt(1)) == 0, [&] { report(b, a, 0, seqLenError(req, given)); });
@@ -280,6 +292,8 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
   Value slots = slotsBefore(spec::blocksFor(seqLen));
   BlockRange range = chunkOf(b, chunk, decodeRun(b, slots, a.gridChunks, a.runUnits.value, a.activePrograms, a.maxRun),
                              slots, [&](Value i) { return a.blockBegin + i * a.blockStep.value; }, slotsBefore);
+  range.guessBlock = guessBlock;
+  range.guessPage = guessPage;
   // The program's flag: 0 first, then 1 where a bad page is met (pageOf, in program order).
   a.program = unit * a.gridChunks.value + chunk;
   b.store(a.programFlags, a.program, b.constInt(0, Elem::I32));

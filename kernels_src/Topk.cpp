@@ -149,13 +149,19 @@ Value onePassTopk(KernelBuilder &b, const KeyStream &ks, Value count) {
     return levels;
   });
   Value top = bitonicSort(b, kept[0], /*descending=*/true);
-  for (int d = 1; d < kLaneDepth; ++d)
-    top = mergeIfAbove(b, top, keyTileBound(b, kept[d]), [&] { return kept[d]; });
-  Value lost = gtU(kept[kLaneDepth], b.extract(top, K - 1));
-  Value one = b.constInt(1, Elem::I32), zero = b.constInt(0, Elem::I32);
-  return b.ifElse(b.reduceMax(b.select(lost, one, zero)) != 0,
-                  [&] { return Values{topkOf(b, ks, count)}; },
-                  [&] { return Values{firstK(b, top)}; })[0];
+  // A stream of at most kScanTile keys gave each lane one at most: the deeper levels are empty and
+  // nothing was dropped, so the sorted first level is the answer. Such rows (up to 4K tokens) skip
+  // the levels' bounds and the drop check, 15 shuffles in sequence after the sort.
+  return b.ifElse(count > b.constInt(S), [&] {
+    Value merged = top;
+    for (int d = 1; d < kLaneDepth; ++d)
+      merged = mergeIfAbove(b, merged, keyTileBound(b, kept[d]), [&] { return kept[d]; });
+    Value lost = gtU(kept[kLaneDepth], b.extract(merged, K - 1));
+    Value one = b.constInt(1, Elem::I32), zero = b.constInt(0, Elem::I32);
+    return Values{b.ifElse(b.reduceMax(b.select(lost, one, zero)) != 0,
+                           [&] { return Values{topkOf(b, ks, count)}; },
+                           [&] { return Values{firstK(b, merged)}; })[0]};
+  }, [&] { return Values{firstK(b, top)}; })[0];
 }
 
 // The top 16 keys of blocks [first, last) of the score row at `base`.

@@ -71,6 +71,12 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
   make(200, [](int i) { return i % 2 ? -0.0f : 0.0f; });            // -0 as +0: ties again
   make(5, [](int i) { return static_cast<float>(i * 7 % 5); });     // fewer than 16
   make(33, [&](int) { return uni(rng); });                          // one score past a step
+  // At most one step (a lane's one key, sorted alone): its boundary, ties, NaN and sentinels.
+  make(32, [&](int) { return uni(rng); });
+  make(32, [](int) { return 2.0f; });
+  make(31, [&](int i) { return i % 4 ? uni(rng) : std::nanf(""); });
+  make(17, [](int i) { return i == 16 ? 1e30f : (i == 0 ? 1e29f : -0.0f); });
+  make(1, [](int) { return -std::numeric_limits<float>::infinity(); });
   make(0, [](int) { return 0.0f; });
   make(8192, [&](int) { return uni(rng); });
   make(640, [](int i) { return i == 639 ? 1e30f : (i == 0 ? 1e29f : 1.0f); }); // sentinels

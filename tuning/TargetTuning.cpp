@@ -61,9 +61,10 @@ TargetTuning makeSm90() {
   t.decodeWarpgroupRequests = 8;
   // Their blocks spread over 512 programs of the 4096 rather than all: runs of up to 8 blocks,
   // each program's prologue (its queries, the key table) paid once for them. Graph replay at
-  // capacity 1M, H100: 8 x 32K at 4 heads 28.9 -> 24.7 us, 2 x 128K 29.5 -> 25.8, 1 x 512K
-  // 42.1 -> 40.1; short requests as before. A grid of 512 instead had made 8 x 1M's runs 128
-  // blocks long (268 -> 287 us: bench/RESULTS.md, 2026-12-05 (6)).
+  // capacity 1M, H100: 8 x 32K at 4 heads 29.0 -> 25.6 us, 2 x 128K 29.2 -> 26.4, 1 x 512K
+  // 42.1 -> 40.1 (the runs of a 512 grid, measured first); 8 x 128K at one head 55.9 -> 58.0,
+  // short requests as before. The 512 grid itself had made 8 x 1M's runs 128 blocks long (268
+  // -> 287 us: bench/RESULTS.md, 2026-12-05 (6)).
   t.decodeSmallStepActive = 512;
   return t;
 }

@@ -147,6 +147,11 @@ if [[ -n $FAKE_CUDA ]]; then
     M3IDX_CUDA_LIBRARY="$FAKE_CUDA" M3IDX_FAKE_CUDA_CC=80 -- run "$good" --backend cuda
   expect_one_line run_indexer_not_sm90 "is sm_86" M3IDX_CUDA_LIBRARY="$FAKE_CUDA" M3IDX_FAKE_CUDA_CC=86 \
     -- run "$good" --backend cuda --indexer
+  # The top-k goes out as a programmatic launch (cuLaunchKernelEx, cuda.h's attribute layout):
+  # the stand-in refusing it is the step's one-line error.
+  expect_one_line run_indexer_programmatic "topk_decode failed: operation not permitted" \
+    M3IDX_CUDA_LIBRARY="$FAKE_CUDA" M3IDX_FAKE_CUDA_REFUSE_EX=1 M3IDX_CACHE_DIR="$work/cuda-cache" \
+    -- run "$good" --backend cuda --indexer
   expect_one_line run_old_driver "supports CUDA 12.2, and m3idx's PTX (ISA 8.4) needs a driver for CUDA 12.4" \
     M3IDX_CUDA_LIBRARY="$FAKE_CUDA" M3IDX_FAKE_CUDA_VERSION=12020 M3IDX_CACHE_DIR="$work/cuda-cache" \
     -- run "$good" --backend cuda

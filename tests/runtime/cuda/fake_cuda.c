@@ -1,12 +1,14 @@
 /* A stand-in CUDA driver for the bad-input tests of machines without a GPU: memory is host memory
  * and launches do nothing, so only failure paths may be tested through it. The device reports the
  * compute capability in M3IDX_FAKE_CUDA_CC (default 90); M3IDX_FAKE_CUDA_VERSION (a driver version
- * such as 12020) below 12040 makes every module load fail as an old driver's does on newer PTX. */
+ * such as 12020) below 12040 makes every module load fail as an old driver's does on newer PTX.
+ * cuLaunchKernelEx takes only cuda.h's layout of one programmatic-launch attribute (else an invalid
+ * argument); M3IDX_FAKE_CUDA_REFUSE_EX=1 makes it refuse such a launch, so a test can see one. */
 #include <stdlib.h>
 #include <string.h>
 
 typedef int CUresult;
-enum { kSuccess = 0, kUnsupportedPtxVersion = 222 };
+enum { kSuccess = 0, kInvalidValue = 1, kUnsupportedPtxVersion = 222, kNotPermitted = 800 };
 
 static int envInt(const char *name, int fallback) {
   const char *v = getenv(name);
@@ -15,6 +17,8 @@ static int envInt(const char *name, int fallback) {
 
 CUresult cuGetErrorString(CUresult code, const char **text) {
   *text = code == kUnsupportedPtxVersion ? "the provided PTX was compiled with an unsupported toolchain."
+           : code == kNotPermitted       ? "operation not permitted (the stand-in refuses programmatic launches)"
+           : code == kInvalidValue       ? "invalid argument"
                                          : "fake driver error";
   return kSuccess;
 }
@@ -44,6 +48,32 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
   (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)stream; (void)params;
   (void)extra;
   return kSuccess;
+}
+/* cuda.h's CUlaunchAttribute (an id, padding to 8 bytes, a 64-byte union) and CUlaunchConfig. */
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int value;
+    unsigned long long aligned;
+  } value;
+} LaunchAttribute;
+typedef struct {
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  void *stream;
+  LaunchAttribute *attrs;
+  unsigned numAttrs;
+} LaunchConfig;
+CUresult cuLaunchKernelEx(const LaunchConfig *c, void *f, void **params, void **extra) {
+  enum { kProgrammaticStreamSerialization = 6 };
+  if (!c || c->numAttrs != 1 || !c->attrs || c->attrs[0].id != kProgrammaticStreamSerialization ||
+      c->attrs[0].value.value != 1 || c->gridDimX == 0 || c->gridDimY != 1 || c->gridDimZ != 1 || c->blockDimX == 0 ||
+      c->blockDimY != 1 || c->blockDimZ != 1)
+    return kInvalidValue;
+  if (envInt("M3IDX_FAKE_CUDA_REFUSE_EX", 0))
+    return kNotPermitted;
+  return cuLaunchKernel(f, c->gridDimX, 1, 1, c->blockDimX, 1, 1, c->sharedMemBytes, c->stream, params, extra);
 }
 CUresult cuMemAlloc_v2(unsigned long long *p, size_t n) { *p = (unsigned long long)malloc(n); return *p ? kSuccess : 2; }
 CUresult cuMemFree_v2(unsigned long long p) { free((void *)p); return kSuccess; }

@@ -3,8 +3,7 @@
 // gtest_discover_tests (CMake 3.25's GoogleTestAddTests) writes a list's entries as separate
 // arguments of set_tests_properties, so the discovered tests got only the first entry
 // (M3IDX_CACHE_DIR): a plain `ctest` in build-sanitize ran them under ASan's defaults. The
-// sanitizer runtimes read these before the environment, which still overrides them.
-extern "C" const char *__asan_default_options() {
-  return "use_sigaltstack=0:detect_leaks=1:allow_user_poisoning=0";
-}
-extern "C" const char *__ubsan_default_options() { return "print_stacktrace=1"; }
+// sanitizer runtimes read these before the environment, which still overrides them. The strings
+// are tests/CMakeLists.txt's, the same ones the other tests get in their environment.
+extern "C" const char *__asan_default_options() { return M3IDX_ASAN_OPTIONS; }
+extern "C" const char *__ubsan_default_options() { return M3IDX_UBSAN_OPTIONS; }

@@ -194,7 +194,8 @@ StatusOr<runtime::DeviceApi> load(const std::string &path) {
   a.getFunction = [e](void **f, void *m, const char *name) { return e.moduleGetFunction(f, m, name); };
   // A launch after the previous one lets the driver start the kernel's programs before that one
   // ends (programmatic dependent launch, sm_90 and newer): they wait in griddepcontrol.wait.
-  e.launchKernelEx = reinterpret_cast<decltype(e.launchKernelEx)>(dlsym(h, "cuLaunchKernelEx"));
+  // Optional (CUDA 12.0+): without it every launch is a plain one, and the kernels' waits pass.
+  (void)resolveSymbol(h, path, "cuLaunchKernelEx", e.launchKernelEx);
   a.launch = [e](void *f, unsigned programs, unsigned threads, void *stream, void **params, bool afterPrevious) {
     if (!afterPrevious || !e.launchKernelEx)
       return e.launchKernel(f, programs, 1, 1, threads, 1, 1, 0, stream, params, nullptr);

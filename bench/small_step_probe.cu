@@ -9,9 +9,16 @@
 //   two                  score then top-k launches (m3idx's structure)
 //   two+pdl              the same with programmatic dependent launch: top-k launched early and
 //                        waiting on griddepcontrol.wait
+//   pdl-cap              two+pdl on the grids m3idx launches at capacity 1M (4096 warpgroup score
+//                        programs resident 5 a SM, 4 x 256 top-k segments), most leaving at once
+//   guess                two+pdl with each block's table entry loaded beside seq_len (m3idx's order)
+//   cluster              one launch: a cluster of 8 programs (4 warps, a block a warp) gathering the
+//                        scores in one program's shared memory, whose warps then sort a row each
 // Each form's ids are checked against the host's sort of the scores it wrote. Built and run on the
 // GPU machine by `bash bench/gpu.sh small-step` (nvcc). Usage: small_step_probe [TOKENS]
 #include "CudaBench.cuh"
+
+#include <cooperative_groups.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -23,6 +30,8 @@
 #include <vector>
 
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int kPageBytes = 9216, kRows = 4, kTopk = 16, kMaxBlocks = 32;
 
@@ -36,8 +45,8 @@ struct Step {
 
 // Lane's share of block blk's page (8 tiles: 2 data and 2 scale loads each, as score_decode's
 // lanes), all issued before any is used; per row, the warp's max of an XOR of the bytes.
-__device__ void scoreBlock(const Step &s, int blk, int lane) {
-  const uint8_t *page = s.kv + size_t(s.table[blk]) * kPageBytes;
+__device__ void scoreBlock(const Step &s, int blk, int lane, int pageId, float *rowMax = nullptr) {
+  const uint8_t *page = s.kv + size_t(pageId) * kPageBytes;
   uint4 d[16];
   unsigned short sc[16];
 #pragma unroll
@@ -58,14 +67,17 @@ __device__ void scoreBlock(const Step &s, int blk, int lane) {
       v = fmaxf(v, __shfl_xor_sync(~0u, v, o));
     if (lane == 0)
       s.scores[r * kMaxBlocks + blk] = v;
+    if (rowMax && lane == 0)
+      rowMax[r * kMaxBlocks + blk] = v;
   }
 }
 
-// Row r's top 16 of its nblk (<= 32) scores: one key a lane, a descending bitonic sort.
-__device__ void topkRow(const Step &s, int r, int nblk, int lane) {
+// Row r's top 16 of its nblk (<= 32) scores (global memory, or `from` where given): one key a
+// lane, a descending bitonic sort.
+__device__ void topkRow(const Step &s, int r, int nblk, int lane, const float *from = nullptr) {
   unsigned long long key = 0;
   if (lane < nblk) {
-    unsigned u = __float_as_uint(__ldcg(&s.scores[r * kMaxBlocks + lane]));
+    unsigned u = __float_as_uint(from ? from[r * kMaxBlocks + lane] : __ldcg(&s.scores[r * kMaxBlocks + lane]));
     unsigned ord = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
     key = (static_cast<unsigned long long>(ord) << 32) | unsigned(lane);
   }
@@ -91,7 +103,7 @@ __global__ void fusedStep(Step s) {
   const int lane = threadIdx.x, nblk = blocksOf(s);
   if (int(blockIdx.x) >= nblk)
     return;
-  scoreBlock(s, blockIdx.x, lane);
+  scoreBlock(s, blockIdx.x, lane, s.table[blockIdx.x]);
   int last = 0;
   if (lane == 0) {
     __threadfence();
@@ -111,7 +123,32 @@ template <bool PDL> __global__ void scoreStep(Step s) {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const int nblk = blocksOf(s);
   if (int(blockIdx.x) < nblk)
-    scoreBlock(s, blockIdx.x, threadIdx.x);
+    scoreBlock(s, blockIdx.x, threadIdx.x, s.table[blockIdx.x]);
+}
+
+// m3idx's order: the block's table entry loaded beside seq_len, not after it.
+__global__ void scoreStepGuess(Step s) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const int pageId = __ldcg(&s.table[blockIdx.x]), nblk = blocksOf(s);
+  if (int(blockIdx.x) < nblk)
+    scoreBlock(s, blockIdx.x, threadIdx.x, pageId);
+}
+
+// One launch without a grid-wide arrival: a cluster of 8 programs of 4 warps, a block a warp, each
+// writing its rows' scores into the first program's shared memory (distributed shared memory);
+// after the cluster's barrier that program's first 4 warps sort a row each.
+constexpr int kClusterPrograms = 8;
+
+__global__ void __cluster_dims__(kClusterPrograms, 1, 1) clusterStep(Step s) {
+  __shared__ float rowScores[kRows * kMaxBlocks];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, blk = blockIdx.x * 4 + warp;
+  const int pageId = __ldcg(&s.table[blk]), nblk = blocksOf(s);
+  if (blk < nblk)
+    scoreBlock(s, blk, lane, pageId, cluster.map_shared_rank(rowScores, 0));
+  cluster.sync();
+  if (cluster.block_rank() == 0)
+    topkRow(s, warp, nblk, lane, rowScores);
 }
 
 template <bool PDL> __global__ void topkStep(Step s) {
@@ -120,10 +157,34 @@ template <bool PDL> __global__ void topkStep(Step s) {
   topkRow(s, blockIdx.x, blocksOf(s), threadIdx.x);
 }
 
-template <typename K> void launch(cudaStream_t st, K kernel, int grid, const Step &s, bool pdl) {
+// The grids m3idx launches at capacity 1M (score_decode: 4096 warpgroup programs; topk_decode: a
+// row's 8192 blocks in 256 segments of 32): programs past the step's blocks or a row's first
+// segment leave at once (the top-k's before its wait), as m3idx's do.
+template <bool PDL> __global__ void scoreStepWide(Step s) {
+  if (PDL)
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const int nblk = blocksOf(s);
+  if (threadIdx.x < 32 && int(blockIdx.x) < nblk)
+    scoreBlock(s, blockIdx.x, threadIdx.x, s.table[blockIdx.x]);
+}
+
+constexpr int kWideSegments = 256, kWideSmem = 44 * 1024;
+
+template <bool PDL> __global__ void topkStepWide(Step s) {
+  const int nblk = blocksOf(s), segment = blockIdx.x % kWideSegments;
+  if (segment * 32 >= nblk)
+    return;
+  if (PDL)
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+  topkRow(s, blockIdx.x / kWideSegments, nblk, threadIdx.x);
+}
+
+template <typename K>
+void launch(cudaStream_t st, K kernel, int grid, const Step &s, bool pdl, int threads = 32, int smem = 0) {
   cudaLaunchConfig_t c = {};
   c.gridDim = dim3(grid);
-  c.blockDim = dim3(32);
+  c.blockDim = dim3(threads);
+  c.dynamicSmemBytes = smem;
   c.stream = st;
   cudaLaunchAttribute a[1];
   a[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -186,6 +247,11 @@ int main(int argc, char **argv) {
       {"fused", capture(st, [&] { launch(st, fusedStep, kMaxBlocks, s, false); }), true},
       {"two", capture(st, [&] { launch(st, scoreStep<false>, kMaxBlocks, s, false); launch(st, topkStep<false>, kRows, s, false); }), true},
       {"two+pdl", capture(st, [&] { launch(st, scoreStep<true>, kMaxBlocks, s, false); launch(st, topkStep<true>, kRows, s, true); }), true},
+      {"guess", capture(st, [&] { launch(st, scoreStepGuess, kMaxBlocks, s, false); launch(st, topkStep<true>, kRows, s, true); }), true},
+      {"cluster", capture(st, [&] { launch(st, clusterStep, kClusterPrograms, s, false, 128); }), true},
+      // m3idx's grids at capacity 1M: score programs 5 a SM (its 96 registers x 128 threads; here
+      // 44 KiB of shared memory each)
+      {"pdl-cap", capture(st, [&] { launch(st, scoreStepWide<true>, 4096, s, false, 128, kWideSmem); launch(st, topkStepWide<true>, kRows * kWideSegments, s, true); }), true},
   };
   EventTimer timer;
   timer.flushBytes = size_t(256) << 20;

@@ -1,0 +1,141 @@
+// Descriptors passed between a group's ranks over abstract Unix sockets (runtime/comm/FdExchange.h):
+// each rank here is a thread with its own FdExchange (the sockets do not know the difference from
+// processes), each sending a memfd that holds its rank; a rank that closes its exchange is seen
+// as departed; missing ranks, clashing groups and bad arguments are errors naming them.
+#include "runtime/comm/FdExchange.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+using namespace m3idx;
+using namespace m3idx::comm;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A group name no other test (or concurrent test process) uses.
+std::string uniqueGroup() {
+  static std::atomic<int> n{0};
+  return fmt::format("t{}-{}", ::getpid(), n++);
+}
+
+int memfdHolding(const std::string &text) {
+  int fd = ::memfd_create("m3idx-test", MFD_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  return fd;
+}
+
+std::string contentOf(int fd) {
+  char buf[64] = {};
+  ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+} // namespace
+
+TEST(FdExchange, FourRanksGetEachOthersDescriptorsTwice) {
+  const std::string group = uniqueGroup();
+  constexpr int kWorld = 4;
+  std::vector<std::string> errors(kWorld);
+  std::vector<std::vector<std::string>> seen(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r)
+    ranks.emplace_back([&, r] {
+      auto x = FdExchange::connect(group, r, kWorld, 10s);
+      if (!x.ok()) {
+        errors[r] = x.status().message();
+        return;
+      }
+      for (int round = 0; round < 2; ++round) {
+        int own = memfdHolding("rank " + std::to_string(r) + " round " + std::to_string(round));
+        auto got = (*x)->allGather(own, 10s);
+        ::close(own);
+        if (!got.ok()) {
+          errors[r] = got.status().message();
+          return;
+        }
+        for (int p = 0; p < kWorld; ++p) {
+          seen[r].push_back(p == r ? std::to_string((*got)[p]) : contentOf((*got)[p]));
+          if ((*got)[p] >= 0)
+            ::close((*got)[p]);
+        }
+      }
+    });
+  for (std::thread &t : ranks)
+    t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    ASSERT_EQ(seen[r].size(), 2u * kWorld);
+    for (int round = 0; round < 2; ++round)
+      for (int p = 0; p < kWorld; ++p)
+        EXPECT_EQ(seen[r][round * kWorld + p],
+                  p == r ? "-1" : "rank " + std::to_string(p) + " round " + std::to_string(round))
+            << "rank " << r << " from " << p;
+  }
+}
+
+TEST(FdExchange, APeerThatClosesIsDepartedAndFailsTheNextGather) {
+  const std::string group = uniqueGroup();
+  StatusOr<std::unique_ptr<FdExchange>> other = Status::error("not run");
+  std::thread peer([&] { other = FdExchange::connect(group, 1, 2, 10s); });
+  auto me = FdExchange::connect(group, 0, 2, 10s);
+  peer.join();
+  ASSERT_TRUE(me.ok()) << me.status().message();
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  EXPECT_TRUE((*me)->departed().empty());
+  other = Status::error("closed"); // rank 1's exchange closes, as its process's end would
+  EXPECT_EQ((*me)->departed(), std::vector<int>{1});
+  int own = memfdHolding("x");
+  auto got = (*me)->allGather(own, 2s);
+  ::close(own);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("rank 1"), std::string::npos) << got.status().message();
+}
+
+TEST(FdExchange, MissingRanksAreNamedAfterTheTimeout) {
+  auto x = FdExchange::connect(uniqueGroup(), 0, 3, 100ms);
+  ASSERT_FALSE(x.ok());
+  EXPECT_NE(x.status().message().find("no connection from rank(s) 1, 2 within 100 ms"), std::string::npos)
+      << x.status().message();
+  auto late = FdExchange::connect(uniqueGroup(), 2, 3, 100ms);
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.status().message().find("rank 0 did not listen within 100 ms"), std::string::npos)
+      << late.status().message();
+}
+
+TEST(FdExchange, AGroupNameInUseIsRefused) {
+  const std::string group = uniqueGroup();
+  StatusOr<std::unique_ptr<FdExchange>> first = Status::error("not run");
+  std::thread waiting([&] { first = FdExchange::connect(group, 0, 2, 300ms); }); // listens, then times out
+  std::this_thread::sleep_for(50ms);
+  auto second = FdExchange::connect(group, 0, 2, 100ms);
+  waiting.join();
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("group names must be unique"), std::string::npos)
+      << second.status().message();
+}
+
+TEST(FdExchange, BadArgumentsAreNamed) {
+  auto msg = [](const std::string &group, int rank, int world, std::chrono::milliseconds t) {
+    auto x = FdExchange::connect(group, rank, world, t);
+    return x.ok() ? std::string("ok") : x.status().message();
+  };
+  EXPECT_NE(msg("g", 0, 1, 1s).find("fd exchange world"), std::string::npos);
+  EXPECT_NE(msg("g", 0, 65, 1s).find("fd exchange world"), std::string::npos);
+  EXPECT_NE(msg("g", 4, 4, 1s).find("fd exchange rank"), std::string::npos);
+  EXPECT_NE(msg("g", -1, 4, 1s).find("fd exchange rank"), std::string::npos);
+  EXPECT_NE(msg("a/b", 0, 2, 1s).find("fd exchange group"), std::string::npos);
+  EXPECT_NE(msg("", 0, 2, 1s).find("fd exchange group"), std::string::npos);
+  EXPECT_NE(msg(std::string(65, 'a'), 0, 2, 1s).find("fd exchange group"), std::string::npos);
+  EXPECT_NE(msg("g", 0, 2, 0ms).find("fd exchange timeout"), std::string::npos);
+  EXPECT_EQ(fdExchangeSocketName("grp", 3), "m3idx-grp-3");
+}

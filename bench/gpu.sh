@@ -53,6 +53,10 @@
 #   probe    bench/nvfp4_decode_probe.cu (nvcc): the exact decode score hand-written, its SASS, 4 shapes
 #   small-step  bench/small_step_probe.cu (nvcc): the smallest step's dependent chain graph-replayed,
 #            one launch, two, two with programmatic dependent launch ($SMALL_STEP_TOKENS, 4096 and 1024)
+#   ipc      bench/ipc_push_probe.cu (nvcc, -lcuda): four processes on the one GPU mapping their score
+#            receive buffers as one array (driver VMM, descriptors over sockets) and ordering steps
+#            on the device: eager, graph-replayed, and with a rank that dies ($IPC_PROBE_ARGS:
+#            STEPS ROWS W TIMEOUT_MS, default 200 1024 8192 2000)
 # Usage: bench/gpu.sh STAGE...
 set -euo pipefail
 OUT=${OUT:-/tmp}
@@ -261,6 +265,11 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       for tokens in ${SMALL_STEP_TOKENS:-4096 1024}; do
         /tmp/small-step-probe "$tokens" 2>&1 | tee -a "$OUT/gpu-small-step.log"
       done ;;
+    ipc) # issue 39's transport questions: one array over four processes' memory, device-side order
+      nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+      "$nvcc" -O3 -std=c++17 -arch=sm_90 bench/ipc_push_probe.cu -o /tmp/ipc-push-probe -lcuda
+      # shellcheck disable=SC2086
+      /tmp/ipc-push-probe ${IPC_PROBE_ARGS:-200 1024 8192 2000} 2>&1 | tee -a "$OUT/gpu-ipc.log" ;;
     wgmma) # the decode loop with wgmma e4m3 next to ours (mma.sync f16), checked against each other
       nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
       "$nvcc" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/wgmma_probe.cu -o /tmp/wgmma-probe

@@ -154,32 +154,40 @@ FdExchange::~FdExchange() {
       ::close(s);
 }
 
-StatusOr<std::vector<int>> FdExchange::allGather(int fd, std::chrono::milliseconds timeout) {
+StatusOr<std::vector<FdExchange::Sent>> FdExchange::allGather(int fd, uint64_t value,
+                                                              std::chrono::milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
-  std::vector<int> got(world_, -1);
+  std::vector<Sent> got(world_);
+  got[rank_].value = value;
   auto fail = [&](const std::string &what) {
-    for (int g : got)
-      if (g >= 0)
-        ::close(g);
+    for (const Sent &g : got)
+      if (g.fd >= 0)
+        ::close(g.fd);
     return Status::error(fmt::format("fd exchange, rank {} of {}: {}", rank_, world_, what));
+  };
+  // One message a peer: the value as its payload, the descriptor beside it.
+  auto message = [](uint64_t *payload, iovec *io, char *ctrl, size_t ctrlBytes) {
+    *io = iovec{payload, sizeof *payload};
+    msghdr m{};
+    m.msg_iov = io;
+    m.msg_iovlen = 1;
+    m.msg_control = ctrl;
+    m.msg_controllen = ctrlBytes;
+    return m;
   };
   for (int p = 0; p < world_; ++p) {
     if (p == rank_)
       continue;
-    char byte = 0;
-    iovec io{&byte, 1};
+    uint64_t payload = value;
+    iovec io;
     alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &io;
-    m.msg_iovlen = 1;
-    m.msg_control = ctrl;
-    m.msg_controllen = sizeof ctrl;
+    msghdr m = message(&payload, &io, ctrl, sizeof ctrl);
     cmsghdr *c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    if (::sendmsg(socks_[p], &m, MSG_NOSIGNAL) != 1)
+    if (::sendmsg(socks_[p], &m, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof payload))
       return fail(fmt::format("cannot send to rank {} ({}): has it gone?", p, std::strerror(errno)));
   }
   for (int p = 0; p < world_; ++p) {
@@ -187,19 +195,19 @@ StatusOr<std::vector<int>> FdExchange::allGather(int fd, std::chrono::millisecon
       continue;
     if (!waitFor(socks_[p], POLLIN, deadline))
       return fail(fmt::format("rank {} sent nothing within {} ms", p, timeout.count()));
-    char byte;
-    iovec io{&byte, 1};
+    uint64_t payload = 0;
+    iovec io;
     alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &io;
-    m.msg_iovlen = 1;
-    m.msg_control = ctrl;
-    m.msg_controllen = sizeof ctrl;
-    const ssize_t n = ::recvmsg(socks_[p], &m, MSG_CMSG_CLOEXEC);
-    cmsghdr *c = n == 1 ? CMSG_FIRSTHDR(&m) : nullptr;
-    if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+    msghdr m = message(&payload, &io, ctrl, sizeof ctrl);
+    // A stream socket delivers the descriptor with the message's first byte; the payload is small
+    // enough to arrive whole with it (a peer writes it in one sendmsg).
+    const ssize_t n = ::recvmsg(socks_[p], &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+    cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&m) : nullptr;
+    if (c && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+      std::memcpy(&got[p].fd, CMSG_DATA(c), sizeof(int));
+    if (n != static_cast<ssize_t>(sizeof payload) || got[p].fd < 0)
       return fail(n == 0 ? fmt::format("rank {} has gone", p) : fmt::format("rank {} sent no descriptor", p));
-    std::memcpy(&got[p], CMSG_DATA(c), sizeof(int));
+    got[p].value = payload;
   }
   return got;
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,10 +34,16 @@ public:
 
   int rank() const { return rank_; }
   int world() const { return world_; }
-  // Sends `fd` (not consumed) to every peer and receives each peer's: element p is the descriptor
-  // rank p sent (this process owns and must close it), element rank() is -1. Every rank calls it
-  // the same number of times. Fails naming a peer that has gone or did not answer in `timeout`.
-  StatusOr<std::vector<int>> allGather(int fd, std::chrono::milliseconds timeout);
+  // What a rank sent: a descriptor and a number that travels with it (a size to agree on).
+  struct Sent {
+    int fd = -1;
+    uint64_t value = 0;
+  };
+  // Sends `fd` (not consumed) and `value` to every peer and receives each peer's: element p is
+  // what rank p sent (this process owns and must close its descriptor), element rank() is {-1,
+  // value}. Every rank calls it the same number of times. Fails naming a peer that has gone or did
+  // not answer in `timeout`.
+  StatusOr<std::vector<Sent>> allGather(int fd, uint64_t value, std::chrono::milliseconds timeout);
   // The peers whose connection has closed (their process ended or closed its FdExchange), without
   // blocking; also what a caller's watchdog polls.
   std::vector<int> departed();

@@ -40,6 +40,37 @@ struct LaunchConfig {
 };
 constexpr int kProgrammaticStreamSerialization = 6; // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 
+// Virtual memory management (cuda.h's CUmemAllocationProp and CUmemAccessDesc, CUDA 10.2+).
+struct MemLocation {
+  int type; // CU_MEM_LOCATION_TYPE_DEVICE = 1
+  int id;
+};
+struct MemAllocationProp {
+  int type;                 // CU_MEM_ALLOCATION_TYPE_PINNED = 1
+  int requestedHandleTypes; // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
+  MemLocation location;
+  void *win32HandleMetaData;
+  struct {
+    unsigned char compressionType, gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+};
+static_assert(sizeof(MemAllocationProp) == 32, "cuda.h's CUmemAllocationProp");
+struct MemAccessDesc {
+  MemLocation location;
+  int flags; // CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
+};
+constexpr int kPosixFileDescriptor = 1, kGranularityRecommended = 1, kWaitValueEq = 1;
+
+MemAllocationProp shareableOn(int device) {
+  MemAllocationProp p = {};
+  p.type = 1;
+  p.requestedHandleTypes = kPosixFileDescriptor;
+  p.location = {1, device};
+  return p;
+}
+
 struct Entry {
   CUresult (*getErrorString)(CUresult, const char **) = nullptr;
   CUresult (*init)(unsigned) = nullptr;
@@ -70,7 +101,78 @@ struct Entry {
   CUresult (*eventSynchronize)(CUevent) = nullptr;
   CUresult (*streamWaitEvent)(CUstream, CUevent, unsigned) = nullptr;
   CUresult (*eventElapsedTime)(float *, CUevent, CUevent) = nullptr;
+  // Optional: shared memory between processes and stream memory operations.
+  CUresult (*memGetAllocationGranularity)(size_t *, const MemAllocationProp *, int) = nullptr;
+  CUresult (*memCreate)(unsigned long long *, size_t, const MemAllocationProp *, unsigned long long) = nullptr;
+  CUresult (*memExportToShareableHandle)(void *, unsigned long long, int, unsigned long long) = nullptr;
+  CUresult (*memImportFromShareableHandle)(unsigned long long *, void *, int) = nullptr;
+  CUresult (*memRelease)(unsigned long long) = nullptr;
+  CUresult (*memAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
+  CUresult (*memAddressFree)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*memMap)(CUdeviceptr, size_t, size_t, unsigned long long, unsigned long long) = nullptr;
+  CUresult (*memUnmap)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*memSetAccess)(CUdeviceptr, size_t, const MemAccessDesc *, size_t) = nullptr;
+  CUresult (*streamWaitValue32)(CUstream, CUdeviceptr, unsigned, unsigned) = nullptr;
+  CUresult (*streamWriteValue32)(CUstream, CUdeviceptr, unsigned, unsigned) = nullptr;
 };
+
+// The shared memory and stream memory operations, where the driver has every one of them.
+void loadSharing(void *h, const std::string &path, Entry &e, runtime::DeviceApi &a) {
+  using runtime::resolveSymbol;
+  for (Status s : {resolveSymbol(h, path, "cuMemGetAllocationGranularity", e.memGetAllocationGranularity),
+                   resolveSymbol(h, path, "cuMemCreate", e.memCreate),
+                   resolveSymbol(h, path, "cuMemExportToShareableHandle", e.memExportToShareableHandle),
+                   resolveSymbol(h, path, "cuMemImportFromShareableHandle", e.memImportFromShareableHandle),
+                   resolveSymbol(h, path, "cuMemRelease", e.memRelease),
+                   resolveSymbol(h, path, "cuMemAddressReserve", e.memAddressReserve),
+                   resolveSymbol(h, path, "cuMemAddressFree", e.memAddressFree),
+                   resolveSymbol(h, path, "cuMemMap", e.memMap),
+                   resolveSymbol(h, path, "cuMemUnmap", e.memUnmap),
+                   resolveSymbol(h, path, "cuMemSetAccess", e.memSetAccess)})
+    if (!s.ok())
+      return;
+  runtime::DeviceApi::SharedMemory &m = a.shared;
+  m.granularity = [e](int device, size_t *g) {
+    const MemAllocationProp p = shareableOn(device);
+    return e.memGetAllocationGranularity(g, &p, kGranularityRecommended);
+  };
+  m.create = [e](int device, size_t bytes, uint64_t *handle) {
+    const MemAllocationProp p = shareableOn(device);
+    unsigned long long h = 0;
+    CUresult r = e.memCreate(&h, bytes, &p, 0);
+    *handle = h;
+    return r;
+  };
+  m.exportFd = [e](uint64_t handle, int *fd) { return e.memExportToShareableHandle(fd, handle, kPosixFileDescriptor, 0); };
+  m.importFd = [e](int fd, uint64_t *handle) {
+    unsigned long long h = 0;
+    CUresult r = e.memImportFromShareableHandle(&h, reinterpret_cast<void *>(static_cast<intptr_t>(fd)),
+                                                kPosixFileDescriptor);
+    *handle = h;
+    return r;
+  };
+  m.release = [e](uint64_t handle) { return e.memRelease(handle); };
+  m.reserve = [e](size_t bytes, uint64_t *va) {
+    CUdeviceptr p = 0;
+    CUresult r = e.memAddressReserve(&p, bytes, 0, 0, 0);
+    *va = p;
+    return r;
+  };
+  m.unreserve = [e](uint64_t va, size_t bytes) { return e.memAddressFree(va, bytes); };
+  m.map = [e](uint64_t va, size_t bytes, uint64_t handle) { return e.memMap(va, bytes, 0, handle, 0); };
+  m.unmap = [e](uint64_t va, size_t bytes) { return e.memUnmap(va, bytes); };
+  m.allowReadWrite = [e](int device, uint64_t va, size_t bytes) {
+    const MemAccessDesc d = {{1, device}, 3};
+    return e.memSetAccess(va, bytes, &d, 1);
+  };
+  if (resolveSymbol(h, path, "cuStreamWaitValue32_v2", e.streamWaitValue32).ok() &&
+      resolveSymbol(h, path, "cuStreamWriteValue32_v2", e.streamWriteValue32).ok()) {
+    // The default write orders the stream's earlier memory writes before the word (a fence of
+    // the system's scope), which is what a peer reading after the word needs.
+    a.waitWordEquals = [e](void *stream, uint64_t word, uint32_t v) { return e.streamWaitValue32(stream, word, v, kWaitValueEq); };
+    a.writeWord = [e](void *stream, uint64_t word, uint32_t v) { return e.streamWriteValue32(stream, word, v, 0); };
+  }
+}
 
 StatusOr<runtime::DeviceApi> load(const std::string &path) {
   using runtime::resolveSymbol;
@@ -196,6 +298,7 @@ StatusOr<runtime::DeviceApi> load(const std::string &path) {
   // ends (programmatic dependent launch, sm_90 and newer): they wait in griddepcontrol.wait.
   // Optional (CUDA 12.0+): without it every launch is a plain one, and the kernels' waits pass.
   (void)resolveSymbol(h, path, "cuLaunchKernelEx", e.launchKernelEx);
+  loadSharing(h, path, e, a);
   a.launch = [e](void *f, unsigned programs, unsigned threads, void *stream, void **params, bool afterPrevious) {
     if (!afterPrevious || !e.launchKernelEx)
       return e.launchKernel(f, programs, 1, 1, threads, 1, 1, 0, stream, params, nullptr);

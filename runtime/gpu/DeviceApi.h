@@ -53,6 +53,30 @@ struct DeviceApi {
   std::function<int(float *ms, void *start, void *stop)> eventElapsedMs;
   // Sets `bytes` bytes at dst to `value`, ordered on `stream` (benchmarks flush L2 with it).
   std::function<int(uint64_t dst, uint8_t value, size_t bytes, void *stream)> memsetAsync;
+  // Device memory shared between processes and mapped into one address range (decode context
+  // parallelism across processes: gpu/PeerArray.h). Unset where the platform's loader lacks them
+  // (the HIP loader does not load them yet). Handles are the driver's allocation handles; a
+  // shareable one is exported and imported as a POSIX file descriptor.
+  struct SharedMemory {
+    std::function<int(int device, size_t *granularity)> granularity; // of an allocation's size and mapping
+    std::function<int(int device, size_t bytes, uint64_t *handle)> create;
+    std::function<int(uint64_t handle, int *fd)> exportFd;   // a new descriptor, the caller's to close
+    std::function<int(int fd, uint64_t *handle)> importFd;   // fd stays the caller's
+    std::function<int(uint64_t handle)> release;
+    std::function<int(size_t bytes, uint64_t *va)> reserve;  // an address range, nothing mapped
+    std::function<int(uint64_t va, size_t bytes)> unreserve;
+    std::function<int(uint64_t va, size_t bytes, uint64_t handle)> map;
+    std::function<int(uint64_t va, size_t bytes)> unmap;
+    std::function<int(int device, uint64_t va, size_t bytes)> allowReadWrite;
+  };
+  SharedMemory shared;
+  bool hasSharedMemory() const { return static_cast<bool>(shared.create); }
+  // Stream-ordered 32-bit words in device memory (CUDA's stream memory operations, which a graph
+  // captures): queued work after waitWordEquals waits until the word holds `value`; writeWord
+  // stores it after the work before it, all of its memory writes visible first. Unset where the
+  // platform's loader lacks them.
+  std::function<int(void *stream, uint64_t word, uint32_t value)> waitWordEquals;
+  std::function<int(void *stream, uint64_t word, uint32_t value)> writeWord;
   std::function<const char *(int code)> errorString;
   // What a failed call's code means for m3idx beyond the platform's error string ("" if nothing):
   // which driver a PTX needs, which GPU a code object is for.

@@ -1,6 +1,6 @@
 // Descriptors passed between a group's ranks over abstract Unix sockets (runtime/comm/FdExchange.h):
 // each rank here is a thread with its own FdExchange (the sockets do not know the difference from
-// processes), each sending a memfd that holds its rank; a rank that closes its exchange is seen
+// processes), each sending a memfd that holds its rank and a number; a rank that closes its exchange is seen
 // as departed; missing ranks, clashing groups and bad arguments are errors naming them.
 #include "runtime/comm/FdExchange.h"
 
@@ -57,16 +57,17 @@ TEST(FdExchange, FourRanksGetEachOthersDescriptorsTwice) {
       }
       for (int round = 0; round < 2; ++round) {
         int own = memfdHolding("rank " + std::to_string(r) + " round " + std::to_string(round));
-        auto got = (*x)->allGather(own, 10s);
+        auto got = (*x)->allGather(own, 100 * r + round, 10s);
         ::close(own);
         if (!got.ok()) {
           errors[r] = got.status().message();
           return;
         }
         for (int p = 0; p < kWorld; ++p) {
-          seen[r].push_back(p == r ? std::to_string((*got)[p]) : contentOf((*got)[p]));
-          if ((*got)[p] >= 0)
-            ::close((*got)[p]);
+          const FdExchange::Sent &g = (*got)[p];
+          seen[r].push_back(fmt::format("{} {}", p == r ? std::to_string(g.fd) : contentOf(g.fd), g.value));
+          if (g.fd >= 0)
+            ::close(g.fd);
         }
       }
     });
@@ -78,7 +79,7 @@ TEST(FdExchange, FourRanksGetEachOthersDescriptorsTwice) {
     for (int round = 0; round < 2; ++round)
       for (int p = 0; p < kWorld; ++p)
         EXPECT_EQ(seen[r][round * kWorld + p],
-                  p == r ? "-1" : "rank " + std::to_string(p) + " round " + std::to_string(round))
+                  fmt::format("{} {}", p == r ? "-1" : fmt::format("rank {} round {}", p, round), 100 * p + round))
             << "rank " << r << " from " << p;
   }
 }
@@ -95,7 +96,7 @@ TEST(FdExchange, APeerThatClosesIsDepartedAndFailsTheNextGather) {
   other = Status::error("closed"); // rank 1's exchange closes, as its process's end would
   EXPECT_EQ((*me)->departed(), std::vector<int>{1});
   int own = memfdHolding("x");
-  auto got = (*me)->allGather(own, 2s);
+  auto got = (*me)->allGather(own, 0, 2s);
   ::close(own);
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.status().message().find("rank 1"), std::string::npos) << got.status().message();

@@ -3,12 +3,23 @@
  * compute capability in M3IDX_FAKE_CUDA_CC (default 90); M3IDX_FAKE_CUDA_VERSION (a driver version
  * such as 12020) below 12040 makes every module load fail as an old driver's does on newer PTX.
  * cuLaunchKernelEx takes only cuda.h's layout of one programmatic-launch attribute (else an invalid
- * argument); M3IDX_FAKE_CUDA_REFUSE_EX=1 makes it refuse such a launch, so a test can see one. */
+ * argument); M3IDX_FAKE_CUDA_REFUSE_EX=1 makes it refuse such a launch, so a test can see one.
+ * Shared memory is a memfd: cuMemCreate makes one, its export and import are dup()s of it, an
+ * address range is a PROT_NONE reservation and cuMemMap maps the memfd into it, so ranks (threads
+ * or processes) that map each other's allocations see the same bytes, as on a GPU. Stream memory
+ * operations act at once on host memory (a wait spins, failing after M3IDX_FAKE_CUDA_WAIT_MS,
+ * default 10000, so a test cannot hang). M3IDX_FAKE_CUDA_NO_VMM=1 makes cuMemCreate unsupported. */
+#define _GNU_SOURCE
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef int CUresult;
-enum { kSuccess = 0, kInvalidValue = 1, kUnsupportedPtxVersion = 222, kNotPermitted = 800 };
+enum { kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kUnsupportedPtxVersion = 222, kNotPermitted = 800,
+       kNotSupported = 801, kTimeout = 909 };
 
 static int envInt(const char *name, int fallback) {
   const char *v = getenv(name);
@@ -99,3 +110,80 @@ CUresult cuEventRecord(void *e, void *stream) { (void)e; (void)stream; return kS
 CUresult cuEventSynchronize(void *e) { (void)e; return kSuccess; }
 CUresult cuStreamWaitEvent(void *stream, void *e, unsigned flags) { (void)stream; (void)e; (void)flags; return kSuccess; }
 CUresult cuEventElapsedTime(float *ms, void *start, void *stop) { (void)start; (void)stop; *ms = 0; return kSuccess; }
+
+/* Shared memory: a handle is its memfd's descriptor + 1 (0 is no handle). */
+CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int option) {
+  (void)prop; (void)option;
+  *g = 65536;
+  return kSuccess;
+}
+CUresult cuMemCreate(unsigned long long *h, size_t n, const void *prop, unsigned long long flags) {
+  (void)prop; (void)flags;
+  if (envInt("M3IDX_FAKE_CUDA_NO_VMM", 0))
+    return kNotSupported;
+  int fd = memfd_create("fake-cuda", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)n) != 0)
+    return kOutOfMemory;
+  *h = (unsigned long long)fd + 1;
+  return kSuccess;
+}
+CUresult cuMemExportToShareableHandle(void *out, unsigned long long h, int type, unsigned long long flags) {
+  (void)flags;
+  if (type != 1 || h == 0)
+    return kInvalidValue;
+  *(int *)out = dup((int)h - 1);
+  return *(int *)out >= 0 ? kSuccess : kInvalidValue;
+}
+CUresult cuMemImportFromShareableHandle(unsigned long long *h, void *os, int type) {
+  int fd = type == 1 ? dup((int)(intptr_t)os) : -1;
+  if (fd < 0)
+    return kInvalidValue;
+  *h = (unsigned long long)fd + 1;
+  return kSuccess;
+}
+CUresult cuMemRelease(unsigned long long h) { return h && close((int)h - 1) == 0 ? kSuccess : kInvalidValue; }
+CUresult cuMemAddressReserve(unsigned long long *p, size_t n, size_t align, unsigned long long addr,
+                             unsigned long long flags) {
+  (void)align; (void)addr; (void)flags;
+  void *v = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (v == MAP_FAILED)
+    return kOutOfMemory;
+  *p = (unsigned long long)v;
+  return kSuccess;
+}
+CUresult cuMemAddressFree(unsigned long long p, size_t n) { return munmap((void *)p, n) == 0 ? kSuccess : kInvalidValue; }
+CUresult cuMemMap(unsigned long long p, size_t n, size_t offset, unsigned long long h, unsigned long long flags) {
+  (void)flags;
+  void *v = mmap((void *)p, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, (int)h - 1, (off_t)offset);
+  return v == (void *)p ? kSuccess : kInvalidValue;
+}
+CUresult cuMemUnmap(unsigned long long p, size_t n) {
+  void *v = mmap((void *)p, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  return v == (void *)p ? kSuccess : kInvalidValue;
+}
+CUresult cuMemSetAccess(unsigned long long p, size_t n, const void *desc, size_t count) {
+  (void)p; (void)n; (void)desc;
+  return count == 1 ? kSuccess : kInvalidValue;
+}
+
+/* Stream memory operations, at once. */
+CUresult cuStreamWriteValue32_v2(void *stream, unsigned long long addr, unsigned value, unsigned flags) {
+  (void)stream; (void)flags;
+  __atomic_store_n((unsigned *)addr, value, __ATOMIC_RELEASE);
+  return kSuccess;
+}
+CUresult cuStreamWaitValue32_v2(void *stream, unsigned long long addr, unsigned value, unsigned flags) {
+  (void)stream;
+  if (flags != 1) /* CU_STREAM_WAIT_VALUE_EQ only */
+    return kInvalidValue;
+  const long limitMs = envInt("M3IDX_FAKE_CUDA_WAIT_MS", 10000);
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  while (__atomic_load_n((unsigned *)addr, __ATOMIC_ACQUIRE) != value) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > limitMs)
+      return kTimeout;
+    usleep(100);
+  }
+  return kSuccess;
+}

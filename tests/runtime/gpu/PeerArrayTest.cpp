@@ -2,8 +2,9 @@
 // shareable memory is a memfd and whose address ranges are host reservations: each rank (a thread
 // here, with its own exchange) writes its part, and every rank reads all four parts through its own
 // mapping; ordered words written into a peer's part are seen by the peer's wait. Ranks asking for
-// different sizes, and a driver without shareable memory, are errors naming the problem. No GPU
-// runs this (bench/ipc_push_probe.cu is the one that did, with four processes on an H100).
+// different sizes, and a driver without shareable memory, are errors naming the problem
+// (PeerArrayOnStandIn: the build tree's stand-in, left out of the GPU test bundle). The four ranks
+// also run on a machine's CUDA driver where there is a GPU (PeerArray.FourRanksOnTheCudaDriver).
 #include "runtime/gpu/PeerArray.h"
 
 #include <unistd.h>
@@ -58,24 +59,26 @@ template <typename Body> std::vector<std::string> onRanks(int world, Body body) 
   return errors;
 }
 
-} // namespace
-
-TEST(PeerArray, FourRanksSeeEveryPartThroughTheirOwnMapping) {
-  const DeviceApi &api = fakeDriver();
-  ASSERT_TRUE(api.hasSharedMemory());
-  ASSERT_TRUE(api.waitWordEquals && api.writeWord);
+// Four ranks write their parts and read all four through their own mappings; with `words`, each
+// also ends the next rank's wait on a word in its part (the stand-in only: on a GPU the four
+// threads share one context's default stream, where a wait queued first would block the write).
+void fourRanksShareTheirParts(const DeviceApi &api, bool openDevice, bool words) {
   constexpr int kWorld = 4;
   std::barrier written(kWorld), read(kWorld);
   std::vector<std::string> errors = onRanks(kWorld, [&](int r, comm::FdExchange &x) -> std::string {
-    auto a = PeerArray::create(api, 0, x, 1000, 10s);
+    std::string name;
+    auto a = openDevice && api.openDevice(0, &name) != 0 ? StatusOr<std::unique_ptr<PeerArray>>(Status::error("openDevice"))
+                                                         : PeerArray::create(api, 0, x, 1000, 10s);
     if (!a.ok()) {
       written.arrive_and_drop();
       read.arrive_and_drop();
       return a.status().message();
     }
     PeerArray &pa = **a;
-    if (pa.stride() != 65536 || pa.ranks() != kWorld) // the stand-in's granularity
-      return fmt::format("stride {}, ranks {}", pa.stride(), pa.ranks());
+    size_t granularity = 0;
+    api.shared.granularity(0, &granularity);
+    if (pa.stride() != granularity || pa.ranks() != kWorld)
+      return fmt::format("stride {} (granularity {}), ranks {}", pa.stride(), granularity, pa.ranks());
     std::vector<int32_t> mine(250, 1000 * r);
     if (Status s = api.check(api.upload(pa.part(r), mine.data(), 1000), "upload"); !s.ok())
       return s.message();
@@ -87,12 +90,12 @@ TEST(PeerArray, FourRanksSeeEveryPartThroughTheirOwnMapping) {
       if (got != std::vector<int32_t>(250, 1000 * p))
         wrong += fmt::format("part {} reads {}; ", p, got[0]);
     }
-    // A word in the next rank's part, written in stream order, ends that rank's wait on it.
-    const uint64_t word = pa.part((r + 1) % kWorld) + 2048;
-    if (api.writeWord(nullptr, word, 7 + r) != 0)
-      wrong += "writeWord failed; ";
-    if (api.waitWordEquals(nullptr, pa.part(r) + 2048, 7 + (r + kWorld - 1) % kWorld) != 0)
-      wrong += "waitWordEquals failed; ";
+    if (words) {
+      if (api.writeWord(nullptr, pa.part((r + 1) % kWorld) + 2048, 7 + r) != 0)
+        wrong += "writeWord failed; ";
+      if (api.waitWordEquals(nullptr, pa.part(r) + 2048, 7 + (r + kWorld - 1) % kWorld) != 0)
+        wrong += "waitWordEquals failed; ";
+    }
     read.arrive_and_wait(); // no rank unmaps a part another still reads
     return wrong;
   });
@@ -100,7 +103,27 @@ TEST(PeerArray, FourRanksSeeEveryPartThroughTheirOwnMapping) {
     EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-TEST(PeerArray, RanksAskingForDifferentSizesAreRefused) {
+} // namespace
+
+TEST(PeerArrayOnStandIn, FourRanksSeeEveryPartThroughTheirOwnMapping) {
+  const DeviceApi &api = fakeDriver();
+  ASSERT_TRUE(api.hasSharedMemory());
+  ASSERT_TRUE(api.waitWordEquals && api.writeWord);
+  fourRanksShareTheirParts(api, false, true);
+}
+
+// The same on the machine's CUDA driver and GPU 0, where there are both (the test bundle on a GPU
+// machine, bench/gpu.sh tests): cuda.h's structures as CudaDriver.cpp declares them.
+TEST(PeerArray, FourRanksOnTheCudaDriver) {
+  StatusOr<const DeviceApi *> api = cuda::loadDriver();
+  std::string name;
+  if (!api.ok() || (*api)->openDevice(0, &name) != 0)
+    GTEST_SKIP() << "no CUDA driver or GPU here: runs on GPU machines (bench/gpu.sh tests)";
+  ASSERT_TRUE((*api)->hasSharedMemory()) << (*api)->library;
+  fourRanksShareTheirParts(**api, true, false);
+}
+
+TEST(PeerArrayOnStandIn, RanksAskingForDifferentSizesAreRefused) {
   const DeviceApi &api = fakeDriver();
   std::vector<std::string> errors = onRanks(2, [&](int r, comm::FdExchange &x) -> std::string {
     auto a = PeerArray::create(api, 0, x, r == 0 ? 1000 : 100000, 10s);
@@ -110,7 +133,7 @@ TEST(PeerArray, RanksAskingForDifferentSizesAreRefused) {
   EXPECT_NE(errors[1].find("must ask for the same size"), std::string::npos) << errors[1];
 }
 
-TEST(PeerArray, ADriverWithoutSharedMemoryIsNamed) {
+TEST(PeerArrayOnStandIn, ADriverWithoutSharedMemoryIsNamed) {
   DeviceApi api = fakeDriver();
   api.shared = {};
   std::vector<std::string> errors = onRanks(2, [&](int, comm::FdExchange &x) -> std::string {
@@ -120,7 +143,7 @@ TEST(PeerArray, ADriverWithoutSharedMemoryIsNamed) {
   EXPECT_NE(errors[0].find("shares no device memory between processes"), std::string::npos) << errors[0];
 }
 
-TEST(PeerArray, ADriverRefusingShareableMemoryIsNamed) {
+TEST(PeerArrayOnStandIn, ADriverRefusingShareableMemoryIsNamed) {
   const DeviceApi &api = fakeDriver();
   ::setenv("M3IDX_FAKE_CUDA_NO_VMM", "1", 1);
   std::vector<std::string> errors = onRanks(2, [&](int, comm::FdExchange &x) -> std::string {

@@ -212,6 +212,21 @@ StatusOr<std::vector<FdExchange::Sent>> FdExchange::allGather(int fd, uint64_t v
   return got;
 }
 
+Status FdExchange::barrier(std::chrono::milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  const char mark = 'b';
+  for (int p = 0; p < world_; ++p)
+    if (p != rank_ && !sendAll(socks_[p], &mark, 1))
+      return Status::error(fmt::format("fd exchange, rank {} of {}: barrier: rank {} has gone", rank_, world_, p));
+  for (int p = 0; p < world_; ++p) {
+    char got = 0;
+    if (p != rank_ && (!recvAll(socks_[p], &got, 1, deadline) || got != mark))
+      return Status::error(fmt::format("fd exchange, rank {} of {}: barrier: rank {} did not come within {} ms",
+                                       rank_, world_, p, timeout.count()));
+  }
+  return Status();
+}
+
 std::vector<int> FdExchange::departed() {
   std::vector<int> gone;
   for (int p = 0; p < world_; ++p) {

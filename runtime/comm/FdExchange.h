@@ -44,6 +44,9 @@ public:
   // value}. Every rank calls it the same number of times. Fails naming a peer that has gone or did
   // not answer in `timeout`.
   StatusOr<std::vector<Sent>> allGather(int fd, uint64_t value, std::chrono::milliseconds timeout);
+  // Returns once every rank has called it (the same number of times), or fails naming a peer
+  // that has gone or did not come in `timeout`.
+  Status barrier(std::chrono::milliseconds timeout);
   // The peers whose connection has closed (their process ended or closed its FdExchange), without
   // blocking; also what a caller's watchdog polls.
   std::vector<int> departed();

@@ -19,44 +19,14 @@
 #include <gtest/gtest.h>
 
 #include "runtime/cuda/CudaDriver.h"
+#include "tests/runtime/gpu/PeerGroup.h"
 
 using namespace m3idx;
 using namespace m3idx::runtime;
+using namespace m3idx::peer_tests;
 using namespace std::chrono_literals;
 
 namespace {
-
-const DeviceApi &fakeDriver() {
-  ::setenv("M3IDX_CUDA_LIBRARY", M3IDX_FAKE_CUDA, 1);
-  StatusOr<const DeviceApi *> api = cuda::loadDriver();
-  ::unsetenv("M3IDX_CUDA_LIBRARY");
-  EXPECT_TRUE(api.ok()) << api.status().message();
-  return **api;
-}
-
-std::string uniqueGroup() {
-  static std::atomic<int> n{0};
-  return fmt::format("pa{}-{}", ::getpid(), n++);
-}
-
-// Runs body(rank, exchange) on `world` threads connected as one group; returns each one's error.
-template <typename Body> std::vector<std::string> onRanks(int world, Body body) {
-  const std::string group = uniqueGroup();
-  std::vector<std::string> errors(world);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < world; ++r)
-    ranks.emplace_back([&, r] {
-      auto x = comm::FdExchange::connect(group, r, world, 10s);
-      if (!x.ok()) {
-        errors[r] = x.status().message();
-        return;
-      }
-      errors[r] = body(r, **x);
-    });
-  for (std::thread &t : ranks)
-    t.join();
-  return errors;
-}
 
 // Four ranks write their parts and read all four through their own mappings; with `words`, each
 // also ends the next rank's wait on a word in its part (the stand-in only: on a GPU the four

@@ -113,6 +113,12 @@ M3IDX_FORWARD(int, pthread_rwlock_wrlock, GLIBC_2.2.5, (pthread_rwlock_t* l), (l
 M3IDX_FORWARD(int, pthread_rwlock_unlock, GLIBC_2.2.5, (pthread_rwlock_t* l), (l))
 M3IDX_FORWARD(int, pthread_getname_np, GLIBC_2.12, (pthread_t t, char* n, size_t len), (t, n, len))
 M3IDX_FORWARD(int, pthread_setname_np, GLIBC_2.12, (pthread_t t, const char* n), (t, n))
+/* GoogleTest's thread-local storage and libstdc++'s condition_variable.o (pulled in by LLVM's ORC
+   JIT): the GPU test bundle's executable (scripts/package --tests). */
+M3IDX_FORWARD(int, pthread_key_create, GLIBC_2.2.5, (pthread_key_t* k, void (*d)(void*)), (k, d))
+M3IDX_FORWARD(int, pthread_key_delete, GLIBC_2.2.5, (pthread_key_t k), (k))
+M3IDX_FORWARD(void*, pthread_getspecific, GLIBC_2.2.5, (pthread_key_t k), (k))
+M3IDX_FORWARD(int, pthread_setspecific, GLIBC_2.2.5, (pthread_key_t k, const void* v), (k, v))
 
 /* libdl's functions before 2.34. dlopen and dlsym look at their caller to resolve $ORIGIN and
    RTLD_NEXT: the caller is still this library. */

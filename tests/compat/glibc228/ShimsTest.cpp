@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +28,10 @@ void *__wrap_dlsym(void *, const char *);
 double __wrap_exp(double);
 double __wrap_pow(double, double);
 extern char __wrap___libc_single_threaded;
+int __wrap_pthread_key_create(pthread_key_t *, void (*)(void *));
+int __wrap_pthread_key_delete(pthread_key_t);
+void *__wrap_pthread_getspecific(pthread_key_t);
+int __wrap_pthread_setspecific(pthread_key_t, const void *);
 }
 
 namespace {
@@ -47,6 +52,17 @@ TEST(Glibc228Shims, StatFamilyMatchesGlibc) {
   errno = 0;
   EXPECT_EQ(__wrap_stat("/nonexistent/m3idx", &mine), -1);
   EXPECT_EQ(errno, ENOENT);
+}
+
+TEST(Glibc228Shims, ThreadKeysRoundTrip) { // GoogleTest's own thread-local storage in the GPU bundle
+  pthread_key_t key;
+  ASSERT_EQ(__wrap_pthread_key_create(&key, nullptr), 0);
+  int value = 7;
+  EXPECT_EQ(__wrap_pthread_getspecific(key), nullptr);
+  ASSERT_EQ(__wrap_pthread_setspecific(key, &value), 0);
+  EXPECT_EQ(__wrap_pthread_getspecific(key), &value);
+  EXPECT_EQ(pthread_getspecific(key), &value); // the same key as glibc's own calls see
+  EXPECT_EQ(__wrap_pthread_key_delete(key), 0);
 }
 
 TEST(Glibc228Shims, MallinfoSeesAllocations) {

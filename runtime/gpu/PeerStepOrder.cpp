@@ -13,6 +13,9 @@ StatusOr<std::unique_ptr<PeerStepOrder>> PeerStepOrder::create(const DeviceApi &
     return Status::error(fmt::format("{} ({}) has no stream memory operations: decode context parallelism "
                                      "across processes orders its steps with them",
                                      api.platform, api.library));
+  if (array.ranks() != exchange.world())
+    return invalidArgument("peer step order's exchange", fmt::format("the array's {} ranks", array.ranks()),
+                           exchange.world());
   if (offset % 4 != 0 || offset + wordBytes(array.ranks()) > array.stride())
     return invalidArgument("peer step words' offset", fmt::format("4-aligned, words within a part of {} bytes", array.stride()),
                            offset);

@@ -169,26 +169,24 @@ __global__ void advanceEpoch(Step s) { *s.epoch += 1; }
 void queueMemopStep(const Step &s, cudaStream_t st, int sms) {
   CUstream cs = reinterpret_cast<CUstream>(st);
   auto word = [](const unsigned *p) { return reinterpret_cast<CUdeviceptr>(p); };
-  // Waits for every peer's 1 in this rank's words, putting 0 back; sets this rank's word to 1 in
-  // every peer's page.
-  auto take = [&](unsigned (Control::*field)[kRanks]) {
-    for (int p = 0; p < kRanks; ++p)
-      if (p != s.rank) {
-        CU(cuStreamWaitValue32(cs, word(&(s.control[s.rank]->*field)[p]), 1, CU_STREAM_WAIT_VALUE_EQ));
-        CU(cuStreamWriteValue32(cs, word(&(s.control[s.rank]->*field)[p]), 0, CU_STREAM_WRITE_VALUE_DEFAULT));
-      }
-  };
-  auto give = [&](unsigned (Control::*field)[kRanks]) {
-    for (int p = 0; p < kRanks; ++p)
-      if (p != s.rank)
-        CU(cuStreamWriteValue32(cs, word(&(s.control[p]->*field)[s.rank]), 1, CU_STREAM_WRITE_VALUE_DEFAULT));
-  };
-  take(&Control::consumed);
+  for (int p = 0; p < kRanks; ++p)
+    if (p != s.rank) {
+      CU(cuStreamWaitValue32(cs, word(&s.control[s.rank]->consumed[p]), 1, CU_STREAM_WAIT_VALUE_EQ));
+      CU(cuStreamWriteValue32(cs, word(&s.control[s.rank]->consumed[p]), 0, CU_STREAM_WRITE_VALUE_DEFAULT));
+    }
   push<<<sms * 4, 256, 0, st>>>(s);
-  give(&Control::ready);
-  take(&Control::ready);
+  for (int p = 0; p < kRanks; ++p)
+    if (p != s.rank)
+      CU(cuStreamWriteValue32(cs, word(&s.control[p]->ready[s.rank]), 1, CU_STREAM_WRITE_VALUE_DEFAULT));
+  for (int p = 0; p < kRanks; ++p)
+    if (p != s.rank) {
+      CU(cuStreamWaitValue32(cs, word(&s.control[s.rank]->ready[p]), 1, CU_STREAM_WAIT_VALUE_EQ));
+      CU(cuStreamWriteValue32(cs, word(&s.control[s.rank]->ready[p]), 0, CU_STREAM_WRITE_VALUE_DEFAULT));
+    }
   consume<<<sms * 4, 256, 0, st>>>(s);
-  give(&Control::consumed);
+  for (int p = 0; p < kRanks; ++p)
+    if (p != s.rank)
+      CU(cuStreamWriteValue32(cs, word(&s.control[p]->consumed[s.rank]), 1, CU_STREAM_WRITE_VALUE_DEFAULT));
   advanceEpoch<<<1, 1, 0, st>>>(s);
 }
 

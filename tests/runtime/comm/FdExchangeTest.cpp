@@ -5,9 +5,13 @@
 #include "runtime/comm/FdExchange.h"
 
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -114,12 +118,18 @@ TEST(FdExchange, MissingRanksAreNamedAfterTheTimeout) {
 }
 
 TEST(FdExchange, AGroupNameInUseIsRefused) {
-  const std::string group = uniqueGroup();
-  StatusOr<std::unique_ptr<FdExchange>> first = Status::error("not run");
-  std::thread waiting([&] { first = FdExchange::connect(group, 0, 2, 300ms); }); // listens, then times out
-  std::this_thread::sleep_for(50ms);
+  // Another process's rank 0 of this group, as far as the name goes: a socket bound to it.
+  const std::string group = uniqueGroup(), name = fdExchangeSocketName(group, 0);
+  int holder = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, name.data(), name.size()); // sun_path[0] = 0: the abstract namespace
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr *>(&a),
+                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
+            0);
   auto second = FdExchange::connect(group, 0, 2, 100ms);
-  waiting.join();
+  ::close(holder);
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.status().message().find("group names must be unique"), std::string::npos)
       << second.status().message();

@@ -3,6 +3,7 @@
 // processes), each sending a memfd that holds its rank and a number; a rank that closes its exchange is seen
 // as departed; missing ranks, clashing groups and bad arguments are errors naming them.
 #include "runtime/comm/FdExchange.h"
+#include "tests/runtime/comm/RankGroup.h"
 
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -21,15 +22,10 @@
 
 using namespace m3idx;
 using namespace m3idx::comm;
+using namespace m3idx::rank_tests;
 using namespace std::chrono_literals;
 
 namespace {
-
-// A group name no other test (or concurrent test process) uses.
-std::string uniqueGroup() {
-  static std::atomic<int> n{0};
-  return fmt::format("t{}-{}", ::getpid(), n++);
-}
 
 int memfdHolding(const std::string &text) {
   int fd = ::memfd_create("m3idx-test", MFD_CLOEXEC);
@@ -47,36 +43,24 @@ std::string contentOf(int fd) {
 } // namespace
 
 TEST(FdExchange, FourRanksGetEachOthersDescriptorsTwice) {
-  const std::string group = uniqueGroup();
   constexpr int kWorld = 4;
-  std::vector<std::string> errors(kWorld);
   std::vector<std::vector<std::string>> seen(kWorld);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < kWorld; ++r)
-    ranks.emplace_back([&, r] {
-      auto x = FdExchange::connect(group, r, kWorld, 10s);
-      if (!x.ok()) {
-        errors[r] = x.status().message();
-        return;
+  std::vector<std::string> errors = onRanks(kWorld, [&](int r, FdExchange &x) -> std::string {
+    for (int round = 0; round < 2; ++round) {
+      int own = memfdHolding(fmt::format("rank {} round {}", r, round));
+      auto got = x.allGather(own, 100 * r + round, 10s);
+      ::close(own);
+      if (!got.ok())
+        return got.status().message();
+      for (int p = 0; p < kWorld; ++p) {
+        const FdExchange::Sent &g = (*got)[p];
+        seen[r].push_back(fmt::format("{} {}", p == r ? std::to_string(g.fd) : contentOf(g.fd), g.value));
+        if (g.fd >= 0)
+          ::close(g.fd);
       }
-      for (int round = 0; round < 2; ++round) {
-        int own = memfdHolding("rank " + std::to_string(r) + " round " + std::to_string(round));
-        auto got = (*x)->allGather(own, 100 * r + round, 10s);
-        ::close(own);
-        if (!got.ok()) {
-          errors[r] = got.status().message();
-          return;
-        }
-        for (int p = 0; p < kWorld; ++p) {
-          const FdExchange::Sent &g = (*got)[p];
-          seen[r].push_back(fmt::format("{} {}", p == r ? std::to_string(g.fd) : contentOf(g.fd), g.value));
-          if (g.fd >= 0)
-            ::close(g.fd);
-        }
-      }
-    });
-  for (std::thread &t : ranks)
-    t.join();
+    }
+    return "";
+  });
   for (int r = 0; r < kWorld; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
     ASSERT_EQ(seen[r].size(), 2u * kWorld);

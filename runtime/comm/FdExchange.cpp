@@ -163,7 +163,7 @@ StatusOr<std::vector<FdExchange::Sent>> FdExchange::allGather(int fd, uint64_t v
     for (const Sent &g : got)
       if (g.fd >= 0)
         ::close(g.fd);
-    return Status::error(fmt::format("fd exchange, rank {} of {}: {}", rank_, world_, what));
+    return error(what);
   };
   // One message a peer: the value as its payload, the descriptor beside it.
   auto message = [](uint64_t *payload, iovec *io, char *ctrl, size_t ctrlBytes) {
@@ -212,17 +212,20 @@ StatusOr<std::vector<FdExchange::Sent>> FdExchange::allGather(int fd, uint64_t v
   return got;
 }
 
+Status FdExchange::error(const std::string &what) const {
+  return Status::error(fmt::format("fd exchange, rank {} of {}: {}", rank_, world_, what));
+}
+
 Status FdExchange::barrier(std::chrono::milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
   const char mark = 'b';
   for (int p = 0; p < world_; ++p)
     if (p != rank_ && !sendAll(socks_[p], &mark, 1))
-      return Status::error(fmt::format("fd exchange, rank {} of {}: barrier: rank {} has gone", rank_, world_, p));
+      return error(fmt::format("barrier: rank {} has gone", p));
   for (int p = 0; p < world_; ++p) {
     char got = 0;
     if (p != rank_ && (!recvAll(socks_[p], &got, 1, deadline) || got != mark))
-      return Status::error(fmt::format("fd exchange, rank {} of {}: barrier: rank {} did not come within {} ms",
-                                       rank_, world_, p, timeout.count()));
+      return error(fmt::format("barrier: rank {} did not come within {} ms", p, timeout.count()));
   }
   return Status();
 }

@@ -53,6 +53,7 @@ public:
 
 private:
   FdExchange(int rank, int world) : rank_(rank), world_(world), socks_(world, -1) {}
+  Status error(const std::string &what) const; // "fd exchange, rank r of w: <what>"
   int rank_, world_;
   std::vector<int> socks_; // per peer, the connected socket (-1 for this rank)
 };

@@ -49,11 +49,41 @@ private:
   Launch launch_;
 };
 
+// What topk_decode reads of the score_decode grid(s) that scored its rows: their programs' flags
+// and the split of a request's blocks over them (decodeRun's arguments).
+struct ScoreFlags {
+  int64_t programs = 0; // flags a request (0: none to read: host-validated rows)
+  int64_t chunks = 1;   // programs a (request, row tile)
+  int64_t runUnits = 1, activePrograms = 1, maxRun = 1;
+  int64_t ranks = 1, rankStride = 0; // decode CP: every rank's grid, flags rankStride apart
+};
+
+// decodeRun's arguments for a score grid of `chunks` programs a (request, row tile) of `t`'s
+// score_decode config. Its numerators must stay below dsl/Divisor.h's limit: at most
+// active_programs x (max_run + 1).
+StatusOr<ScoreFlags> scoreFlags(int64_t D, int64_t chunks, const StepTuning &t) {
+  if (std::max<int64_t>(t.decodeActivePrograms, 1) * (std::max<int64_t>(t.decodeMaxBlocksPerProgram, 1) + 1) >=
+      dsl::kNumeratorLimit)
+    return Status::error(fmt::format("decode active programs ({}) x (blocks a program ({}) + 1) must be below 2^32",
+                                     t.decodeActivePrograms, t.decodeMaxBlocksPerProgram));
+  const KernelConfig &score = t.config(KernelKind::ScoreDecode);
+  ScoreFlags f;
+  f.programs = score.decodeRowTiles() * chunks;
+  f.chunks = std::max<int64_t>(chunks, 1);
+  f.runUnits = std::max<int64_t>(D * score.decodeRowTiles(), 1);
+  f.activePrograms = std::max<int64_t>(t.decodeActivePrograms, 1);
+  f.maxRun = std::max<int64_t>(t.decodeMaxBlocksPerProgram, 1);
+  return f;
+}
+
 // The launches of a step: decode scoring on `decodeChunks` programs a request (0: none), prefill
 // scoring, and top-k, after planStep's or planDeviceDecode's checks. Decode kernels check seq_lens
-// against maxSeqLen.
+// against maxSeqLen. `scoreHeadRows`: rows between heads in the scores score_decode writes (0: the
+// step's); `flagsFrom`: the grid that scored the decode rows when this plan has no score_decode
+// (decode CP's top-k).
 StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning &t, unsigned parts,
-                                DecodeBlocks blocks, int64_t decodeChunks, int64_t maxSeqLen) {
+                                DecodeBlocks blocks, int64_t decodeChunks, int64_t maxSeqLen,
+                                int64_t scoreHeadRows = 0, const ScoreFlags *flagsFrom = nullptr) {
   const int H = b.params.numHeads;
   const int64_t T = b.numRows, R = b.numRequests, D = b.params.numDecodes;
   const int64_t decodeRows = D * b.params.decodeQueryLen, prefillRows = T - decodeRows;
@@ -65,39 +95,34 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
         .buffer(StepBuffer::BlockTable, R * b.maxBlocks)
         .buffer(StepBuffer::SeqLens, R);
   };
-  auto scoreScalars = [&](LaunchBuilder &l, int64_t chunks) -> LaunchBuilder & {
-    return l.scalar("num_rows", T).scalar("max_blocks", b.maxBlocks).scalar("width", W)
+  auto scoreScalars = [&](LaunchBuilder &l, int64_t chunks, int64_t headRows) -> LaunchBuilder & {
+    return l.scalar("num_rows", headRows).scalar("max_blocks", b.maxBlocks).scalar("width", W)
         .scalar("grid_chunks", chunks).scalar("init_blocks", b.params.initBlocks)
         .scalar("local_blocks", b.params.localBlocks);
   };
-
-  // decodeRun's arguments, the same for score_decode and topk_decode. Its numerators must stay
-  // below dsl/Divisor.h's limit: at most active_programs x (max_run + 1).
-  const int64_t runUnits = D * t.config(KernelKind::ScoreDecode).decodeRowTiles();
-  if (std::max<int64_t>(t.decodeActivePrograms, 1) * (std::max<int64_t>(t.decodeMaxBlocksPerProgram, 1) + 1) >=
-      dsl::kNumeratorLimit)
-    return Status::error(fmt::format("decode active programs ({}) x (blocks a program ({}) + 1) must be below 2^32",
-                                     t.decodeActivePrograms, t.decodeMaxBlocksPerProgram));
-  auto runScalars = [&](LaunchBuilder &l) -> LaunchBuilder & {
-    return l.scalar("run_units", std::max<int64_t>(runUnits, 1))
-        .scalar("active_programs", std::max<int64_t>(t.decodeActivePrograms, 1))
-        .scalar("max_run", std::max<int64_t>(t.decodeMaxBlocksPerProgram, 1));
+  StatusOr<ScoreFlags> own = scoreFlags(D, decodeChunks, t);
+  if (!own.ok())
+    return own.status();
+  auto runScalars = [&](LaunchBuilder &l, const ScoreFlags &f) -> LaunchBuilder & {
+    return l.scalar("run_units", f.runUnits).scalar("active_programs", f.activePrograms).scalar("max_run", f.maxRun);
   };
-  // Score programs a decode request: the flags its top-k reads (none without decode scoring here:
-  // a decode-CP rank's top-k runs on exchanged, host-validated rows).
-  int64_t flagPrograms = 0;
+  // The flags the decode top-k reads: this plan's score programs', none (a host-validated step
+  // without decode scoring), or flagsFrom's.
+  ScoreFlags flags = flagsFrom ? *flagsFrom : *own;
+  if (!flagsFrom && !((parts & kScoreDecode) && D > 0 && decodeChunks > 0))
+    flags.programs = 0;
   if ((parts & kScoreDecode) && D > 0 && decodeChunks > 0) {
     const KernelConfig &score = t.config(KernelKind::ScoreDecode);
-    flagPrograms = score.decodeRowTiles() * decodeChunks;
-    LaunchBuilder l(plan, KernelKind::ScoreDecode, score, D * flagPrograms);
+    const int64_t headRows = scoreHeadRows > 0 ? scoreHeadRows : T;
+    LaunchBuilder l(plan, KernelKind::ScoreDecode, score, D * own->programs);
     scoreScalars(batch(l)
-                     .buffer(StepBuffer::Scores, scores)
+                     .buffer(StepBuffer::Scores, (H - 1) * headRows * W + T * W)
                      .buffer(StepBuffer::Status, kStatusWords)
-                     .buffer(StepBuffer::ProgramFlags, D * flagPrograms),
-                 decodeChunks)
+                     .buffer(StepBuffer::ProgramFlags, D * own->programs),
+                 decodeChunks, headRows)
         .scalar("block_begin", blocks.begin).scalar("block_step", blocks.step)
         .scalar("num_pages", b.numPages).scalar("max_seq_len", maxSeqLen);
-    runScalars(l);
+    runScalars(l, *own);
     M3IDX_RETURN_IF_ERROR(l.add());
   }
   const KernelConfig &prefill = t.config(KernelKind::ScorePrefill);
@@ -112,7 +137,7 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
                      .buffer(StepBuffer::TileRequest, plan.prefillTiles)
                      .buffer(StepBuffer::TileRowBegin, plan.prefillTiles)
                      .buffer(StepBuffer::Scores, scores),
-                 g.chunks)
+                 g.chunks, T)
         .scalar("blocks_per_program", g.blocksPerProgram);
     M3IDX_RETURN_IF_ERROR(l.add());
   }
@@ -123,16 +148,17 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
     LaunchBuilder l(plan, kind, t.config(kind), H * rows * split.segments);
     l.buffer(StepBuffer::Scores, scores);
     if (kind == KernelKind::TopkDecode)
-      l.buffer(StepBuffer::SeqLens, R).buffer(StepBuffer::ProgramFlags, std::max<int64_t>(D * flagPrograms, 1));
+      l.buffer(StepBuffer::SeqLens, R)
+          .buffer(StepBuffer::ProgramFlags, std::max<int64_t>((flags.ranks - 1) * flags.rankStride + D * flags.programs, 1));
     else
       l.buffer(StepBuffer::RowBlocks, T);
     l.buffer(StepBuffer::Topk, topk).buffer(StepBuffer::Partial, partial)
         .buffer(StepBuffer::Arrivals, split.arrivals(H * T)).scalar("num_rows", T).scalar("width", W);
     if (kind == KernelKind::TopkDecode)
-      l.scalar("decode_rows", rows).scalar("max_seq_len", maxSeqLen).scalar("flag_programs", flagPrograms)
-          .scalar("flag_chunks", flagPrograms > 0 ? decodeChunks : 1).scalar("grid_rows", H * rows);
-    if (kind == KernelKind::TopkDecode)
-      runScalars(l);
+      runScalars(l.scalar("decode_rows", rows).scalar("max_seq_len", maxSeqLen).scalar("flag_programs", flags.programs)
+                     .scalar("flag_chunks", flags.programs > 0 ? flags.chunks : 1).scalar("grid_rows", H * rows)
+                     .scalar("flag_ranks", flags.ranks).scalar("flag_rank_stride", flags.rankStride),
+                 flags);
     else
       l.scalar("row_begin", rowBegin).scalar("prefill_rows", rows);
     l.scalar("segments", split.segments);
@@ -168,7 +194,9 @@ StatusOr<StepPlan> planStep(const BatchView &b, int64_t W, const StepTuning &t, 
   return planLaunches(b, W, t, parts, blocks, g.chunks, std::min(b.maxBlocks, W) * spec::kSparseBlockSize);
 }
 
-StatusOr<StepPlan> planDeviceDecode(const BatchView &shape, int64_t W, int64_t maxSeqLen, const StepTuning &t) {
+namespace {
+
+Status checkDeviceDecodeShape(const BatchView &shape, int64_t W, int64_t maxSeqLen) {
   const int64_t D = shape.params.numDecodes;
   if (shape.numRequests != D || shape.numRows != D * shape.params.decodeQueryLen)
     return invalidArgument("device decode shape", "decode requests only, decode_query_len rows each",
@@ -178,12 +206,60 @@ StatusOr<StepPlan> planDeviceDecode(const BatchView &shape, int64_t W, int64_t m
     return invalidArgument("score width", fmt::format(">= {} blocks (max_seq_len {})",
                                                       spec::blocksFor(maxSeqLen), maxSeqLen),
                            W);
-  // Programs a (request, row tile): the target spread over them, no more than a request's most blocks.
-  const int64_t units = std::max<int64_t>(1, D * t.config(KernelKind::ScoreDecode).decodeRowTiles());
-  const int64_t mostBlocks = std::max<int64_t>(1, std::min(shape.maxBlocks, spec::blocksFor(maxSeqLen)));
-  const int64_t chunks = std::clamp<int64_t>((t.decodeScorePrograms + units - 1) / units, 1, mostBlocks);
-  return planLaunches(shape, W, t, kAllParts, {}, chunks,
+  return Status();
+}
+
+// Programs a (request, row tile) of a device decode's score grid scoring every `step`-th block:
+// the target spread over them, no more than a request's most blocks.
+int64_t deviceDecodeChunks(const BatchView &shape, int64_t maxSeqLen, const StepTuning &t, int64_t step) {
+  const int64_t units = std::max<int64_t>(1, shape.params.numDecodes * t.config(KernelKind::ScoreDecode).decodeRowTiles());
+  const int64_t mostBlocks = std::min(shape.maxBlocks, spec::blocksFor(maxSeqLen));
+  const int64_t mostSlots = std::max<int64_t>(1, blockSlots(mostBlocks, 0, step));
+  return std::clamp<int64_t>((t.decodeScorePrograms + units - 1) / units, 1, mostSlots);
+}
+
+} // namespace
+
+StatusOr<StepPlan> planDeviceDecode(const BatchView &shape, int64_t W, int64_t maxSeqLen, const StepTuning &t) {
+  M3IDX_RETURN_IF_ERROR(checkDeviceDecodeShape(shape, W, maxSeqLen));
+  return planLaunches(shape, W, t, kAllParts, {}, deviceDecodeChunks(shape, maxSeqLen, t, 1),
                       std::min(maxSeqLen, shape.maxBlocks * spec::kSparseBlockSize));
+}
+
+StatusOr<SharePlans> planDeviceDecodeShare(const BatchView &shape, int64_t W, int64_t maxSeqLen,
+                                           const StepTuning &group, const StepTuning &own, const DecodeShare &share) {
+  M3IDX_RETURN_IF_ERROR(checkDeviceDecodeShape(shape, W, maxSeqLen));
+  if (shape.params.numHeads != 1)
+    return invalidArgument("decode CP heads", "1 a rank (SPEC §6)", shape.params.numHeads);
+  if (share.ranks < 2 || share.rank < 0 || share.rank >= share.ranks)
+    return invalidArgument("decode CP rank", "0 <= rank < ranks, ranks >= 2",
+                           fmt::format("rank {} of {}", share.rank, share.ranks));
+  if (share.scoreHeadRows < shape.numRows)
+    return invalidArgument("decode CP score head rows", fmt::format(">= the step's {} rows", shape.numRows),
+                           share.scoreHeadRows);
+  BatchView g = shape; // the group's heads, one a rank, in rank order
+  g.params.numHeads = share.ranks;
+  const int64_t chunks = deviceDecodeChunks(g, maxSeqLen, group, share.ranks);
+  const int64_t seqBound = std::min(maxSeqLen, shape.maxBlocks * spec::kSparseBlockSize);
+  StatusOr<ScoreFlags> flags = scoreFlags(g.params.numDecodes, chunks, group);
+  if (!flags.ok())
+    return flags.status();
+  flags->ranks = share.ranks;
+  flags->rankStride = share.flagRankStride;
+  if (share.flagRankStride < g.params.numDecodes * flags->programs)
+    return invalidArgument("decode CP flag stride", fmt::format(">= a rank's {} flags", g.params.numDecodes * flags->programs),
+                           share.flagRankStride);
+  SharePlans plans;
+  StatusOr<StepPlan> score = planLaunches(g, W, group, kScoreDecode, {share.rank, share.ranks}, chunks, seqBound,
+                                          share.scoreHeadRows);
+  if (!score.ok())
+    return score.status();
+  StatusOr<StepPlan> topk = planLaunches(shape, W, own, kTopkDecode, {}, 0, seqBound, 0, &*flags);
+  if (!topk.ok())
+    return topk.status();
+  plans.score = std::move(*score);
+  plans.topk = std::move(*topk);
+  return plans;
 }
 
 KernelSignature signatureOf(const dsl::Kernel &kernel) {

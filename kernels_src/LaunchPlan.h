@@ -92,6 +92,25 @@ StatusOr<StepPlan> planStep(const BatchView &b, int64_t width, const StepTuning 
 StatusOr<StepPlan> planDeviceDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
                                     const StepTuning &tuning);
 
+// Decode CP (SPEC §6) on one rank of a group that shares one array of device memory
+// (runtime/gpu/PeerArray.h): rank k's part holds head k's scores [scoreHeadRows, W] from its start,
+// so writing [ranks, scoreHeadRows, W] from the array's base puts each head's into its owner's
+// part; each rank's score programs' flags lie flagRankStride elements after the rank before's.
+struct DecodeShare {
+  int rank = 0, ranks = 1;
+  int64_t scoreHeadRows = 0;  // >= the step's rows
+  int64_t flagRankStride = 0; // >= a rank's flags
+};
+// A rank's step: its score_decode over the group's heads (q [T, ranks, 128], one head a rank,
+// `group`'s configs) for blocks rank, rank + ranks, ...; then, once every rank's writes into its
+// part are done, topk_decode on its own head's scores (`own`'s configs), reading every rank's
+// flags, so a bad page id any rank met gives the request no blocks on all.
+struct SharePlans {
+  StepPlan score, topk;
+};
+StatusOr<SharePlans> planDeviceDecodeShare(const BatchView &shape, int64_t width, int64_t maxSeqLen,
+                                           const StepTuning &group, const StepTuning &own, const DecodeShare &share);
+
 // A kernel's arguments in signature order: buffers first, then scalars.
 struct KernelSignature {
   std::vector<std::string> buffers, scalars;

@@ -292,6 +292,11 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   Value runUnits = b.scalarArg("run_units", Elem::I64); // score_decode's decodeRun
   Divisor activePrograms = b.divisorArg("active_programs");
   Value maxRun = b.scalarArg("max_run", Elem::I64);
+  // Decode CP (SPEC §6): the rows' blocks were scored by flag_ranks ranks, rank k's blocks k,
+  // k + flag_ranks, ... on grids like one rank's, each rank's flags flag_rank_stride elements after
+  // the one before (1 and 0 when this device scored them all).
+  Divisor flagRanks = b.divisorArg("flag_ranks");
+  Value flagRankStride = b.scalarArg("flag_rank_stride", Elem::I64);
   // Programs are (segment, head row), head rows fastest: a row uses the segments its own length
   // fills (usedSegments), so a grid sized for capacity has its working programs first and the
   // programs that leave at once after them. Interleaved (segments fastest), those had been
@@ -322,19 +327,23 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
     // Built after the segment's score loads were issued: a GPU program issues in order, and these
     // divisions had stood between its seq_len and its first scores.
     Value blocks = spec::blocksFor(seqLen);
-    Value run = decodeRun(b, blocks, flagChunks, runUnits, activePrograms, maxRun);
-    Value active = ceilDivUnlessOne(b, blocks, run);
-    // flags [lo, hi) of each row tile's active ones: this segment's share, 32 a step
-    Value share = ceilDivUnlessOne(b, active, used);
-    Value lo = b.minS(segment * share, active), hi = b.minS(lo + share, active);
-    Value flagBase = req * flagPrograms + lo;
     Value one = b.constInt(1), none = b.constInt(0, Elem::I32);
-    Value anyFlag = b.forLoop(b.constInt(0), divide(flagPrograms, flagChunks), one, Values{none},
-                              [&](Value tile, const Values &tileAcc) {
-      Value tileBase = flagBase + tile * flagChunks.value;
-      return b.forLoop(lo, hi, b.constInt(S), tileAcc, [&](Value from, const Values &acc) {
-        Value flags = b.loadTile(programFlags, tileBase + (from - lo), S, hi - from);
-        return Values{b.maxS(acc[0], b.reduceMax(flags))};
+    Value anyFlag = b.forLoop(b.constInt(0), flagRanks.value, one, Values{none}, [&](Value rank, const Values &rankAcc) {
+      // rank's blocks of the request (score_decode's slotsBefore), run and programs that had some
+      Value slots = divide(b.maxS(blocks - rank + (flagRanks.value - 1), b.constInt(0)), flagRanks);
+      Value run = decodeRun(b, slots, flagChunks, runUnits, activePrograms, maxRun);
+      Value active = ceilDivUnlessOne(b, slots, run);
+      // flags [lo, hi) of each row tile's active ones: this segment's share, 32 a step
+      Value share = ceilDivUnlessOne(b, active, used);
+      Value lo = b.minS(segment * share, active), hi = b.minS(lo + share, active);
+      Value flagBase = rank * flagRankStride + req * flagPrograms + lo;
+      return b.forLoop(b.constInt(0), divide(flagPrograms, flagChunks), one, rankAcc,
+                       [&](Value tile, const Values &tileAcc) {
+        Value tileBase = flagBase + tile * flagChunks.value;
+        return b.forLoop(lo, hi, b.constInt(S), tileAcc, [&](Value from, const Values &acc) {
+          Value flags = b.loadTile(programFlags, tileBase + (from - lo), S, hi - from);
+          return Values{b.maxS(acc[0], b.reduceMax(flags))};
+        });
       });
     })[0];
     return b.select(badLen, b.constInt(1, Elem::I32), anyFlag) != 0;

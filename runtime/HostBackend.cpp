@@ -51,6 +51,28 @@ Status HostBackend::executeDeviceDecode(const BatchView &b, int64_t width, int64
                      topk ? topk : reinterpret_cast<int32_t *>(workspace + layout.topk), &scratch);
 }
 
+Status HostBackend::executeDeviceDecodeShare(const BatchView &b, int64_t width, int64_t maxSeqLen,
+                                             const kernels::DecodeShare &share, uint8_t *array, size_t partBytes,
+                                             size_t flagsOffset, unsigned parts, int32_t *topk) {
+  const IndexerParams &p = b.params;
+  StatusOr<kernels::SharePlans> plans = kernels::planDeviceDecodeShare(
+      b, width, maxSeqLen, tuning_.forStep(share.ranks, p.decodeQueryLen, p.numDecodes),
+      tuning_.forStep(p.numHeads, p.decodeQueryLen, p.numDecodes), share);
+  if (!plans.ok())
+    return plans.status();
+  const bool score = parts == kernels::kScoreDecode;
+  if (!score && parts != kernels::kTopkDecode)
+    return invalidArgument("decode CP part", "kScoreDecode or kTopkDecode", parts);
+  const kernels::StepPlan &plan = score ? plans->score : plans->topk;
+  uint8_t *own = array + share.rank * partBytes;
+  StepScratch scratch;
+  scratch.partial = partial_.ensure(std::max<int64_t>(1, plan.elementsOf(kernels::StepBuffer::Partial)));
+  scratch.arrivals = arrivals_.ensureZeroed(std::max<int64_t>(1, plan.elementsOf(kernels::StepBuffer::Arrivals)));
+  // score_decode writes its own flags; topk_decode reads every rank's from part 0's on.
+  scratch.flags = reinterpret_cast<int32_t *>((score ? own : array) + flagsOffset);
+  return executePlan(plan, b, reinterpret_cast<float *>(score ? array : own), topk, &scratch);
+}
+
 Status HostBackend::executePlan(const kernels::StepPlan &planned, const BatchView &b, float *scores,
                                 int32_t *topk, const StepScratch *scratch) {
   const kernels::StepPlan *plan = &planned;

@@ -46,6 +46,15 @@ public:
   // their values, recording bad ones in status().
   Status executeDeviceDecode(const BatchView &b, int64_t width, int64_t maxSeqLen,
                              const kernels::DecodeWorkspaceLayout &layout, uint8_t *workspace, int32_t *topk);
+  // One part of a rank's decode-CP step (kernels::planDeviceDecodeShare), over `array`: the
+  // group's memory as one array of parts `partBytes` apart, part k holding head k's scores
+  // [share.scoreHeadRows, width] from its start and rank k's program flags at `flagsOffset`.
+  // `parts`: kScoreDecode (b.q holds [T, ranks, 128]: every rank's head) or kTopkDecode, which
+  // may run once every rank's score part has; their scratch is this backend's own (the flags are
+  // the array's). The host stand-in of what a GPU rank queues (tests of the protocol).
+  Status executeDeviceDecodeShare(const BatchView &b, int64_t width, int64_t maxSeqLen,
+                                  const kernels::DecodeShare &share, uint8_t *array, size_t partBytes,
+                                  size_t flagsOffset, unsigned parts, int32_t *topk);
   // The kernels' sticky status words (kernels::kStatusWords; 0: nothing found since the last clear).
   const int64_t *status() const { return status_; }
   void clearStatus() { std::fill_n(status_, kernels::kStatusWords, 0); }

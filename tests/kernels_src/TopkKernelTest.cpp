@@ -162,7 +162,8 @@ TEST(TopkKernel, DecodeGridPutsEachRowsFirstSegmentFirst) {
     const std::map<std::string, int64_t> named = {
         {"num_rows", T},       {"width", W},         {"decode_rows", rows}, {"segments", segments},
         {"max_seq_len", 1 << 20}, {"flag_programs", 0}, {"flag_chunks", 1},   {"run_units", 1},
-        {"active_programs", 1}, {"max_run", 1},      {"grid_rows", gridRows}};
+        {"active_programs", 1}, {"max_run", 1},      {"grid_rows", gridRows}, {"flag_ranks", 1},
+        {"flag_rank_stride", 0}};
     for (const std::string &name : signature->scalars) { // a divisor's word as bindLaunch fills it
       std::optional<std::string> divisor = dsl::divisorOfWordName(name);
       ASSERT_TRUE(named.count(divisor.value_or(name))) << name;

@@ -29,6 +29,11 @@ struct DeviceApi {
   std::function<int(uint64_t dst, const void *src, size_t bytes, void *stream)> uploadAsync;
   // Device-to-device on the default stream; may return before it completes (synchronize).
   std::function<int(uint64_t dst, uint64_t src, size_t bytes)> copy;
+  // `rows` rows of `rowBytes` bytes, device to device, rows `srcPitch` and `dstPitch` bytes apart,
+  // ordered on `stream` (a graph captures it). Unset where the platform's loader lacks it (HIP).
+  std::function<int(uint64_t dst, size_t dstPitch, uint64_t src, size_t srcPitch, size_t rowBytes, size_t rows,
+                    void *stream)>
+      copyRowsAsync;
   std::function<int()> synchronize;
   std::function<int(void *stream)> streamSynchronize;
   // Whether work queued on `stream` is being captured into a graph (then nothing may wait on it).

@@ -247,6 +247,73 @@ Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_
   return launchPlan(plan, address, stream, /*timed=*/false, nullptr);
 }
 
+Status GpuBackend::enqueueDeviceDecodeShare(const BatchView &shape, int64_t W, int64_t maxSeqLen, int rank, int ranks,
+                                            const GroupArray &array, unsigned part, const DeviceTensors &io,
+                                            const DeviceWorkspace &ws, void *stream) {
+  using kernels::StepBuffer;
+  const bool score = part == kernels::kScoreDecode;
+  if (!score && part != kernels::kTopkDecode)
+    return invalidArgument("decode CP part", "kScoreDecode or kTopkDecode", part);
+  const int64_t rowBytes = W * 4;
+  if (array.partStride % rowBytes != 0 || array.flagsOffset % 4 != 0 ||
+      static_cast<int64_t>(array.flagsOffset) < shape.numRows * rowBytes || array.flagsOffset >= array.partStride)
+    return invalidArgument("decode CP array", fmt::format("parts of whole {}-byte score rows, flags 4-aligned past the "
+                                                          "step's {} rows and inside the part", rowBytes, shape.numRows),
+                           fmt::format("part stride {}, flags at {}", array.partStride, array.flagsOffset));
+  const kernels::DecodeShare share{rank, ranks, static_cast<int64_t>(array.partStride) / rowBytes,
+                                   static_cast<int64_t>(array.partStride / 4)};
+  const IndexerParams &p = shape.params;
+  const std::array<int64_t, 15> key = {p.numHeads,  p.decodeQueryLen, p.numDecodes,    shape.numRows,
+                                       shape.maxBlocks, shape.numPages, W,            maxSeqLen,
+                                       p.initBlocks, p.localBlocks,   rank,           ranks,
+                                       static_cast<int64_t>(array.partStride), static_cast<int64_t>(array.flagsOffset),
+                                       score};
+  auto found = sharePlans_.find(key);
+  if (found == sharePlans_.end()) {
+    StatusOr<kernels::SharePlans> plans = kernels::planDeviceDecodeShare(
+        shape, W, maxSeqLen, tuning_.forStep(ranks, p.decodeQueryLen, p.numDecodes),
+        tuning_.forStep(p.numHeads, p.decodeQueryLen, p.numDecodes), share);
+    if (!plans.ok())
+      return plans.status();
+    const kernels::StepPlan &plan = score ? plans->score : plans->topk;
+    if (static_cast<int64_t>(array.flagsOffset) + plans->score.elementsOf(StepBuffer::ProgramFlags) * 4 >
+                      static_cast<int64_t>(array.partStride))
+      return invalidArgument("decode CP array", "room for a rank's flags after the flags offset",
+                             fmt::format("{} flags at {} in parts of {} bytes",
+                                         plans->score.elementsOf(StepBuffer::ProgramFlags), array.flagsOffset,
+                                         array.partStride));
+    M3IDX_RETURN_IF_ERROR(refuseSetupInCapture(plan, stream));
+    StatusOr<BoundPlan> bound = bindPlan(plan);
+    if (!bound.ok())
+      return bound.status();
+    // The scores and flags are the array's: the workspace holds the top-k's segment keys,
+    // arrival counts and (without io.topk) the top-k.
+    bound->needs.scores = bound->needs.flags = 0;
+    if (sharePlans_.size() >= kMaxDecodePlans)
+      sharePlans_.clear();
+    found = sharePlans_.emplace(key, std::move(*bound)).first;
+  }
+  BoundPlan &plan = found->second;
+  M3IDX_RETURN_IF_ERROR(kernels::fitsWorkspace(plan.needs, ws.layout, io.topk == 0));
+  StatusOr<uint64_t> status = statusWords();
+  if (!status.ok())
+    return status.status();
+  const uint64_t own = array.base + static_cast<uint64_t>(rank) * array.partStride;
+  uint64_t address[kernels::kStepBufferCount] = {};
+  auto bind = [&](StepBuffer role, uint64_t a) { address[static_cast<int>(role)] = a; };
+  bind(StepBuffer::Q, io.q);
+  bind(StepBuffer::Kv, io.kv);
+  bind(StepBuffer::BlockTable, io.blockTable);
+  bind(StepBuffer::SeqLens, io.seqLens);
+  bind(StepBuffer::Scores, score ? array.base : own);
+  bind(StepBuffer::ProgramFlags, (score ? own : array.base) + array.flagsOffset);
+  bind(StepBuffer::Topk, io.topk ? io.topk : ws.base + ws.layout.topk);
+  bind(StepBuffer::Partial, ws.base + ws.layout.partial);
+  bind(StepBuffer::Arrivals, ws.base + ws.layout.arrivals);
+  bind(StepBuffer::Status, *status);
+  return launchPlan(plan, address, stream, /*timed=*/false, nullptr);
+}
+
 Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &io,
                            const RunOptions &options, bool timed) {
   using kernels::StepBuffer;

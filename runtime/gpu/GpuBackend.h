@@ -74,6 +74,22 @@ public:
   // workspaces are independent. Bad values are recorded in the status words (readStatus).
   Status enqueueDeviceDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
                              const DeviceTensors &io, const DeviceWorkspace &ws, void *stream);
+  // Decode CP across processes (SPEC §6): one rank's part of a step whose metadata stays on the
+  // device (kernels::planDeviceDecodeShare), over the group's memory as one array
+  // (gpu/PeerArray.h): part k, `partStride` bytes after part k - 1, holds head k's scores
+  // [partStride / (width x 4), width] from its start and rank k's score programs' flags at
+  // `flagsOffset` (past the rows a step writes). `part` kScoreDecode: io.q is the group's q
+  // [T, ranks, 128] and the scores go to their heads' owners; kTopkDecode: this rank's top-k from
+  // its own part and every rank's flags, into io.topk (0: the workspace's), its segment keys and
+  // arrival counts in `ws`. The caller orders the two parts against its peers' (gpu/PeerStepOrder);
+  // no host read, wait, allocation or copy, as enqueueDeviceDecode.
+  struct GroupArray {
+    uint64_t base = 0;
+    size_t partStride = 0, flagsOffset = 0;
+  };
+  Status enqueueDeviceDecodeShare(const BatchView &shape, int64_t width, int64_t maxSeqLen, int rank, int ranks,
+                                  const GroupArray &array, unsigned part, const DeviceTensors &io,
+                                  const DeviceWorkspace &ws, void *stream);
   // Allocates the status words now (not inside a step that may be captured).
   Status reserveDeviceDecode();
   // Waits for `stream`, reads the status words (kernels::kStatusWords), and zeroes them if asked.
@@ -158,6 +174,7 @@ private:
   DeviceScratch status_;
   static constexpr size_t kMaxDecodePlans = 64;
   std::map<std::array<int64_t, 10>, BoundPlan> decodePlans_;
+  std::map<std::array<int64_t, 15>, BoundPlan> sharePlans_; // enqueueDeviceDecodeShare's, as decodePlans_
   GrowBuffer<int32_t> staging_; // the metadata's host side, one upload per step
   void *stepDone_ = nullptr;    // recorded at the end of every step, on lastStream_
   void *lastStream_ = nullptr;

@@ -621,3 +621,81 @@ TEST(GpuIndexerEngine, NoOwnWorkspaceWhenNotReserved) {
   EXPECT_LT(allocated, static_cast<size_t>((*indexer)->decodeWorkspaceBytes()));
   EXPECT_GT((*indexer)->decodeWorkspaceBytes(), 32 << 20); // H=2 x 1024 rows x 8192 columns of floats
 }
+
+// Decode CP's device step (issue 39) as the GPU backend queues it: the score part writes the
+// group's array from its base (each head into its owner's part) and its flags into its own part;
+// the top-k part reads its own part's scores and every rank's flags from part 0's on; the
+// segment keys, arrival counts and top-k stay in the rank's workspace. An array whose parts cannot
+// hold a step is named.
+TEST(GpuIndexerEngine, DecodeShareBindsTheGroupArray) {
+  FakeDevice device;
+  auto backend = runtime::GpuBackend::create(&device.api, "cuda", 0, 32,
+                                             [](const dsl::Kernel &, const kernels::KernelConfig &)
+                                                 -> StatusOr<std::string> { return std::string("image"); },
+                                             tuning::TargetTuning{"sm_90", tuning::PrefillForm{}});
+  ASSERT_TRUE(backend.ok()) << backend.status().message();
+  GenOptions o;
+  o.numHeads = 1;
+  o.numDecodes = 4;
+  o.numPrefills = 0;
+  o.decodeContext = {1, 3000};
+  Case c = *generateCase(o);
+  const BatchView shape = c.view();
+  const int64_t W = spec::scoreWidth(spec::blocksFor(3000)), T = shape.numRows;
+  const int ranks = 4, rank = 2;
+  runtime::GpuBackend::GroupArray array;
+  array.partStride = 1 << 20;
+  array.flagsOffset = 1 << 19;
+  device.api.alloc(&array.base, ranks * array.partStride);
+  const kernels::DecodeWorkspaceLayout layout = (*backend)->tuning().decodeWorkspace(1, T, W);
+  runtime::DeviceWorkspace ws{0, layout};
+  device.api.alloc(&ws.base, layout.bytes);
+  runtime::DeviceTensors io;
+  for (uint64_t *at : {&io.q, &io.kv, &io.blockTable, &io.seqLens, &io.topk})
+    device.api.alloc(at, 4096);
+  const uint64_t own = array.base + rank * array.partStride;
+
+  auto queue = [&](unsigned part) {
+    device.launches.clear();
+    Status s = (*backend)->enqueueDeviceDecodeShare(shape, W, 3000, rank, ranks, array, part, io, ws, fakeStream(3));
+    EXPECT_TRUE(s.ok()) << s.message();
+    return device.launches;
+  };
+  for (int step = 0; step < 2; ++step) { // planned, then the kept plan
+    const std::vector<FakeDevice::Launch> score = queue(kernels::kScoreDecode);
+    ASSERT_EQ(score.size(), 1u);
+    EXPECT_EQ(score[0].kernel, "score_decode");
+    EXPECT_EQ(score[0].stream, fakeStream(3));
+    EXPECT_EQ(score[0].args[0], io.q);
+    EXPECT_EQ(score[0].args[3], static_cast<uint64_t>(T * ranks * spec::kIndexHeadDim)); // the group's q
+    EXPECT_EQ(score[0].args[10], io.blockTable);
+    EXPECT_EQ(score[0].args[15], io.seqLens);
+    EXPECT_EQ(score[0].args[20], array.base);
+    EXPECT_EQ(score[0].args[30], own + array.flagsOffset);
+    const std::vector<FakeDevice::Launch> topk = queue(kernels::kTopkDecode);
+    ASSERT_EQ(topk.size(), 1u);
+    EXPECT_EQ(topk[0].kernel, "topk_decode");
+    EXPECT_EQ(topk[0].args[0], own);
+    EXPECT_EQ(topk[0].args[10], array.base + array.flagsOffset);
+    EXPECT_EQ(topk[0].args[15], io.topk);
+    for (size_t a : {20, 25}) { // segment keys and arrival counts
+      EXPECT_GE(topk[0].args[a], ws.base);
+      EXPECT_LT(topk[0].args[a], ws.base + layout.bytes);
+    }
+  }
+  auto error = [&](runtime::GpuBackend::GroupArray a, unsigned part = kernels::kScoreDecode) {
+    Status s = (*backend)->enqueueDeviceDecodeShare(shape, W, 3000, rank, ranks, a, part, io, ws, fakeStream(3));
+    return s.ok() ? std::string("ok") : s.message();
+  };
+  runtime::GpuBackend::GroupArray bad = array;
+  bad.partStride = array.partStride + 4; // not whole score rows
+  EXPECT_NE(error(bad).find("decode CP array"), std::string::npos) << error(bad);
+  bad = array;
+  bad.flagsOffset = T * W * 4 - 4; // inside the step's scores
+  EXPECT_NE(error(bad).find("decode CP array"), std::string::npos) << error(bad);
+  bad = array;
+  bad.flagsOffset = array.partStride - 4; // no room for the flags
+  EXPECT_NE(error(bad, kernels::kTopkDecode).find("room for a rank's flags"), std::string::npos)
+      << error(bad, kernels::kTopkDecode);
+  EXPECT_NE(error(array, kernels::kAllParts).find("decode CP part"), std::string::npos);
+}

@@ -99,6 +99,19 @@ CUresult cuMemcpyDtoDAsync_v2(unsigned long long d, unsigned long long s, size_t
   memcpy((void *)d, (void *)s, n);
   return kSuccess;
 }
+/* CUDA_MEMCPY2D's fields that m3idx sets (device to device): cuda.h's offsets */
+CUresult cuMemcpy2DAsync_v2(const void *m, void *stream) {
+  (void)stream;
+  const char *c = (const char *)m;
+  const unsigned long long src = *(const unsigned long long *)(c + 32), dst = *(const unsigned long long *)(c + 88);
+  const size_t srcPitch = *(const size_t *)(c + 48), dstPitch = *(const size_t *)(c + 104);
+  const size_t width = *(const size_t *)(c + 112), height = *(const size_t *)(c + 120);
+  if (*(const int *)(c + 16) != 2 || *(const int *)(c + 72) != 2)
+    return kInvalidValue;
+  for (size_t r = 0; r < height; ++r)
+    memcpy((void *)(dst + r * dstPitch), (const void *)(src + r * srcPitch), width);
+  return kSuccess;
+}
 CUresult cuMemsetD8Async(unsigned long long d, unsigned char v, size_t n, void *stream) {
   (void)stream;
   memset((void *)d, v, n);

@@ -1,7 +1,8 @@
 // One array over four ranks' memory (runtime/gpu/PeerArray.h) on the stand-in CUDA driver, whose
 // shareable memory is a memfd and whose address ranges are host reservations: each rank (a thread
 // here, with its own exchange) writes its part, and every rank reads all four parts through its own
-// mapping; ordered words written into a peer's part are seen by the peer's wait. Ranks asking for
+// mapping, and rows each pushes into every part land as that part's column; ordered words written
+// into a peer's part are seen by the peer's wait. Ranks asking for
 // different sizes, and a driver without shareable memory, are errors naming the problem
 // (PeerArrayOnStandIn: the build tree's stand-in, left out of the GPU test bundle). The four ranks
 // also run on a machine's CUDA driver where there is a GPU (PeerArray.FourRanksOnTheCudaDriver).
@@ -34,7 +35,7 @@ namespace {
 void fourRanksShareTheirParts(const DeviceApi &api, bool openDevice, bool words) {
   constexpr int kWorld = 4;
   // Counted barriers: a rank whose array failed arrives at both at once, so none waits for it.
-  std::atomic<int> written{0}, read{0};
+  std::atomic<int> written{0}, pushed{0}, read{0};
   auto arriveAndWait = [](std::atomic<int> &count) {
     count.fetch_add(1);
     while (count.load() < kWorld)
@@ -46,6 +47,7 @@ void fourRanksShareTheirParts(const DeviceApi &api, bool openDevice, bool words)
                                                          : PeerArray::create(api, 0, x, 1000, 10s);
     if (!a.ok()) {
       written.fetch_add(1);
+      pushed.fetch_add(1);
       read.fetch_add(1);
       return a.status().message();
     }
@@ -65,6 +67,32 @@ void fourRanksShareTheirParts(const DeviceApi &api, bool openDevice, bool words)
       if (got != std::vector<int32_t>(250, 1000 * p))
         wrong += fmt::format("part {} reads {}; ", p, got[0]);
     }
+    // Rows pushed into every part (decode CP's query gather): rank r's 8 rows of 16 bytes become
+    // column r of each part's [8, 4, 16] region, by one copyRowsAsync a part.
+    constexpr size_t kRegion = 4096, kRowBytes = 16, kRows = 8;
+    std::vector<uint8_t> rows(kRows * kRowBytes);
+    for (size_t i = 0; i < rows.size(); ++i)
+      rows[i] = static_cast<uint8_t>(r * 64 + i / kRowBytes);
+    uint64_t src = 0;
+    if (api.alloc(&src, rows.size()) != 0 || api.upload(src, rows.data(), rows.size()) != 0)
+      wrong += "source rows; ";
+    for (int p = 0; p < kWorld && src; ++p)
+      if (api.copyRowsAsync(pa.part(p) + kRegion + r * kRowBytes, kWorld * kRowBytes, src, kRowBytes, kRowBytes, kRows,
+                            nullptr) != 0)
+        wrong += fmt::format("copyRowsAsync into part {} failed; ", p);
+    (void)api.streamSynchronize(nullptr);
+    arriveAndWait(pushed);
+    std::vector<uint8_t> region(kRows * kWorld * kRowBytes);
+    (void)api.download(region.data(), pa.part(r) + kRegion, region.size());
+    for (size_t i = 0; i < region.size(); ++i) {
+      const size_t row = i / (kWorld * kRowBytes), column = i / kRowBytes % kWorld;
+      if (region[i] != static_cast<uint8_t>(column * 64 + row)) {
+        wrong += fmt::format("pushed rows: byte {} of part {} is {}; ", i, r, region[i]);
+        break;
+      }
+    }
+    if (src)
+      (void)api.free(src);
     if (words) {
       if (api.writeWord(nullptr, pa.part((r + 1) % kWorld) + 2048, 7 + r) != 0)
         wrong += "writeWord failed; ";

@@ -20,7 +20,7 @@ StatusOr<std::unique_ptr<PeerStepOrder>> PeerStepOrder::create(const DeviceApi &
     return invalidArgument("peer step words' offset", fmt::format("4-aligned, words within a part of {} bytes", array.stride()),
                            offset);
   std::unique_ptr<PeerStepOrder> o(new PeerStepOrder(api, array, exchange.rank(), offset));
-  std::vector<uint32_t> first(2 * static_cast<size_t>(array.ranks()), 0);
+  std::vector<uint32_t> first(kWords * static_cast<size_t>(array.ranks()), 0);
   for (int p = 0; p < array.ranks(); ++p)
     first[kConsumed * array.ranks() + p] = 1; // every peer's part is free before the first step
   M3IDX_RETURN_IF_ERROR(api.check(api.upload(o->word(exchange.rank(), kReady, 0), first.data(), first.size() * 4),
@@ -51,7 +51,7 @@ Status PeerStepOrder::releaseWaitsFor(int peer) {
     return invalidArgument("peer", fmt::format("another rank of 0..{}", array_.ranks() - 1), peer);
   gone_[peer] = true;
   const uint32_t done = 1;
-  for (Word w : {kReady, kConsumed})
+  for (Word w : {kReady, kConsumed, kFirstReady})
     M3IDX_RETURN_IF_ERROR(api_.check(api_.upload(word(rank_, w, peer), &done, 4), "release a gone peer's word"));
   return Status();
 }

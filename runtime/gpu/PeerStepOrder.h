@@ -1,9 +1,12 @@
 // The order of a group's steps on a PeerArray (decode context parallelism across processes, issue
 // 39), kept on the device by words in each rank's part: a step's writes into peers' parts wait
 // until those peers have read their parts of the step before (back-pressure), and a rank reads its
-// part once every peer's writes into it are done. Each rank queues, on the stream of its step:
+// part once every peer's writes into it are done. A step may write and read in two rounds (decode
+// CP: the queries, whose reader writes the scores). Each rank queues, on the stream of its step:
 //   beforeWrites   wait for consumed[p] == 1 from every peer p, and set it back to 0
-//   (the step's writes into the parts)
+//   (the first round's writes into the parts)
+//   afterFirstWrites / beforeFirstReads   as afterWrites / beforeReads below, on words first[]
+//   (the first round's reads of this rank's part; the second round's writes)
 //   afterWrites    ready[rank] = 1 in every peer's words, after the writes (a system-scope fence)
 //   beforeReads    wait for ready[p] == 1 from every peer p, and set it back to 0
 //   (the step's reads of this rank's part)
@@ -33,13 +36,15 @@ namespace m3idx::runtime {
 class PeerStepOrder {
 public:
   // Bytes of a rank's words (placed at `offset` in every part, which must hold them, 4-aligned).
-  static size_t wordBytes(int ranks) { return 2 * 4 * static_cast<size_t>(ranks); }
+  static size_t wordBytes(int ranks) { return kWords * 4 * static_cast<size_t>(ranks); }
   // Sets this rank's words to their first state (every peer's part free, none ready), then
   // waits for every rank to have done so (no peer's first signal may be lost to it).
   static StatusOr<std::unique_ptr<PeerStepOrder>> create(const DeviceApi &api, const PeerArray &array,
                                                          comm::FdExchange &exchange, size_t offset,
                                                          std::chrono::milliseconds timeout);
   Status beforeWrites(void *stream) { return take(stream, kConsumed); }
+  Status afterFirstWrites(void *stream) { return give(stream, kFirstReady); }
+  Status beforeFirstReads(void *stream) { return take(stream, kFirstReady); }
   Status afterWrites(void *stream) { return give(stream, kReady); }
   Status beforeReads(void *stream) { return take(stream, kReady); }
   Status afterReads(void *stream) { return give(stream, kConsumed); }
@@ -47,7 +52,7 @@ public:
   bool gone(int peer) const { return gone_[peer].load(); }
 
 private:
-  enum Word { kReady = 0, kConsumed = 1 };
+  enum Word { kReady = 0, kConsumed = 1, kFirstReady = 2, kWords = 3 };
   PeerStepOrder(const DeviceApi &api, const PeerArray &array, int rank, size_t offset)
       : api_(api), array_(array), rank_(rank), offset_(offset), gone_(new std::atomic<bool>[array.ranks()]) {
     for (int p = 0; p < array.ranks(); ++p)

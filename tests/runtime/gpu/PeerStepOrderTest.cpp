@@ -22,7 +22,8 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr size_t kSliceInts = 256; // rank q's slice of every part: [q * 256, + 256) ints
-constexpr size_t kWordsAt = 8192;  // bytes: the step words, after four slices
+constexpr size_t kFirstAt = 4096;  // bytes: the first round's slices, as the second's
+constexpr size_t kWordsAt = 8192;  // bytes: the step words, after both rounds' four slices
 
 std::vector<int32_t> sliceOf(int step, int writer) { return std::vector<int32_t>(kSliceInts, step * 16 + writer); }
 
@@ -43,6 +44,22 @@ TEST(PeerStepOrderOnStandIn, ManyStepsAtUnevenSpeedsReadOnlyTheirOwnStep) {
     for (int step = 1; step <= kSteps && wrong.empty(); ++step) {
       if (Status s = (*order)->beforeWrites(nullptr); !s.ok())
         return s.message();
+      for (int p = 0; p < kWorld; ++p) { // the first round (decode CP's queries)
+        std::vector<int32_t> mine = sliceOf(-step, r);
+        (void)api.upload((*a)->part(p) + kFirstAt + r * kSliceInts * 4, mine.data(), kSliceInts * 4);
+      }
+      if (Status s = (*order)->afterFirstWrites(nullptr); !s.ok())
+        return s.message();
+      if (Status s = (*order)->beforeFirstReads(nullptr); !s.ok())
+        return s.message();
+      if (rng() % 4 == 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+      for (int q = 0; q < kWorld; ++q) {
+        std::vector<int32_t> got(kSliceInts, -1);
+        (void)api.download(got.data(), (*a)->part(r) + kFirstAt + q * kSliceInts * 4, kSliceInts * 4);
+        if (got != sliceOf(-step, q))
+          wrong = fmt::format("step {}: first-round slice of rank {} reads {}", step, q, got[0]);
+      }
       for (int p = 0; p < kWorld; ++p) {
         std::vector<int32_t> mine = sliceOf(step, r);
         (void)api.upload((*a)->part(p) + r * kSliceInts * 4, mine.data(), kSliceInts * 4);

@@ -107,6 +107,16 @@ struct ForwardResult {
   TensorView prefillTopk; // int32 [H, prefill tokens, 16] (strided)
 };
 
+// A decode-CP group across processes on one host (Indexer::joinDecodeCpGroup): `name` the same
+// on every rank and unique on the host (1-64 of [A-Za-z0-9_.-]: a caller all-gathers one rank's
+// random bytes), this process's `rank` of `world`.
+struct DecodeCpGroup {
+  std::string name;
+  int rank = 0;
+  int world = 4;
+  int timeoutMs = 60000; // for every rank to join
+};
+
 class IndexerImpl;
 
 class Indexer {
@@ -125,6 +135,18 @@ public:
   // Collective over the tensor-parallel group (every rank calls it): enables decode CP when the
   // group and config allow it (SPEC §6); otherwise steps are scored locally with a warning.
   Status initDecodeCp(std::shared_ptr<Communicator> communicator);
+
+  // Decode CP across processes on one host (SPEC §6; CUDA): collective over the group (every
+  // rank's process calls it, each with its own Indexer of the same config, one head, on the one
+  // GPU or the GPUs of one host). The ranks' memory becomes one array (driver shareable memory,
+  // descriptors passed over Unix sockets); decode() steps that meet SPEC §6 (4 ranks, one head a
+  // rank, decode_query_len 4, at most 256 requests) are then scored context-parallel, graph-
+  // capturable, bit-identical to local scoring; others locally (one warning). A rank's CP steps
+  // go through the group's one array: they must be ordered (one stream, or graphs that do not
+  // replay at once), and every rank must run the same steps in the same order. A rank whose
+  // process ends is named by the others' next decode() (an error); steps since are not to be
+  // trusted. forward() stays local (its metadata is on the host).
+  Status joinDecodeCpGroup(const DecodeCpGroup &group);
 
   // topkOut: optional caller buffer int32 [H, tokens, 16]; else the indexer's own. On a GPU the
   // call returns once the step is queued on `stream`; the top-k is there when the stream gets there.
@@ -160,7 +182,7 @@ public:
   // Kernels forward() had to obtain (compile, or read and link) after warmup(): 0 once warm.
   int64_t compilesAfterWarmup() const;
   int64_t scratchAllocations() const;  // grow-only buffers; constant once shapes stop growing
-  bool decodeCpActive() const;         // whether the last forward() used decode CP
+  bool decodeCpActive() const;         // whether the last forward() or decode() used decode CP
 
 private:
   std::unique_ptr<IndexerImpl> impl_;

@@ -4,10 +4,14 @@
 // [H, T, 16] output in place; a mixed step first joins the parts' block tables on the host.
 #include <algorithm>
 
+#include <iostream>
+
+#include "core/DecodeCpPolicy.h"
 #include "core/Spec.h"
 #include "runtime/GrowBuffer.h"
 #include "runtime/api/IndexerEngine.h"
 #include "runtime/gpu/GpuBackend.h"
+#include "runtime/gpu/PeerDecodeStep.h"
 
 namespace m3idx {
 
@@ -47,13 +51,31 @@ public:
   }
   Status setCommunicator(std::shared_ptr<Communicator>) override {
     return Status::error(fmt::format(
-        "decode CP: not served on {} devices by this build (the Indexer runs it on the host "
-        "backend; scoring a rank's share on a GPU needs the device all-gather and all-to-all "
-        "of issue 8)",
+        "decode CP over a Communicator: not served on {} devices (the host backend's; GPU ranks "
+        "join a group of processes instead: Indexer::joinDecodeCpGroup)",
         backend_->name()));
   }
+  Status joinPeerGroup(const DecodeCpGroup &group) override {
+    if (cp_)
+      return Status::error("decode CP: this indexer has joined a group already");
+    const int64_t maxRows = int64_t{config_.maxNumDecodes} * config_.maxDecodeQueryLen;
+    runtime::PeerDecodeStep::Capacity capacity{maxRows, spec::scoreWidth(spec::blocksFor(config_.maxModelLen)),
+                                               tuning().mostDecodeScorePrograms() + maxRows};
+    StatusOr<std::unique_ptr<runtime::PeerDecodeStep>> cp =
+        runtime::PeerDecodeStep::create(backend_->api(), 0, group.name, group.rank, group.world, capacity,
+                                        std::chrono::milliseconds(group.timeoutMs));
+    if (!cp.ok())
+      return cp.status();
+    cp_ = std::move(*cp);
+    return Status();
+  }
   std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> cpKernels() const override {
-    return {};
+    std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> all;
+    if (cp_) // a CP step's score kernel scores the group's heads
+      for (const kernels::KernelConfig &c :
+           tuning().configsFor(kernels::KernelKind::ScoreDecode, cp_->ranks() * config_.numIndexHeads, spec::kCpQueryLen))
+        all.push_back({kernels::KernelKind::ScoreDecode, c});
+    return all;
   }
   StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
   int64_t decodeWorkspaceBytes() const override { return layout_.bytes; }
@@ -65,7 +87,7 @@ public:
     return own.ok() ? Status() : own.status();
   }
   StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen, int32_t *topk,
-                                void *workspace, Stream stream) override;
+                                void *workspace, Stream stream, bool *usedCp) override;
   Status readStatus(Stream stream, int64_t *words, bool clear) override {
     return backend_->readStatus(stream, words, clear);
   }
@@ -97,6 +119,9 @@ private:
   bool ownUsed_ = false;
   std::unique_ptr<runtime::GpuBackend> backend_;
   GrowBuffer<int32_t> joined_; // a mixed step's block table, seq_lens and query_start_loc
+  // Decode CP across processes, once joined (after backend_: it is gone before the backend)
+  std::unique_ptr<runtime::PeerDecodeStep> cp_;
+  std::string cpWarned_; // the last fallback reason warned of
 };
 
 Status GpuIndexerEngine::orderOwnWorkspace(Stream stream, bool capturing) {
@@ -109,7 +134,8 @@ Status GpuIndexerEngine::orderOwnWorkspace(Stream stream, bool capturing) {
 }
 
 StatusOr<int32_t *> GpuIndexerEngine::runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
-                                                int32_t *topk, void *workspace, Stream stream) {
+                                                int32_t *topk, void *workspace, Stream stream, bool *usedCp) {
+  *usedCp = false;
   const runtime::DeviceApi &api = backend_->api();
   runtime::DeviceWorkspace ws{reinterpret_cast<uintptr_t>(workspace), layout_};
   bool capturing = false;
@@ -134,7 +160,22 @@ StatusOr<int32_t *> GpuIndexerEngine::runDecode(const BatchView &shape, int64_t 
   io.topk = reinterpret_cast<uintptr_t>(topk);
   io.blockTable = reinterpret_cast<uintptr_t>(shape.blockTable);
   io.seqLens = reinterpret_cast<uintptr_t>(shape.seqLens);
-  M3IDX_RETURN_IF_ERROR(backend_->enqueueDeviceDecode(shape, width, maxSeqLen, io, ws, stream));
+  bool cp = false;
+  if (cp_) {
+    IndexerParams group = shape.params;
+    group.numHeads = shape.params.numHeads * cp_->ranks();
+    const CpDecision gate = decideDecodeCp(group, cp_->ranks(), false);
+    if (!gate.useCp && gate.fallbackReason != cpWarned_) {
+      std::cerr << "m3idx: warning: " << gate.fallbackReason << "; scoring decode rows locally\n";
+      cpWarned_ = gate.fallbackReason;
+    }
+    cp = gate.useCp;
+  }
+  if (cp)
+    M3IDX_RETURN_IF_ERROR(cp_->enqueue(*backend_, shape, width, maxSeqLen, io, ws, stream));
+  else
+    M3IDX_RETURN_IF_ERROR(backend_->enqueueDeviceDecode(shape, width, maxSeqLen, io, ws, stream));
+  *usedCp = cp;
   if (!workspace && !capturing) {
     if (!ownDone_)
       M3IDX_RETURN_IF_ERROR(api.check(api.eventCreate(&ownDone_), "event creation"));

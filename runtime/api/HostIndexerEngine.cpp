@@ -71,8 +71,13 @@ public:
       ownWorkspace_.ensureZeroed(layout_.bytes);
     return Status();
   }
+  Status joinPeerGroup(const DecodeCpGroup &) override {
+    return Status::error("decode CP across processes: GPU indexers only (the host backend's CP runs over a "
+                         "Communicator: initDecodeCp)");
+  }
   StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen, int32_t *topk,
-                                void *workspace, Stream) override {
+                                void *workspace, Stream, bool *usedCp) override {
+    *usedCp = false;
     const kernels::DecodeWorkspaceLayout &l = layout_;
     uint8_t *ws = workspace ? static_cast<uint8_t *>(workspace) : ownWorkspace_.ensureZeroed(l.bytes);
     M3IDX_RETURN_IF_ERROR(backend_.executeDeviceDecode(shape, width, maxSeqLen, l, ws, topk));

@@ -276,6 +276,22 @@ Status Indexer::initDecodeCp(std::shared_ptr<Communicator> communicator) {
   return Status();
 }
 
+Status Indexer::joinDecodeCpGroup(const DecodeCpGroup &group) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (group.world < 2 || group.rank < 0 || group.rank >= group.world)
+    return invalidArgument("decode CP group", "0 <= rank < world, world >= 2",
+                           fmt::format("rank {} of {}", group.rank, group.world));
+  if (group.timeoutMs < 1)
+    return invalidArgument("decode CP group timeout", ">= 1 ms", group.timeoutMs);
+  M3IDX_RETURN_IF_ERROR(impl_->engine->joinPeerGroup(group));
+  if (impl_->compilesAtWarmup >= 0) { // already warmed up: add the CP kernels to the warm set
+    for (const auto &[kind, cfg] : impl_->engine->cpKernels())
+      M3IDX_RETURN_IF_ERROR(impl_->engine->prepare(kind, cfg));
+    impl_->compilesAtWarmup = impl_->engine->kernelsObtained();
+  }
+  return Status();
+}
+
 StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &kv,
                                          const IndexerMetadata &md, Stream stream,
                                          const TensorView *topkOut) {
@@ -471,7 +487,9 @@ StatusOr<TensorView> Indexer::decode(const TensorView &q, const TensorView &kv, 
     // Columns past the most a row can have are never read (and would overflow the product).
     const int64_t columns = std::min<int64_t>(blockTable.shape[1], spec::kMaxBlocksPerRow);
     const int64_t maxSeqLen = std::min(c.maxModelLen, columns * spec::kSparseBlockSize);
-    StatusOr<int32_t *> written = im.engine->runDecode(shape, im.decodeWidth(), maxSeqLen, topk, ws, stream);
+    bool usedCp = false;
+    StatusOr<int32_t *> written = im.engine->runDecode(shape, im.decodeWidth(), maxSeqLen, topk, ws, stream, &usedCp);
+    im.lastCp = usedCp;
     if (!written.ok())
       return written.status();
     topk = *written;

@@ -46,6 +46,9 @@ public:
   virtual int64_t scratchAllocations() const = 0;
   // Decode CP (SPEC §6). An engine that cannot serve it says why.
   virtual Status setCommunicator(std::shared_ptr<Communicator> communicator) = 0;
+  // Decode CP across processes (Indexer::joinDecodeCpGroup): joins the group; runDecode then
+  // serves the steps SPEC §6 allows context-parallel. An engine that cannot says why.
+  virtual Status joinPeerGroup(const DecodeCpGroup &group) = 0;
   // Kernels a CP step needs besides the configured ones (none without CP).
   virtual std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> cpKernels() const = 0;
   // Writes every row's top-k into `topk` ([H, rows, 16] on the device), or into the engine's own
@@ -63,8 +66,9 @@ public:
   // workspace's top-k region, and returns where.
   virtual int64_t decodeWorkspaceBytes() const = 0;
   virtual Status reserveDecode() = 0;
+  // `usedCp`: whether the group's decode CP scored the step.
   virtual StatusOr<int32_t *> runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
-                                        int32_t *topk, void *workspace, Stream stream) = 0;
+                                        int32_t *topk, void *workspace, Stream stream, bool *usedCp) = 0;
   // Waits for `stream`, reads the kernels' status words (kernels::kStatusWords), clears if asked.
   virtual Status readStatus(Stream stream, int64_t *words, bool clear) = 0;
   // Whether `stream` is being captured into a graph (nothing may wait on it then).

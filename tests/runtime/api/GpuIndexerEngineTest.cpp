@@ -399,7 +399,8 @@ TEST(GpuIndexerEngine, DecodeCpIsRefusedWithTheReason) {
   };
   Status st = s.indexer->initDecodeCp(std::make_shared<AnyGroup>());
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("decode CP: not served on cuda devices"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("decode CP over a Communicator: not served on cuda devices"), std::string::npos)
+      << st.message();
 }
 
 // A decode whose kernels were not loaded at warm-up (decode_query_len 1; decodeQueryLens holds 4)

@@ -12,8 +12,9 @@ extern "C" {
 #endif
 
 /* 2: device_block_table in the metadata structs; 3: decode(); 4: decode workspaces
- * (m3idx_indexer_decode's workspace, reserve_decode_workspace, decode_workspace_bytes) */
-#define M3IDX_API_VERSION 4
+ * (m3idx_indexer_decode's workspace, reserve_decode_workspace, decode_workspace_bytes);
+ * 5: decode CP across processes (join_decode_cp, decode_cp_active) */
+#define M3IDX_API_VERSION 5
 
 typedef struct m3idx_indexer m3idx_indexer;
 typedef struct m3idx_error m3idx_error;
@@ -116,6 +117,15 @@ m3idx_error *m3idx_indexer_read_status(m3idx_indexer *indexer, void *stream, int
 m3idx_error *m3idx_indexer_check_status(m3idx_indexer *indexer, void *stream);
 
 int64_t m3idx_indexer_compiles_after_warmup(const m3idx_indexer *indexer);
+
+/* Decode CP across processes on one host (Indexer::joinDecodeCpGroup; CUDA indexers of one head):
+ * collective, every rank's process calls it with the same group_name (unique on the host, 1-64 of
+ * [A-Za-z0-9_.-]; the caller shares one rank's random name, e.g. through its own all-gather), its
+ * rank of world, within timeout_ms. decode() steps SPEC §6 allows are then scored by the group. */
+m3idx_error *m3idx_indexer_join_decode_cp(m3idx_indexer *indexer, const char *group_name, int32_t rank,
+                                          int32_t world, int32_t timeout_ms);
+/* 1 when the last forward or decode was scored by decode CP, 0 if not, -1 for a NULL indexer. */
+int32_t m3idx_indexer_decode_cp_active(const m3idx_indexer *indexer);
 
 const char *m3idx_error_message(const m3idx_error *error);
 void m3idx_error_free(m3idx_error *error);

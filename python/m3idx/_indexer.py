@@ -290,6 +290,20 @@ class Indexer:
             return numpy.zeros(n, dtype=numpy.uint8)
         return self._torch.zeros(n, dtype=self._torch.uint8, device=f"cuda:{self.device_index}")
 
+    def join_decode_cp(self, group_name, rank, world, timeout_s=60.0):
+        """Decode CP across processes on one host (include/m3idx/Indexer.h, joinDecodeCpGroup):
+        collective, every rank's process calls it with the same group_name (unique on the host:
+        DecodeCp.init makes and shares one). decode() steps that SPEC §6 allows (4 ranks, one head
+        a rank, decode_query_len 4, at most 256 requests) are then scored by the group."""
+        name = str(group_name).encode()
+        ms = _c_int("timeout_s", int(timeout_s * 1000), 32)
+        _check(_capi.library().m3idx_indexer_join_decode_cp(self._open_handle("join_decode_cp"), name,
+                                                            _c_int("rank", rank, 32), _c_int("world", world, 32), ms))
+
+    def decode_cp_active(self):
+        """Whether the last forward() or decode() was scored by decode CP."""
+        return _capi.library().m3idx_indexer_decode_cp_active(self._open_handle("decode_cp_active")) == 1
+
     def compiles_after_warmup(self):
         """Kernels compiled by steps after construction (a shape the warm-up did not cover)."""
         return _capi.library().m3idx_indexer_compiles_after_warmup(self._open_handle("compiles_after_warmup"))
@@ -488,3 +502,26 @@ class Indexer:
 
     def _current_stream(self):
         return self._stream() if self._torch is not None else None
+
+
+class DecodeCp:
+    """Decode context parallelism across the processes of a tensor-parallel group on one host
+    (SPEC §6; vLLM's init_rocm_nvfp4_indexer_decode_cp). Each rank's process holds an Indexer of
+    one head on "cuda"; then, collectively:
+
+        m3idx.DecodeCp.init(idx, group=tp_group)   # torch.distributed's group (None: the world)
+
+    Rank 0 names the group with random bytes, the name goes round through the group's
+    all-gather (torch.distributed), and the ranks' indexers join it: their device memory becomes
+    one array (driver shareable memory, descriptors over Unix sockets). The config's
+    max_model_len sizes it (vLLM's init takes max_model_len for the same reason)."""
+
+    @staticmethod
+    def init(indexer, group=None, timeout_s=60.0):
+        import os
+        import torch.distributed as dist
+        rank, world = dist.get_rank(group), dist.get_world_size(group)
+        names = [None] * world
+        dist.all_gather_object(names, "m3idx-cp-" + os.urandom(8).hex(), group=group)
+        indexer.join_decode_cp(names[0], rank, world, timeout_s)
+        return names[0]

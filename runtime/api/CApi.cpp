@@ -280,6 +280,21 @@ int64_t m3idx_indexer_compiles_after_warmup(const m3idx_indexer *indexer) {
   return indexer ? indexer->impl->compilesAfterWarmup() : -1;
 }
 
+m3idx_error *m3idx_indexer_join_decode_cp(m3idx_indexer *indexer, const char *group_name, int32_t rank,
+                                          int32_t world, int32_t timeout_ms) {
+  return guarded([&]() -> m3idx_error * {
+    if (!indexer)
+      return makeError("m3idx_indexer_join_decode_cp: expected an indexer, got NULL");
+    if (!group_name)
+      return makeError("m3idx_indexer_join_decode_cp: expected a group name, got NULL");
+    return fromStatus(indexer->impl->joinDecodeCpGroup({group_name, rank, world, timeout_ms}));
+  });
+}
+
+int32_t m3idx_indexer_decode_cp_active(const m3idx_indexer *indexer) {
+  return indexer ? (indexer->impl->decodeCpActive() ? 1 : 0) : -1;
+}
+
 const char *m3idx_error_message(const m3idx_error *error) {
   return error ? error->message.c_str() : "";
 }

@@ -94,6 +94,18 @@ int main(void) {
   }
   EXPECT(m3idx_indexer_compiles_after_warmup(indexer) == 0);
 
+  /* Decode CP across processes: GPU indexers only, named; a NULL name or indexer is an error. */
+  EXPECT(m3idx_indexer_decode_cp_active(indexer) == 0 && m3idx_indexer_decode_cp_active(NULL) == -1);
+  error = m3idx_indexer_join_decode_cp(indexer, "capi-group", 0, 4, 1000);
+  EXPECT(error != NULL && strstr(m3idx_error_message(error), "GPU indexers only") != NULL);
+  m3idx_error_free(error);
+  error = m3idx_indexer_join_decode_cp(indexer, NULL, 0, 4, 1000);
+  EXPECT(error != NULL && strstr(m3idx_error_message(error), "group name") != NULL);
+  m3idx_error_free(error);
+  error = m3idx_indexer_join_decode_cp(NULL, "capi-group", 0, 4, 1000);
+  EXPECT(error != NULL && strstr(m3idx_error_message(error), "expected an indexer") != NULL);
+  m3idx_error_free(error);
+
   /* A page id out of range is an error naming it, not a crash. */
   block_table[2] = 99;
   error = m3idx_indexer_forward(indexer, &tq, &tkv, &decode, NULL, NULL, NULL, &topk, NULL, NULL);

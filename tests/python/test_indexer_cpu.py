@@ -187,6 +187,17 @@ def test_decode_padding_bad_values_and_status(mixed):
     idx.check()  # cleared
 
 
+def test_decode_cp_across_processes_is_for_gpu_indexers():
+    with m3idx.Indexer(num_index_heads=1, device="cpu") as idx:
+        with pytest.raises(m3idx.Error) as e:
+            idx.join_decode_cp("py-group", 0, 4, timeout_s=1)
+        assert "GPU indexers only" in str(e.value), str(e.value)
+        with pytest.raises(m3idx.Error) as e:
+            idx.join_decode_cp("py-group", 5, 4, timeout_s=1)
+        assert "decode CP group" in str(e.value), str(e.value)
+        assert idx.decode_cp_active() is False
+
+
 def test_decode_sync_check_raises_at_the_call(mixed):
     _, meta, a = mixed
     q, kv, table, lens = decode_part(meta, a)

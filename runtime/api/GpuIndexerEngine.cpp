@@ -25,6 +25,8 @@ public:
       : config_(config), layout_(decodeWorkspaceFor(config, backend->tuning())), ownTopk_(&backend->api()),
         ownWorkspace_(&backend->api()), backend_(std::move(backend)) {}
   ~GpuIndexerEngine() override {
+    if (cp_) // the group's array is unmapped with cp_: no queued step may still use it
+      backend_->api().synchronize();
     if (ownDone_) {
       backend_->api().eventSynchronize(ownDone_);
       backend_->api().eventDestroy(ownDone_);

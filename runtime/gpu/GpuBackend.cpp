@@ -277,7 +277,7 @@ Status GpuBackend::enqueueDeviceDecodeShare(const BatchView &shape, int64_t W, i
       return plans.status();
     const kernels::StepPlan &plan = score ? plans->score : plans->topk;
     if (static_cast<int64_t>(array.flagsOffset) + plans->score.elementsOf(StepBuffer::ProgramFlags) * 4 >
-                      static_cast<int64_t>(array.partStride))
+        static_cast<int64_t>(array.partStride))
       return invalidArgument("decode CP array", "room for a rank's flags after the flags offset",
                              fmt::format("{} flags at {} in parts of {} bytes",
                                          plans->score.elementsOf(StepBuffer::ProgramFlags), array.flagsOffset,

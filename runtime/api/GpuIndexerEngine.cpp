@@ -3,7 +3,6 @@
 // waiting. Decode and prefill parts go as one batch, so every kernel writes its rows of the
 // [H, T, 16] output in place; a mixed step first joins the parts' block tables on the host.
 #include <algorithm>
-
 #include <iostream>
 
 #include "core/DecodeCpPolicy.h"
@@ -64,7 +63,7 @@ public:
     runtime::PeerDecodeStep::Capacity capacity{maxRows, spec::scoreWidth(spec::blocksFor(config_.maxModelLen)),
                                                tuning().mostDecodeScorePrograms() + maxRows};
     StatusOr<std::unique_ptr<runtime::PeerDecodeStep>> cp =
-        runtime::PeerDecodeStep::create(backend_->api(), 0, group.name, group.rank, group.world, capacity,
+        runtime::PeerDecodeStep::create(backend_->api(), backend_->device(), group.name, group.rank, group.world, capacity,
                                         std::chrono::milliseconds(group.timeoutMs));
     if (!cp.ok())
       return cp.status();

@@ -67,7 +67,7 @@ StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::create(const DeviceApi *api, s
                                        name, device, deviceName, got, api->platform, arch,
                                        devicesOf(arch)));
   }
-  return std::unique_ptr<GpuBackend>(new GpuBackend(api, std::move(name), std::move(deviceName), threads,
+  return std::unique_ptr<GpuBackend>(new GpuBackend(api, std::move(name), std::move(deviceName), device, threads,
                                                     std::move(source), tuning));
 }
 

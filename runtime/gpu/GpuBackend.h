@@ -56,6 +56,7 @@ public:
   ~GpuBackend() override;
   std::string name() const override { return name_; }
   std::string deviceName() const { return deviceName_; }
+  int device() const { return device_; } // the ordinal it was created on
   // Uploads the batch, enqueues it, waits, and downloads the results (tests, CLI, benchmarks).
   StatusOr<IndexerOutput> run(const BatchView &batch, const RunOptions &options) override;
 
@@ -112,9 +113,9 @@ public:
   const std::map<std::string, double> &lastKernelBreakdown() const { return kernelMs_; }
 
 private:
-  GpuBackend(const DeviceApi *api, std::string name, std::string deviceName, unsigned threads,
+  GpuBackend(const DeviceApi *api, std::string name, std::string deviceName, int device, unsigned threads,
              CodeSource source, const tuning::TargetTuning &tuning)
-      : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), threads_(threads),
+      : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), device_(device), threads_(threads),
         tuning_(tuning), source_(std::move(source)), scores_(api), partial_(api), arrivals_(api),
         metadata_(api), stepFlags_(api), status_(api) {}
   struct Function {
@@ -159,6 +160,7 @@ private:
 
   const DeviceApi *api_;
   std::string name_, deviceName_;
+  int device_;
   unsigned threads_;
   tuning::TargetTuning tuning_;
   CodeSource source_;

@@ -135,6 +135,8 @@ struct Entry {
   CUresult (*memSetAccess)(CUdeviceptr, size_t, const MemAccessDesc *, size_t) = nullptr;
   CUresult (*streamWaitValue32)(CUstream, CUdeviceptr, unsigned, unsigned) = nullptr;
   CUresult (*streamWriteValue32)(CUstream, CUdeviceptr, unsigned, unsigned) = nullptr;
+  CUresult (*streamCreate)(CUstream *, unsigned) = nullptr;
+  CUresult (*streamDestroy)(CUstream) = nullptr;
 };
 
 // The shared memory and stream memory operations, where the driver has every one of them.
@@ -187,7 +189,17 @@ void loadSharing(void *h, const std::string &path, Entry &e, runtime::DeviceApi 
     return e.memSetAccess(va, bytes, &d, 1);
   };
   if (resolveSymbol(h, path, "cuStreamWaitValue32_v2", e.streamWaitValue32).ok() &&
-      resolveSymbol(h, path, "cuStreamWriteValue32_v2", e.streamWriteValue32).ok()) {
+      resolveSymbol(h, path, "cuStreamWriteValue32_v2", e.streamWriteValue32).ok() &&
+      resolveSymbol(h, path, "cuStreamCreate", e.streamCreate).ok() &&
+      resolveSymbol(h, path, "cuStreamDestroy_v2", e.streamDestroy).ok()) {
+    constexpr unsigned kNonBlocking = 1; // CU_STREAM_NON_BLOCKING
+    a.createNonBlockingStream = [e](void **stream) {
+      CUstream s = nullptr;
+      CUresult r = e.streamCreate(&s, kNonBlocking);
+      *stream = s;
+      return r;
+    };
+    a.destroyStream = [e](void *stream) { return e.streamDestroy(static_cast<CUstream>(stream)); };
     // The default write orders the stream's earlier memory writes before the word (a fence of
     // the system's scope), which is what a peer reading after the word needs.
     a.waitWordEquals = [e](void *stream, uint64_t word, uint32_t v) { return e.streamWaitValue32(stream, word, v, kWaitValueEq); };

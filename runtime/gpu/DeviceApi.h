@@ -82,6 +82,11 @@ struct DeviceApi {
   // platform's loader lacks them.
   std::function<int(void *stream, uint64_t word, uint32_t value)> waitWordEquals;
   std::function<int(void *stream, uint64_t word, uint32_t value)> writeWord;
+  // A stream that neither waits for nor holds up the legacy default stream (CUDA's
+  // CU_STREAM_NON_BLOCKING): a word written there reaches a wait queued on any other stream, where
+  // a synchronous copy would queue behind that very wait. Set with the two above.
+  std::function<int(void **stream)> createNonBlockingStream;
+  std::function<int(void *stream)> destroyStream;
   std::function<const char *(int code)> errorString;
   // What a failed call's code means for m3idx beyond the platform's error string ("" if nothing):
   // which driver a PTX needs, which GPU a code object is for.

@@ -1,5 +1,7 @@
 #include "runtime/gpu/PeerDecodeStep.h"
 
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "core/Spec.h"
@@ -64,14 +66,19 @@ PeerDecodeStep::~PeerDecodeStep() {
     watchdog_.join();
 }
 
+// Once a peer has left, every peer's waits are released, not only its own: a live peer that saw the
+// departure first refuses its next step, and this rank's stream, which may have queued that step
+// already, would otherwise wait for that peer's words forever (found on the GPU: two of three
+// ranks hung, bench/RESULTS.md 2026-12-06 (2)).
 void PeerDecodeStep::watch() {
   while (!stop_) {
-    for (int peer : exchange_->departed()) {
-      if (order_->gone(peer))
-        continue;
-      (void)order_->releaseWaitsFor(peer); // best effort: a driver that fails here has failed the step too
+    const std::vector<int> left = exchange_->departed();
+    if (!left.empty()) {
       int none = -1;
-      departed_.compare_exchange_strong(none, peer);
+      departed_.compare_exchange_strong(none, left.front());
+      for (int peer = 0; peer < ranks(); ++peer)
+        if (peer != rank() && !order_->gone(peer))
+          (void)order_->releaseWaitsFor(peer); // best effort: a driver that fails here has failed the step too
     }
     std::this_thread::sleep_for(kWatchEvery);
   }

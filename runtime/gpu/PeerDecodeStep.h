@@ -6,9 +6,9 @@
 //   rank + ranks, ... (GpuBackend::enqueueDeviceDecodeShare), each head's scores into its owner's
 //   part; afterWrites; beforeReads; topk_decode of this rank's head; afterReads.
 // Every operation is stream-ordered and fixed by shapes, so a step can be captured into a graph.
-// A watchdog thread watches the exchange: a peer whose process ends has its waits released (the
-// stream moves on; that step's top-k, and every later one's until the group is made again, is
-// not to be trusted) and departed() names it from then on.
+// A watchdog thread watches the exchange: once a peer's process ends, every peer's waits are
+// released (the stream moves on; that step's top-k, and every later one's until the group is made
+// again, is not to be trusted) and departed() names it from then on.
 //
 // Part layout (bytes): scores [maxRows, width] f32 | every flag of a score grid | queries
 // [maxRows, ranks, 128] | the step words; the stride a multiple of a score row (the driver's

@@ -9,7 +9,7 @@ namespace m3idx::runtime {
 StatusOr<std::unique_ptr<PeerStepOrder>> PeerStepOrder::create(const DeviceApi &api, const PeerArray &array,
                                                                comm::FdExchange &exchange, size_t offset,
                                                                std::chrono::milliseconds timeout) {
-  if (!api.waitWordEquals || !api.writeWord)
+  if (!api.waitWordEquals || !api.writeWord || !api.createNonBlockingStream)
     return Status::error(fmt::format("{} ({}) has no stream memory operations: decode context parallelism "
                                      "across processes orders its steps with them",
                                      api.platform, api.library));
@@ -20,6 +20,7 @@ StatusOr<std::unique_ptr<PeerStepOrder>> PeerStepOrder::create(const DeviceApi &
     return invalidArgument("peer step words' offset", fmt::format("4-aligned, words within a part of {} bytes", array.stride()),
                            offset);
   std::unique_ptr<PeerStepOrder> o(new PeerStepOrder(api, array, exchange.rank(), offset));
+  M3IDX_RETURN_IF_ERROR(api.check(api.createNonBlockingStream(&o->releaseStream_), "create the release stream"));
   std::vector<uint32_t> first(kWords * static_cast<size_t>(array.ranks()), 0);
   for (int p = 0; p < array.ranks(); ++p)
     first[kConsumed * array.ranks() + p] = 1; // every peer's part is free before the first step
@@ -50,10 +51,14 @@ Status PeerStepOrder::releaseWaitsFor(int peer) {
   if (peer < 0 || peer >= array_.ranks() || peer == rank_)
     return invalidArgument("peer", fmt::format("another rank of 0..{}", array_.ranks() - 1), peer);
   gone_[peer] = true;
-  const uint32_t done = 1;
   for (Word w : {kReady, kConsumed, kFirstReady})
-    M3IDX_RETURN_IF_ERROR(api_.check(api_.upload(word(rank_, w, peer), &done, 4), "release a gone peer's word"));
-  return Status();
+    M3IDX_RETURN_IF_ERROR(api_.check(api_.writeWord(releaseStream_, word(rank_, w, peer), 1), "release a gone peer's word"));
+  return api_.check(api_.streamSynchronize(releaseStream_), "release a gone peer's words");
+}
+
+PeerStepOrder::~PeerStepOrder() {
+  if (releaseStream_)
+    api_.destroyStream(releaseStream_);
 }
 
 } // namespace m3idx::runtime

@@ -18,7 +18,9 @@
 // with four processes on one GPU in bench/ipc_push_probe.cu ("memops").
 //
 // A peer that dies leaves this rank's stream waiting: releaseWaitsFor(peer) sets that peer's words
-// in this rank's page from the host, as if it had done its part, so the stream moves on, and later
+// in this rank's page, as if it had done its part, by stream writes on a stream of its own that no
+// other waits for (a synchronous copy would queue behind the blocked wait on the legacy default
+// stream: found on the GPU, bench/RESULTS.md 2026-12-06 (2)), so the stream moves on, and later
 // steps no longer wait for it (their results, and this one's, are garbage: the caller reports the
 // peer's end; comm::FdExchange::departed() says when). Threads: one rank's step calls from one
 // thread at a time; releaseWaitsFor and gone() from any.
@@ -49,6 +51,7 @@ public:
   Status beforeReads(void *stream) { return take(stream, kReady); }
   Status afterReads(void *stream) { return give(stream, kConsumed); }
   Status releaseWaitsFor(int peer);
+  ~PeerStepOrder();
   bool gone(int peer) const { return gone_[peer].load(); }
 
 private:
@@ -69,6 +72,7 @@ private:
   int rank_;
   size_t offset_;
   std::unique_ptr<std::atomic<bool>[]> gone_; // per rank: released, no longer waited for
+  void *releaseStream_ = nullptr;             // DeviceApi::createNonBlockingStream's
 };
 
 } // namespace m3idx::runtime

@@ -8,6 +8,7 @@
 #include "runtime/gpu/PeerDecodeStep.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -118,6 +119,7 @@ TEST(PeerDecodeStepOnStandIn, FourRanksRunManyStepsAndGatherEveryRanksQueries) {
 
 TEST(PeerDecodeStepOnStandIn, ARankThatEndsIsNamedByTheOthers) {
   const DeviceApi &api = fakeDriver();
+  ::setenv("M3IDX_FAKE_CUDA_WAIT_MS", "3000", 1); // a wait never released fails in 3 s, not 10
   const BatchView shape = decodeShape();
   const std::string group = rank_tests::uniqueGroup();
   std::vector<std::string> errors(kWorld);
@@ -136,9 +138,14 @@ TEST(PeerDecodeStepOnStandIn, ARankThatEndsIsNamedByTheOthers) {
         }
       if (r == 3)
         return; // its group ends with it, as with its process
-      // The next step waits for rank 3's words until the watchdog releases them; a later one is
+      // Rank 1 sees the end first and refuses its next step; ranks 0 and 2 queue theirs at once,
+      // which waits for rank 3's words and rank 1's until their watchdogs release them (on a GPU,
+      // releasing rank 3's alone had left them waiting for rank 1 forever); their next step is
       // refused, naming rank 3, within a bounded time.
       const auto start = std::chrono::steady_clock::now();
+      if (r == 1)
+        while (k.cp->departed() < 0 && std::chrono::steady_clock::now() - start < 5s)
+          std::this_thread::sleep_for(1ms);
       Status s;
       while (s.ok() && std::chrono::steady_clock::now() - start < 5s)
         s = k.cp->enqueue(*k.backend, shape, 64, 3000, k.io, k.ws, nullptr);
@@ -147,6 +154,7 @@ TEST(PeerDecodeStepOnStandIn, ARankThatEndsIsNamedByTheOthers) {
     });
   for (std::thread &t : threads)
     t.join();
+  ::unsetenv("M3IDX_FAKE_CUDA_WAIT_MS");
   EXPECT_EQ(errors[3], "");
   for (int r = 0; r < 3; ++r)
     EXPECT_NE(errors[r].find("rank 3 of the group has left"), std::string::npos) << "rank " << r << ": " << errors[r];

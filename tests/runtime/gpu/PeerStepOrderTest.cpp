@@ -6,7 +6,9 @@
 // its peer waiting until the peer's watchdog releases the waits.
 #include "runtime/gpu/PeerStepOrder.h"
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -145,4 +147,57 @@ TEST(PeerStepOrderOnStandIn, WordsOutsideThePartAndAMissingDriverCallAreNamed) {
     EXPECT_NE(e.find("peer step words' offset"), std::string::npos) << e;
     EXPECT_NE(e.find("has no stream memory operations"), std::string::npos) << e;
   }
+}
+
+// The release goes through stream writes on a non-blocking stream of the order's own, never a
+// synchronous copy: on a GPU a copy on the legacy default stream queued behind the very wait it was
+// to release, and two ranks of four hung (bench/RESULTS.md 2026-12-06 (2)).
+TEST(PeerStepOrderOnStandIn, ReleasesAreStreamWritesOnANonBlockingStream) {
+  DeviceApi api = fakeDriver();
+  std::atomic<int> uploads{0};
+  std::atomic<void *> created{nullptr};
+  std::vector<void *> writeStreams;
+  std::mutex m;
+  const DeviceApi base = api;
+  api.upload = [&](uint64_t d, const void *s, size_t n) { ++uploads; return base.upload(d, s, n); };
+  api.createNonBlockingStream = [&](void **s) {
+    int r = base.createNonBlockingStream(s);
+    created = *s;
+    return r;
+  };
+  api.writeWord = [&](void *stream, uint64_t word, uint32_t v) {
+    std::lock_guard<std::mutex> lock(m);
+    writeStreams.push_back(stream);
+    return base.writeWord(stream, word, v);
+  };
+  std::vector<std::string> errors = onRanks(2, [&](int r, comm::FdExchange &x) -> std::string {
+    auto a = PeerArray::create(api, 0, x, kWordsAt + PeerStepOrder::wordBytes(2), 10s);
+    if (!a.ok())
+      return a.status().message();
+    auto order = PeerStepOrder::create(api, **a, x, kWordsAt, 10s);
+    if (!order.ok())
+      return order.status().message();
+    (void)x.barrier(10s); // both created (each uploads its first words) before rank 0 releases
+    if (r == 0) {
+      const int before = uploads.load();
+      {
+        std::lock_guard<std::mutex> lock(m);
+        writeStreams.clear();
+      }
+      if (Status s = (*order)->releaseWaitsFor(1); !s.ok())
+        return s.message();
+      if (uploads.load() != before)
+        return "the release copied from the host";
+      std::lock_guard<std::mutex> lock(m);
+      if (writeStreams.size() != 3)
+        return fmt::format("{} words written", writeStreams.size());
+      for (void *s : writeStreams)
+        if (s == nullptr)
+          return "a word written on the default stream";
+    }
+    (void)x.barrier(10s);
+    return "";
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
 }

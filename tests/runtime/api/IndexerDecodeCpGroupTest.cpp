@@ -46,8 +46,13 @@ std::unique_ptr<Indexer> fakeCudaIndexer(const runtime::DeviceApi &api) {
 
 // A decode step's device tensors of D requests x Q rows on the stand-in's memory.
 struct DecodeTensors {
+  const runtime::DeviceApi &api;
   TensorView q, kv, table, lens;
-  DecodeTensors(const runtime::DeviceApi &api, int64_t D, int64_t Q) {
+  ~DecodeTensors() {
+    for (const TensorView *t : {&q, &kv, &table, &lens})
+      api.free(reinterpret_cast<uint64_t>(t->data));
+  }
+  DecodeTensors(const runtime::DeviceApi &api, int64_t D, int64_t Q) : api(api) {
     const Device cuda{DeviceKind::Cuda, 0};
     uint64_t at[4];
     const size_t bytes[4] = {static_cast<size_t>(D * Q * 128), 4 * spec::kPageBytes, static_cast<size_t>(D * 32 * 4),

@@ -28,16 +28,22 @@ namespace {
 constexpr int kWorld = 4;
 
 struct Rank {
+  const DeviceApi *api = nullptr;
   std::unique_ptr<GpuBackend> backend;
   std::unique_ptr<PeerDecodeStep> cp;
   DeviceTensors io;
   DeviceWorkspace ws;
   std::string error;
+  ~Rank() {
+    for (uint64_t at : {io.q, io.kv, io.blockTable, io.seqLens, io.topk, ws.base})
+      if (at)
+        api->free(at);
+  }
 };
 
-// A rank's backend, CP group and buffers for `shape` (its q rows hold rank * 16 + row).
-Rank makeRank(const DeviceApi &api, const std::string &group, int r, const BatchView &shape, int64_t W) {
-  Rank k;
+// Fills `k`: a rank's backend, CP group and buffers for `shape` (its q rows hold rank * 16 + row).
+void makeRank(Rank &k, const DeviceApi &api, const std::string &group, int r, const BatchView &shape, int64_t W) {
+  k.api = &api;
   auto backend = GpuBackend::create(&api, "cuda", 0, 32,
                                     [](const dsl::Kernel &, const kernels::KernelConfig &) -> StatusOr<std::string> {
                                       return std::string("image");
@@ -45,7 +51,7 @@ Rank makeRank(const DeviceApi &api, const std::string &group, int r, const Batch
                                     **tuning::tuningFor("sm_90"));
   if (!backend.ok()) {
     k.error = backend.status().message();
-    return k;
+    return;
   }
   k.backend = std::move(*backend);
   const int64_t T = shape.numRows;
@@ -53,7 +59,7 @@ Rank makeRank(const DeviceApi &api, const std::string &group, int r, const Batch
   auto cp = PeerDecodeStep::create(api, 0, group, r, kWorld, capacity, 10s);
   if (!cp.ok()) {
     k.error = cp.status().message();
-    return k;
+    return;
   }
   k.cp = std::move(*cp);
   std::vector<uint8_t> q(T * spec::kIndexHeadDim);
@@ -65,7 +71,6 @@ Rank makeRank(const DeviceApi &api, const std::string &group, int r, const Batch
     api.alloc(at, 1 << 16);
   k.ws.layout = k.backend->tuning().decodeWorkspace(1, T, W);
   api.alloc(&k.ws.base, k.ws.layout.bytes);
-  return k;
 }
 
 BatchView decodeShape() {
@@ -89,7 +94,8 @@ TEST(PeerDecodeStepOnStandIn, FourRanksRunManyStepsAndGatherEveryRanksQueries) {
   std::vector<std::thread> threads;
   for (int r = 0; r < kWorld; ++r)
     threads.emplace_back([&, r] {
-      Rank k = makeRank(api, group, r, shape, W);
+      Rank k;
+      makeRank(k, api, group, r, shape, W);
       std::string &error = errors[r];
       error = k.error;
       for (int step = 0; step < 40 && error.empty(); ++step)
@@ -126,7 +132,8 @@ TEST(PeerDecodeStepOnStandIn, ARankThatEndsIsNamedByTheOthers) {
   std::vector<std::thread> threads;
   for (int r = 0; r < kWorld; ++r)
     threads.emplace_back([&, r] {
-      Rank k = makeRank(api, group, r, shape, 64);
+      Rank k;
+      makeRank(k, api, group, r, shape, 64);
       if (!k.error.empty()) {
         errors[r] = k.error;
         return;

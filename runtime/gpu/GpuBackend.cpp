@@ -15,6 +15,25 @@ using kernels::KernelKind;
 
 namespace {
 
+// A device decode's buffer addresses by role: the caller's tensors, the status words and the
+// workspace's regions (a CP share then points its scores and flags into the group's array).
+void bindDeviceDecode(const DeviceTensors &io, const DeviceWorkspace &ws, uint64_t status,
+                      uint64_t (&address)[kernels::kStepBufferCount]) {
+  using kernels::StepBuffer;
+  const kernels::DecodeWorkspaceLayout &l = ws.layout;
+  auto bind = [&](StepBuffer role, uint64_t a) { address[static_cast<int>(role)] = a; };
+  bind(StepBuffer::Q, io.q);
+  bind(StepBuffer::Kv, io.kv);
+  bind(StepBuffer::BlockTable, io.blockTable);
+  bind(StepBuffer::SeqLens, io.seqLens);
+  bind(StepBuffer::Scores, ws.base + l.scores);
+  bind(StepBuffer::Topk, io.topk ? io.topk : ws.base + l.topk);
+  bind(StepBuffer::Partial, ws.base + l.partial);
+  bind(StepBuffer::Arrivals, ws.base + l.arrivals);
+  bind(StepBuffer::Status, status);
+  bind(StepBuffer::ProgramFlags, ws.base + l.flags);
+}
+
 // " (H100, H200, GH200)": the devices of the target whose code is built for `arch`, for errors.
 std::string devicesOf(const std::string &arch) {
   for (const tuning::TargetInfo &t : tuning::targets())
@@ -228,22 +247,11 @@ Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_
   BoundPlan &plan = found->second;
   // A kept plan may meet a workspace laid out for other capacities: checked every call (5 compares).
   M3IDX_RETURN_IF_ERROR(kernels::fitsWorkspace(plan.needs, ws.layout, io.topk == 0));
-  const kernels::DecodeWorkspaceLayout &l = ws.layout;
   StatusOr<uint64_t> status = statusWords();
   if (!status.ok())
     return status.status();
   uint64_t address[kernels::kStepBufferCount] = {};
-  auto bind = [&](StepBuffer role, uint64_t a) { address[static_cast<int>(role)] = a; };
-  bind(StepBuffer::Q, io.q);
-  bind(StepBuffer::Kv, io.kv);
-  bind(StepBuffer::BlockTable, io.blockTable);
-  bind(StepBuffer::SeqLens, io.seqLens);
-  bind(StepBuffer::Scores, ws.base + l.scores);
-  bind(StepBuffer::Topk, io.topk ? io.topk : ws.base + l.topk);
-  bind(StepBuffer::Partial, ws.base + l.partial);
-  bind(StepBuffer::Arrivals, ws.base + l.arrivals);
-  bind(StepBuffer::Status, *status);
-  bind(StepBuffer::ProgramFlags, ws.base + l.flags);
+  bindDeviceDecode(io, ws, *status, address);
   return launchPlan(plan, address, stream, /*timed=*/false, nullptr);
 }
 
@@ -300,17 +308,9 @@ Status GpuBackend::enqueueDeviceDecodeShare(const BatchView &shape, int64_t W, i
     return status.status();
   const uint64_t own = array.base + static_cast<uint64_t>(rank) * array.partStride;
   uint64_t address[kernels::kStepBufferCount] = {};
-  auto bind = [&](StepBuffer role, uint64_t a) { address[static_cast<int>(role)] = a; };
-  bind(StepBuffer::Q, io.q);
-  bind(StepBuffer::Kv, io.kv);
-  bind(StepBuffer::BlockTable, io.blockTable);
-  bind(StepBuffer::SeqLens, io.seqLens);
-  bind(StepBuffer::Scores, score ? array.base : own);
-  bind(StepBuffer::ProgramFlags, (score ? own : array.base) + array.flagsOffset);
-  bind(StepBuffer::Topk, io.topk ? io.topk : ws.base + ws.layout.topk);
-  bind(StepBuffer::Partial, ws.base + ws.layout.partial);
-  bind(StepBuffer::Arrivals, ws.base + ws.layout.arrivals);
-  bind(StepBuffer::Status, *status);
+  bindDeviceDecode(io, ws, *status, address);
+  address[static_cast<int>(StepBuffer::Scores)] = score ? array.base : own;
+  address[static_cast<int>(StepBuffer::ProgramFlags)] = (score ? own : array.base) + array.flagsOffset;
   return launchPlan(plan, address, stream, /*timed=*/false, nullptr);
 }
 

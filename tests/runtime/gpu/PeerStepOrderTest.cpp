@@ -29,58 +29,67 @@ constexpr size_t kWordsAt = 8192;  // bytes: the step words, after both rounds' 
 
 std::vector<int32_t> sliceOf(int step, int writer) { return std::vector<int32_t>(kSliceInts, step * 16 + writer); }
 
-} // namespace
-
-TEST(PeerStepOrderOnStandIn, ManyStepsAtUnevenSpeedsReadOnlyTheirOwnStep) {
-  const DeviceApi &api = fakeDriver();
-  constexpr int kWorld = 4, kSteps = 150;
-  std::vector<std::string> errors = onRanks(kWorld, [&](int r, comm::FdExchange &x) -> std::string {
-    auto a = PeerArray::create(api, 0, x, kWordsAt + PeerStepOrder::wordBytes(kWorld), 10s);
+// Runs body(rank, exchange, array, order) -> error text on `world` ranks, each with an array whose
+// parts hold the slices and the step words, and the order over them.
+template <typename Body> std::vector<std::string> onOrderedRanks(const DeviceApi &api, int world, Body body) {
+  return onRanks(world, [&](int r, comm::FdExchange &x) -> std::string {
+    auto a = PeerArray::create(api, 0, x, kWordsAt + PeerStepOrder::wordBytes(world), 10s);
     if (!a.ok())
       return a.status().message();
     auto order = PeerStepOrder::create(api, **a, x, kWordsAt, 10s);
     if (!order.ok())
       return order.status().message();
+    return body(r, x, **a, **order);
+  });
+}
+
+} // namespace
+
+TEST(PeerStepOrderOnStandIn, ManyStepsAtUnevenSpeedsReadOnlyTheirOwnStep) {
+  const DeviceApi &api = fakeDriver();
+  constexpr int kWorld = 4, kSteps = 150;
+  std::vector<std::string> errors = onOrderedRanks(api, kWorld, [&](int r, comm::FdExchange &, PeerArray &a,
+                                                                   PeerStepOrder &order) -> std::string {
     std::mt19937 rng(r);
     std::string wrong;
     for (int step = 1; step <= kSteps && wrong.empty(); ++step) {
-      if (Status s = (*order)->beforeWrites(nullptr); !s.ok())
+      if (Status s = order.beforeWrites(nullptr); !s.ok())
         return s.message();
       for (int p = 0; p < kWorld; ++p) { // the first round (decode CP's queries)
         std::vector<int32_t> mine = sliceOf(-step, r);
-        (void)api.upload((*a)->part(p) + kFirstAt + r * kSliceInts * 4, mine.data(), kSliceInts * 4);
+        (void)api.upload(a.part(p) + kFirstAt + r * kSliceInts * 4, mine.data(), kSliceInts * 4);
       }
-      if (Status s = (*order)->afterFirstWrites(nullptr); !s.ok())
+      if (Status s = order.afterFirstWrites(nullptr); !s.ok())
         return s.message();
-      if (Status s = (*order)->beforeFirstReads(nullptr); !s.ok())
+      if (Status s = order.beforeFirstReads(nullptr); !s.ok())
         return s.message();
       if (rng() % 4 == 0)
         std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
       for (int q = 0; q < kWorld; ++q) {
         std::vector<int32_t> got(kSliceInts, -1);
-        (void)api.download(got.data(), (*a)->part(r) + kFirstAt + q * kSliceInts * 4, kSliceInts * 4);
+        (void)api.download(got.data(), a.part(r) + kFirstAt + q * kSliceInts * 4, kSliceInts * 4);
         if (got != sliceOf(-step, q))
           wrong = fmt::format("step {}: first-round slice of rank {} reads {}", step, q, got[0]);
       }
       for (int p = 0; p < kWorld; ++p) {
         std::vector<int32_t> mine = sliceOf(step, r);
-        (void)api.upload((*a)->part(p) + r * kSliceInts * 4, mine.data(), kSliceInts * 4);
+        (void)api.upload(a.part(p) + r * kSliceInts * 4, mine.data(), kSliceInts * 4);
         if (rng() % 4 == 0) // uneven speeds: a rank that lags mid-write
           std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
       }
-      if (Status s = (*order)->afterWrites(nullptr); !s.ok())
+      if (Status s = order.afterWrites(nullptr); !s.ok())
         return s.message();
-      if (Status s = (*order)->beforeReads(nullptr); !s.ok())
+      if (Status s = order.beforeReads(nullptr); !s.ok())
         return s.message();
       if (rng() % 4 == 0) // a rank that lags before reading: fast peers must not write over it
         std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
       for (int q = 0; q < kWorld; ++q) {
         std::vector<int32_t> got(kSliceInts, -1);
-        (void)api.download(got.data(), (*a)->part(r) + q * kSliceInts * 4, kSliceInts * 4);
+        (void)api.download(got.data(), a.part(r) + q * kSliceInts * 4, kSliceInts * 4);
         if (got != sliceOf(step, q))
           wrong = fmt::format("step {}: slice of rank {} reads {} (step {})", step, q, got[0], got[0] / 16);
       }
-      if (Status s = (*order)->afterReads(nullptr); !s.ok())
+      if (Status s = order.afterReads(nullptr); !s.ok())
         return s.message();
     }
     return wrong;
@@ -91,13 +100,8 @@ TEST(PeerStepOrderOnStandIn, ManyStepsAtUnevenSpeedsReadOnlyTheirOwnStep) {
 
 TEST(PeerStepOrderOnStandIn, AGonePeersWaitsAreReleasedByTheWatchdog) {
   const DeviceApi &api = fakeDriver();
-  std::vector<std::string> errors = onRanks(2, [&](int r, comm::FdExchange &x) -> std::string {
-    auto a = PeerArray::create(api, 0, x, kWordsAt + PeerStepOrder::wordBytes(2), 10s);
-    if (!a.ok())
-      return a.status().message();
-    auto order = PeerStepOrder::create(api, **a, x, kWordsAt, 10s);
-    if (!order.ok())
-      return order.status().message();
+  std::vector<std::string> errors = onOrderedRanks(api, 2, [&](int r, comm::FdExchange &x, PeerArray &,
+                                                              PeerStepOrder &order) -> std::string {
     for (int step = 1; step <= 3; ++step) {
       if (r == 1 && step == 2)
         return ""; // rank 1 ends: its exchange closes as its process's end would close it
@@ -108,20 +112,20 @@ TEST(PeerStepOrderOnStandIn, AGonePeersWaitsAreReleasedByTheWatchdog) {
         watchdog = std::thread([&] {
           while (x.departed().empty() && std::chrono::steady_clock::now() - start < 5s)
             std::this_thread::sleep_for(1ms);
-          (void)(*order)->releaseWaitsFor(1);
+          (void)order.releaseWaitsFor(1);
         });
-      Status s = (*order)->beforeWrites(nullptr);
+      Status s = order.beforeWrites(nullptr);
       if (s.ok())
-        s = (*order)->afterWrites(nullptr);
+        s = order.afterWrites(nullptr);
       if (s.ok())
-        s = (*order)->beforeReads(nullptr);
+        s = order.beforeReads(nullptr);
       if (s.ok())
-        s = (*order)->afterReads(nullptr);
+        s = order.afterReads(nullptr);
       if (watchdog.joinable())
         watchdog.join();
       if (!s.ok())
         return s.message();
-      if (r == 0 && step >= 2 && (!(*order)->gone(1) || std::chrono::steady_clock::now() - start > 2s))
+      if (r == 0 && step >= 2 && (!order.gone(1) || std::chrono::steady_clock::now() - start > 2s))
         return fmt::format("step {}: the peer's end was not seen within 2 s", step);
     }
     return "";
@@ -170,13 +174,8 @@ TEST(PeerStepOrderOnStandIn, ReleasesAreStreamWritesOnANonBlockingStream) {
     writeStreams.push_back(stream);
     return base.writeWord(stream, word, v);
   };
-  std::vector<std::string> errors = onRanks(2, [&](int r, comm::FdExchange &x) -> std::string {
-    auto a = PeerArray::create(api, 0, x, kWordsAt + PeerStepOrder::wordBytes(2), 10s);
-    if (!a.ok())
-      return a.status().message();
-    auto order = PeerStepOrder::create(api, **a, x, kWordsAt, 10s);
-    if (!order.ok())
-      return order.status().message();
+  std::vector<std::string> errors = onOrderedRanks(api, 2, [&](int r, comm::FdExchange &x, PeerArray &,
+                                                              PeerStepOrder &order) -> std::string {
     (void)x.barrier(10s); // both created (each uploads its first words) before rank 0 releases
     if (r == 0) {
       const int before = uploads.load();
@@ -184,7 +183,7 @@ TEST(PeerStepOrderOnStandIn, ReleasesAreStreamWritesOnANonBlockingStream) {
         std::lock_guard<std::mutex> lock(m);
         writeStreams.clear();
       }
-      if (Status s = (*order)->releaseWaitsFor(1); !s.ok())
+      if (Status s = order.releaseWaitsFor(1); !s.ok())
         return s.message();
       if (uploads.load() != before)
         return "the release copied from the host";

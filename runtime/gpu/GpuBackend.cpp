@@ -224,27 +224,34 @@ StatusOr<GpuBackend::BoundPlan> GpuBackend::bindPlan(const kernels::StepPlan &pl
   return bound;
 }
 
+template <typename Key>
+StatusOr<GpuBackend::BoundPlan *> GpuBackend::keptPlan(std::map<Key, BoundPlan> &kept, const Key &key, void *stream,
+                                                       const std::function<StatusOr<kernels::StepPlan>()> &plan) {
+  if (auto found = kept.find(key); found != kept.end())
+    return &found->second;
+  StatusOr<kernels::StepPlan> made = plan();
+  if (!made.ok())
+    return made.status();
+  M3IDX_RETURN_IF_ERROR(refuseSetupInCapture(*made, stream));
+  StatusOr<BoundPlan> bound = bindPlan(*made);
+  if (!bound.ok())
+    return bound.status();
+  if (kept.size() >= kMaxDecodePlans)
+    kept.clear();
+  return &kept.emplace(key, std::move(*bound)).first->second;
+}
+
 Status GpuBackend::enqueueDeviceDecode(const BatchView &shape, int64_t W, int64_t maxSeqLen,
                                        const DeviceTensors &io, const DeviceWorkspace &ws, void *stream) {
-  using kernels::StepBuffer;
   const IndexerParams &p = shape.params;
   const std::array<int64_t, 10> key = {p.numHeads, p.decodeQueryLen, p.numDecodes,  shape.numRows, shape.maxBlocks,
                                        shape.numPages, W, maxSeqLen, p.initBlocks, p.localBlocks};
-  auto found = decodePlans_.find(key);
-  if (found == decodePlans_.end()) {
-    StatusOr<kernels::StepPlan> plan =
-        kernels::planDeviceDecode(shape, W, maxSeqLen, tuning_.forStep(p.numHeads, p.decodeQueryLen, p.numDecodes));
-    if (!plan.ok())
-      return plan.status();
-    M3IDX_RETURN_IF_ERROR(refuseSetupInCapture(*plan, stream));
-    StatusOr<BoundPlan> bound = bindPlan(*plan);
-    if (!bound.ok())
-      return bound.status();
-    if (decodePlans_.size() >= kMaxDecodePlans) // an engine's shapes repeat; a sweep's need not
-      decodePlans_.clear();
-    found = decodePlans_.emplace(key, std::move(*bound)).first;
-  }
-  BoundPlan &plan = found->second;
+  StatusOr<BoundPlan *> kept = keptPlan(decodePlans_, key, stream, [&] {
+    return kernels::planDeviceDecode(shape, W, maxSeqLen, tuning_.forStep(p.numHeads, p.decodeQueryLen, p.numDecodes));
+  });
+  if (!kept.ok())
+    return kept.status();
+  BoundPlan &plan = **kept;
   // A kept plan may meet a workspace laid out for other capacities: checked every call (5 compares).
   M3IDX_RETURN_IF_ERROR(kernels::fitsWorkspace(plan.needs, ws.layout, io.topk == 0));
   StatusOr<uint64_t> status = statusWords();
@@ -276,33 +283,27 @@ Status GpuBackend::enqueueDeviceDecodeShare(const BatchView &shape, int64_t W, i
                                        p.initBlocks, p.localBlocks,   rank,           ranks,
                                        static_cast<int64_t>(array.partStride), static_cast<int64_t>(array.flagsOffset),
                                        score};
-  auto found = sharePlans_.find(key);
-  if (found == sharePlans_.end()) {
+  StatusOr<BoundPlan *> kept = keptPlan(sharePlans_, key, stream, [&]() -> StatusOr<kernels::StepPlan> {
     StatusOr<kernels::SharePlans> plans = kernels::planDeviceDecodeShare(
         shape, W, maxSeqLen, tuning_.forStep(ranks, p.decodeQueryLen, p.numDecodes),
         tuning_.forStep(p.numHeads, p.decodeQueryLen, p.numDecodes), share);
     if (!plans.ok())
       return plans.status();
-    const kernels::StepPlan &plan = score ? plans->score : plans->topk;
-    if (static_cast<int64_t>(array.flagsOffset) + plans->score.elementsOf(StepBuffer::ProgramFlags) * 4 >
-        static_cast<int64_t>(array.partStride))
+    const int64_t flags = plans->score.elementsOf(StepBuffer::ProgramFlags);
+    if (static_cast<int64_t>(array.flagsOffset) + flags * 4 > static_cast<int64_t>(array.partStride))
       return invalidArgument("decode CP array", "room for a rank's flags after the flags offset",
-                             fmt::format("{} flags at {} in parts of {} bytes",
-                                         plans->score.elementsOf(StepBuffer::ProgramFlags), array.flagsOffset,
+                             fmt::format("{} flags at {} in parts of {} bytes", flags, array.flagsOffset,
                                          array.partStride));
-    M3IDX_RETURN_IF_ERROR(refuseSetupInCapture(plan, stream));
-    StatusOr<BoundPlan> bound = bindPlan(plan);
-    if (!bound.ok())
-      return bound.status();
-    // The scores and flags are the array's: the workspace holds the top-k's segment keys,
-    // arrival counts and (without io.topk) the top-k.
-    bound->needs.scores = bound->needs.flags = 0;
-    if (sharePlans_.size() >= kMaxDecodePlans)
-      sharePlans_.clear();
-    found = sharePlans_.emplace(key, std::move(*bound)).first;
-  }
-  BoundPlan &plan = found->second;
-  M3IDX_RETURN_IF_ERROR(kernels::fitsWorkspace(plan.needs, ws.layout, io.topk == 0));
+    return std::move(score ? plans->score : plans->topk);
+  });
+  if (!kept.ok())
+    return kept.status();
+  BoundPlan &plan = **kept;
+  // The scores and flags are the array's: the workspace holds the top-k's segment keys, arrival
+  // counts and (without io.topk) the top-k.
+  kernels::WorkspaceNeeds needs = plan.needs;
+  needs.scores = needs.flags = 0;
+  M3IDX_RETURN_IF_ERROR(kernels::fitsWorkspace(needs, ws.layout, io.topk == 0));
   StatusOr<uint64_t> status = statusWords();
   if (!status.ok())
     return status.status();

@@ -146,6 +146,12 @@ private:
     std::vector<BoundLaunch> launches;
   };
   StatusOr<BoundPlan> bindPlan(const kernels::StepPlan &plan);
+  // The bound plan kept under `key` in `kept`, else one made by `plan()`, refused inside a capture
+  // where it would set up (refuseSetupInCapture), bound and kept (up to kMaxDecodePlans: an
+  // engine's shapes repeat, a sweep's need not). The device decodes' plan caches.
+  template <typename Key>
+  StatusOr<BoundPlan *> keptPlan(std::map<Key, BoundPlan> &kept, const Key &key, void *stream,
+                                 const std::function<StatusOr<kernels::StepPlan>()> &plan);
   // What a device decode of `plan` would do on the host besides launching (load a kernel,
   // allocate scratch), as an error if `stream` is capturing a graph: such calls invalidate the
   // caller's capture. Nothing is queried when there is nothing to do.

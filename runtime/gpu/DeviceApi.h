@@ -30,7 +30,7 @@ struct DeviceApi {
   // Device-to-device on the default stream; may return before it completes (synchronize).
   std::function<int(uint64_t dst, uint64_t src, size_t bytes)> copy;
   // `rows` rows of `rowBytes` bytes, device to device, rows `srcPitch` and `dstPitch` bytes apart,
-  // ordered on `stream` (a graph captures it). Unset where the platform's loader lacks it (HIP).
+  // ordered on `stream` (a graph captures it). Unset where the platform's library lacks it.
   std::function<int(uint64_t dst, size_t dstPitch, uint64_t src, size_t srcPitch, size_t rowBytes, size_t rows,
                     void *stream)>
       copyRowsAsync;
@@ -59,9 +59,9 @@ struct DeviceApi {
   // Sets `bytes` bytes at dst to `value`, ordered on `stream` (benchmarks flush L2 with it).
   std::function<int(uint64_t dst, uint8_t value, size_t bytes, void *stream)> memsetAsync;
   // Device memory shared between processes and mapped into one address range (decode context
-  // parallelism across processes: gpu/PeerArray.h). Unset where the platform's loader lacks them
-  // (the HIP loader does not load them yet). Handles are the driver's allocation handles; a
-  // shareable one is exported and imported as a POSIX file descriptor.
+  // parallelism across processes: gpu/PeerArray.h). Unset where the platform's library lacks any of
+  // them (CUDA's virtual memory calls; HIP's, ROCm 6.1+). Handles are the driver's allocation
+  // handles; a shareable one is exported and imported as a POSIX file descriptor.
   struct SharedMemory {
     std::function<int(int device, size_t *granularity)> granularity; // of an allocation's size and mapping
     std::function<int(int device, size_t bytes, uint64_t *handle)> create;
@@ -76,10 +76,10 @@ struct DeviceApi {
   };
   SharedMemory shared;
   bool hasSharedMemory() const { return static_cast<bool>(shared.create); }
-  // Stream-ordered 32-bit words in device memory (CUDA's stream memory operations, which a graph
-  // captures): queued work after waitWordEquals waits until the word holds `value`; writeWord
-  // stores it after the work before it, all of its memory writes visible first. Unset where the
-  // platform's loader lacks them.
+  // Stream-ordered 32-bit words in device memory (CUDA's / HIP's stream memory operations, which
+  // a graph captures): queued work after waitWordEquals waits until the word holds `value`;
+  // writeWord stores it after the work before it, all of its memory writes visible first. Unset
+  // where the platform's library lacks them.
   std::function<int(void *stream, uint64_t word, uint32_t value)> waitWordEquals;
   std::function<int(void *stream, uint64_t word, uint32_t value)> writeWord;
   // A stream that neither waits for nor holds up the legacy default stream (CUDA's

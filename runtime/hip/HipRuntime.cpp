@@ -20,6 +20,39 @@ using hipFunction_t = void *;
 using hipStream_t = void *;
 using hipDeviceptr_t = void *;
 using hipEvent_t = void *;
+using hipMemGenericAllocationHandle_t = void *;
+
+// Virtual memory management (hip_runtime_api.h's hipMemLocation, hipMemAllocationProp,
+// hipMemAccessDesc: the layout of CUDA's, checked against ROCm's header).
+struct MemLocation {
+  int type; // hipMemLocationTypeDevice = 1
+  int id;
+};
+struct MemAllocationProp {
+  int type;                // hipMemAllocationTypePinned = 1
+  int requestedHandleType; // hipMemHandleTypePosixFileDescriptor = 1
+  MemLocation location;
+  void *win32HandleMetaData;
+  struct {
+    unsigned char compressionType, gpuDirectRDMACapable;
+    unsigned short usage;
+  } allocFlags;
+};
+static_assert(sizeof(MemAllocationProp) == 32, "hip_runtime_api.h's hipMemAllocationProp");
+struct MemAccessDesc {
+  MemLocation location;
+  int flags; // hipMemAccessFlagsProtReadWrite = 3
+};
+constexpr int kPosixFileDescriptor = 1, kGranularityRecommended = 1, kWaitValueEq = 1, kDeviceToDevice = 3,
+              kNonBlocking = 1;
+
+MemAllocationProp shareableOn(int device) {
+  MemAllocationProp p = {};
+  p.type = 1;
+  p.requestedHandleType = kPosixFileDescriptor;
+  p.location = {1, device};
+  return p;
+}
 
 struct Entry {
   const char *(*getErrorString)(hipError_t) = nullptr;
@@ -47,9 +80,99 @@ struct Entry {
   hipError_t (*eventSynchronize)(hipEvent_t) = nullptr;
   hipError_t (*streamWaitEvent)(hipStream_t, hipEvent_t, unsigned) = nullptr;
   hipError_t (*eventElapsedTime)(float *, hipEvent_t, hipEvent_t) = nullptr;
+  // Optional: shared memory between processes, stream memory operations, pitched copies.
+  hipError_t (*memGetAllocationGranularity)(size_t *, const MemAllocationProp *, int) = nullptr;
+  hipError_t (*memCreate)(hipMemGenericAllocationHandle_t *, size_t, const MemAllocationProp *,
+                          unsigned long long) = nullptr;
+  hipError_t (*memExportToShareableHandle)(void *, hipMemGenericAllocationHandle_t, int, unsigned long long) = nullptr;
+  hipError_t (*memImportFromShareableHandle)(hipMemGenericAllocationHandle_t *, void *, int) = nullptr;
+  hipError_t (*memRelease)(hipMemGenericAllocationHandle_t) = nullptr;
+  hipError_t (*memAddressReserve)(void **, size_t, size_t, void *, unsigned long long) = nullptr;
+  hipError_t (*memAddressFree)(void *, size_t) = nullptr;
+  hipError_t (*memMap)(void *, size_t, size_t, hipMemGenericAllocationHandle_t, unsigned long long) = nullptr;
+  hipError_t (*memUnmap)(void *, size_t) = nullptr;
+  hipError_t (*memSetAccess)(void *, size_t, const MemAccessDesc *, size_t) = nullptr;
+  hipError_t (*memcpy2DAsync)(void *, size_t, const void *, size_t, size_t, size_t, int, hipStream_t) = nullptr;
+  hipError_t (*streamWaitValue32)(hipStream_t, void *, uint32_t, unsigned, uint32_t) = nullptr;
+  hipError_t (*streamWriteValue32)(hipStream_t, void *, uint32_t, unsigned) = nullptr;
+  hipError_t (*streamCreateWithFlags)(hipStream_t *, unsigned) = nullptr;
+  hipError_t (*streamDestroy)(hipStream_t) = nullptr;
 };
 
 void *asPtr(uint64_t p) { return reinterpret_cast<void *>(static_cast<uintptr_t>(p)); }
+uint64_t asInt(const void *p) { return reinterpret_cast<uintptr_t>(p); }
+
+// Decode CP's calls (DeviceApi::SharedMemory, the stream words, copyRowsAsync), where the runtime
+// has every one of them (ROCm 6.1+). Built to ROCm's declarations and checked against a stand-in
+// (tests/runtime/hip/fake_hip.c); no AMD GPU was at hand to run them. ROCm documents
+// hipStreamWaitValue32 for signal memory (hipMallocSignalMemory): whether it waits on mapped
+// shareable memory as CUDA's does is unproven.
+void loadSharing(void *h, const std::string &path, Entry &e, runtime::DeviceApi &a) {
+  using runtime::resolveSymbol;
+  for (Status s : {resolveSymbol(h, path, "hipMemGetAllocationGranularity", e.memGetAllocationGranularity),
+                   resolveSymbol(h, path, "hipMemCreate", e.memCreate),
+                   resolveSymbol(h, path, "hipMemExportToShareableHandle", e.memExportToShareableHandle),
+                   resolveSymbol(h, path, "hipMemImportFromShareableHandle", e.memImportFromShareableHandle),
+                   resolveSymbol(h, path, "hipMemRelease", e.memRelease),
+                   resolveSymbol(h, path, "hipMemAddressReserve", e.memAddressReserve),
+                   resolveSymbol(h, path, "hipMemAddressFree", e.memAddressFree),
+                   resolveSymbol(h, path, "hipMemMap", e.memMap),
+                   resolveSymbol(h, path, "hipMemUnmap", e.memUnmap),
+                   resolveSymbol(h, path, "hipMemSetAccess", e.memSetAccess),
+                   resolveSymbol(h, path, "hipMemcpy2DAsync", e.memcpy2DAsync),
+                   resolveSymbol(h, path, "hipStreamWaitValue32", e.streamWaitValue32),
+                   resolveSymbol(h, path, "hipStreamWriteValue32", e.streamWriteValue32),
+                   resolveSymbol(h, path, "hipStreamCreateWithFlags", e.streamCreateWithFlags),
+                   resolveSymbol(h, path, "hipStreamDestroy", e.streamDestroy)})
+    if (!s.ok())
+      return;
+  runtime::DeviceApi::SharedMemory &m = a.shared;
+  m.granularity = [e](int device, size_t *g) {
+    const MemAllocationProp p = shareableOn(device);
+    return e.memGetAllocationGranularity(g, &p, kGranularityRecommended);
+  };
+  m.create = [e](int device, size_t bytes, uint64_t *handle) {
+    const MemAllocationProp p = shareableOn(device);
+    hipMemGenericAllocationHandle_t h = nullptr;
+    hipError_t r = e.memCreate(&h, bytes, &p, 0);
+    *handle = asInt(h);
+    return r;
+  };
+  m.exportFd = [e](uint64_t handle, int *fd) {
+    return e.memExportToShareableHandle(fd, asPtr(handle), kPosixFileDescriptor, 0);
+  };
+  m.importFd = [e](int fd, uint64_t *handle) {
+    hipMemGenericAllocationHandle_t h = nullptr;
+    hipError_t r = e.memImportFromShareableHandle(&h, reinterpret_cast<void *>(static_cast<intptr_t>(fd)),
+                                                  kPosixFileDescriptor);
+    *handle = asInt(h);
+    return r;
+  };
+  m.release = [e](uint64_t handle) { return e.memRelease(asPtr(handle)); };
+  m.reserve = [e](size_t bytes, uint64_t *va) {
+    void *p = nullptr;
+    hipError_t r = e.memAddressReserve(&p, bytes, 0, nullptr, 0);
+    *va = asInt(p);
+    return r;
+  };
+  m.unreserve = [e](uint64_t va, size_t bytes) { return e.memAddressFree(asPtr(va), bytes); };
+  m.map = [e](uint64_t va, size_t bytes, uint64_t handle) { return e.memMap(asPtr(va), bytes, 0, asPtr(handle), 0); };
+  m.unmap = [e](uint64_t va, size_t bytes) { return e.memUnmap(asPtr(va), bytes); };
+  m.allowReadWrite = [e](int device, uint64_t va, size_t bytes) {
+    const MemAccessDesc d = {{1, device}, 3};
+    return e.memSetAccess(asPtr(va), bytes, &d, 1);
+  };
+  a.copyRowsAsync = [e](uint64_t dst, size_t dstPitch, uint64_t src, size_t srcPitch, size_t rowBytes, size_t rows,
+                        void *stream) {
+    return e.memcpy2DAsync(asPtr(dst), dstPitch, asPtr(src), srcPitch, rowBytes, rows, kDeviceToDevice, stream);
+  };
+  a.createNonBlockingStream = [e](void **stream) { return e.streamCreateWithFlags(stream, kNonBlocking); };
+  a.destroyStream = [e](void *stream) { return e.streamDestroy(stream); };
+  a.waitWordEquals = [e](void *stream, uint64_t word, uint32_t v) {
+    return e.streamWaitValue32(stream, asPtr(word), v, kWaitValueEq, 0xFFFFFFFFu);
+  };
+  a.writeWord = [e](void *stream, uint64_t word, uint32_t v) { return e.streamWriteValue32(stream, asPtr(word), v, 0); };
+}
 
 StatusOr<runtime::DeviceApi> load(void *h, const std::string &path) {
   using runtime::resolveSymbol;
@@ -132,6 +255,7 @@ StatusOr<runtime::DeviceApi> load(void *h, const std::string &path) {
   a.launch = [e](void *f, unsigned programs, unsigned threads, void *stream, void **params, bool) {
     return e.moduleLaunchKernel(f, programs, 1, 1, threads, 1, 1, 0, stream, params, nullptr);
   };
+  loadSharing(h, path, e, a);
   if (Status s = a.check(e.init(0), "hipInit"); !s.ok())
     return s;
   return a;

@@ -4,27 +4,17 @@
  * such as 12020) below 12040 makes every module load fail as an old driver's does on newer PTX.
  * cuLaunchKernelEx takes only cuda.h's layout of one programmatic-launch attribute (else an invalid
  * argument); M3IDX_FAKE_CUDA_REFUSE_EX=1 makes it refuse such a launch, so a test can see one.
- * Shared memory is a memfd: cuMemCreate makes one, its export and import are dup()s of it, an
- * address range is a PROT_NONE reservation and cuMemMap maps the memfd into it, so ranks (threads
- * or processes) that map each other's allocations see the same bytes, as on a GPU. Stream memory
- * operations act at once on host memory (a wait spins, failing after M3IDX_FAKE_CUDA_WAIT_MS,
- * default 10000, so a test cannot hang). M3IDX_FAKE_CUDA_NO_VMM=1 makes cuMemCreate unsupported. */
-#define _GNU_SOURCE
-#include <stdint.h>
-#include <stdlib.h>
+ * Shared memory and stream memory operations are tests/runtime/fake_vmm.h's (a wait fails after
+ * M3IDX_FAKE_CUDA_WAIT_MS); M3IDX_FAKE_CUDA_NO_VMM=1 makes cuMemCreate unsupported. */
+#include "../fake_vmm.h"
+
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
 
 typedef int CUresult;
 enum { kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kUnsupportedPtxVersion = 222, kNotPermitted = 800,
        kNotSupported = 801, kTimeout = 909 };
 
-static int envInt(const char *name, int fallback) {
-  const char *v = getenv(name);
-  return v && *v ? atoi(v) : fallback;
-}
+#define envInt fake_env_int
 
 CUresult cuGetErrorString(CUresult code, const char **text) {
   *text = code == kUnsupportedPtxVersion ? "the provided PTX was compiled with an unsupported toolchain."
@@ -108,8 +98,7 @@ CUresult cuMemcpy2DAsync_v2(const void *m, void *stream) {
   const size_t width = *(const size_t *)(c + 112), height = *(const size_t *)(c + 120);
   if (*(const int *)(c + 16) != 2 || *(const int *)(c + 72) != 2)
     return kInvalidValue;
-  for (size_t r = 0; r < height; ++r)
-    memcpy((void *)(dst + r * dstPitch), (const void *)(src + r * srcPitch), width);
+  fake_copy_rows((void *)dst, dstPitch, (const void *)src, srcPitch, width, height);
   return kSuccess;
 }
 CUresult cuMemsetD8Async(unsigned long long d, unsigned char v, size_t n, void *stream) {
@@ -124,7 +113,7 @@ CUresult cuEventSynchronize(void *e) { (void)e; return kSuccess; }
 CUresult cuStreamWaitEvent(void *stream, void *e, unsigned flags) { (void)stream; (void)e; (void)flags; return kSuccess; }
 CUresult cuEventElapsedTime(float *ms, void *start, void *stop) { (void)start; (void)stop; *ms = 0; return kSuccess; }
 
-/* Shared memory: a handle is its memfd's descriptor + 1 (0 is no handle). */
+/* Shared memory (fake_vmm.h). */
 CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int option) {
   (void)prop; (void)option;
   *g = 65536;
@@ -134,46 +123,31 @@ CUresult cuMemCreate(unsigned long long *h, size_t n, const void *prop, unsigned
   (void)prop; (void)flags;
   if (envInt("M3IDX_FAKE_CUDA_NO_VMM", 0))
     return kNotSupported;
-  int fd = memfd_create("fake-cuda", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, (off_t)n) != 0)
-    return kOutOfMemory;
-  *h = (unsigned long long)fd + 1;
-  return kSuccess;
+  return fake_vmm_create(n, h) == 0 ? kSuccess : kOutOfMemory;
 }
 CUresult cuMemExportToShareableHandle(void *out, unsigned long long h, int type, unsigned long long flags) {
   (void)flags;
-  if (type != 1 || h == 0)
-    return kInvalidValue;
-  *(int *)out = dup((int)h - 1);
-  return *(int *)out >= 0 ? kSuccess : kInvalidValue;
+  return type == 1 && fake_vmm_export(h, (int *)out) == 0 ? kSuccess : kInvalidValue;
 }
 CUresult cuMemImportFromShareableHandle(unsigned long long *h, void *os, int type) {
-  int fd = type == 1 ? dup((int)(intptr_t)os) : -1;
-  if (fd < 0)
-    return kInvalidValue;
-  *h = (unsigned long long)fd + 1;
-  return kSuccess;
+  return type == 1 && fake_vmm_import((int)(intptr_t)os, h) == 0 ? kSuccess : kInvalidValue;
 }
-CUresult cuMemRelease(unsigned long long h) { return h && close((int)h - 1) == 0 ? kSuccess : kInvalidValue; }
+CUresult cuMemRelease(unsigned long long h) { return fake_vmm_release(h) == 0 ? kSuccess : kInvalidValue; }
 CUresult cuMemAddressReserve(unsigned long long *p, size_t n, size_t align, unsigned long long addr,
                              unsigned long long flags) {
   (void)align; (void)addr; (void)flags;
-  void *v = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (v == MAP_FAILED)
+  void *v = NULL;
+  if (fake_vmm_reserve(n, &v) != 0)
     return kOutOfMemory;
   *p = (unsigned long long)v;
   return kSuccess;
 }
-CUresult cuMemAddressFree(unsigned long long p, size_t n) { return munmap((void *)p, n) == 0 ? kSuccess : kInvalidValue; }
+CUresult cuMemAddressFree(unsigned long long p, size_t n) { return fake_vmm_unreserve((void *)p, n) == 0 ? kSuccess : kInvalidValue; }
 CUresult cuMemMap(unsigned long long p, size_t n, size_t offset, unsigned long long h, unsigned long long flags) {
   (void)flags;
-  void *v = mmap((void *)p, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, (int)h - 1, (off_t)offset);
-  return v == (void *)p ? kSuccess : kInvalidValue;
+  return fake_vmm_map((void *)p, n, offset, h) == 0 ? kSuccess : kInvalidValue;
 }
-CUresult cuMemUnmap(unsigned long long p, size_t n) {
-  void *v = mmap((void *)p, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  return v == (void *)p ? kSuccess : kInvalidValue;
-}
+CUresult cuMemUnmap(unsigned long long p, size_t n) { return fake_vmm_unmap((void *)p, n) == 0 ? kSuccess : kInvalidValue; }
 CUresult cuMemSetAccess(unsigned long long p, size_t n, const void *desc, size_t count) {
   (void)p; (void)n; (void)desc;
   return count == 1 ? kSuccess : kInvalidValue;
@@ -191,21 +165,12 @@ CUresult cuStreamDestroy_v2(void *stream) {
 /* Stream memory operations, at once. */
 CUresult cuStreamWriteValue32_v2(void *stream, unsigned long long addr, unsigned value, unsigned flags) {
   (void)stream; (void)flags;
-  __atomic_store_n((unsigned *)addr, value, __ATOMIC_RELEASE);
+  fake_write_word((void *)addr, value);
   return kSuccess;
 }
 CUresult cuStreamWaitValue32_v2(void *stream, unsigned long long addr, unsigned value, unsigned flags) {
   (void)stream;
   if (flags != 1) /* CU_STREAM_WAIT_VALUE_EQ only */
     return kInvalidValue;
-  const long limitMs = envInt("M3IDX_FAKE_CUDA_WAIT_MS", 10000);
-  struct timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  while (__atomic_load_n((unsigned *)addr, __ATOMIC_ACQUIRE) != value) {
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > limitMs)
-      return kTimeout;
-    usleep(100);
-  }
-  return kSuccess;
+  return fake_wait_word((const void *)addr, value, "M3IDX_FAKE_CUDA_WAIT_MS") == 0 ? kSuccess : kTimeout;
 }

@@ -1,5 +1,6 @@
-// Decode CP's step across processes (runtime/gpu/PeerDecodeStep.h) on the stand-in CUDA driver,
-// whose kernels do nothing and whose stream waits spin on host memory: four ranks (threads, each
+// Decode CP's step across processes (runtime/gpu/PeerDecodeStep.h) on the stand-in CUDA driver
+// and HIP runtime (each test runs on both, through their loaders), whose kernels do nothing and
+// whose stream waits spin on host memory: four ranks (threads, each
 // with its own GpuBackend) run many steps of the whole protocol without a deadlock, every rank's
 // part ends holding every rank's query rows in rank order, and a rank whose process ends is named
 // by the others' next step after their watchdogs release its waits. (The kernels' side, the scores
@@ -82,10 +83,14 @@ BatchView decodeShape() {
   return c.view();
 }
 
+class PeerDecodeStepOnStandIn : public ::testing::TestWithParam<StandIn> {};
+
 } // namespace
 
-TEST(PeerDecodeStepOnStandIn, FourRanksRunManyStepsAndGatherEveryRanksQueries) {
-  const DeviceApi &api = fakeDriver();
+INSTANTIATE_TEST_SUITE_P(Platforms, PeerDecodeStepOnStandIn, ::testing::ValuesIn(kStandIns), standInName);
+
+TEST_P(PeerDecodeStepOnStandIn, FourRanksRunManyStepsAndGatherEveryRanksQueries) {
+  const DeviceApi &api = GetParam().api();
   const BatchView shape = decodeShape();
   const int64_t W = 64, T = shape.numRows;
   const std::string group = rank_tests::uniqueGroup();
@@ -123,9 +128,9 @@ TEST(PeerDecodeStepOnStandIn, FourRanksRunManyStepsAndGatherEveryRanksQueries) {
     EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-TEST(PeerDecodeStepOnStandIn, ARankThatEndsIsNamedByTheOthers) {
-  const DeviceApi &api = fakeDriver();
-  ::setenv("M3IDX_FAKE_CUDA_WAIT_MS", "3000", 1); // a wait never released fails in 3 s, not 10
+TEST_P(PeerDecodeStepOnStandIn, ARankThatEndsIsNamedByTheOthers) {
+  const DeviceApi &api = GetParam().api();
+  ::setenv(GetParam().waitLimitVar, "3000", 1); // a wait never released fails in 3 s, not 10
   const BatchView shape = decodeShape();
   const std::string group = rank_tests::uniqueGroup();
   std::vector<std::string> errors(kWorld);
@@ -161,7 +166,7 @@ TEST(PeerDecodeStepOnStandIn, ARankThatEndsIsNamedByTheOthers) {
     });
   for (std::thread &t : threads)
     t.join();
-  ::unsetenv("M3IDX_FAKE_CUDA_WAIT_MS");
+  ::unsetenv(GetParam().waitLimitVar);
   EXPECT_EQ(errors[3], "");
   for (int r = 0; r < 3; ++r)
     EXPECT_NE(errors[r].find("rank 3 of the group has left"), std::string::npos) << "rank " << r << ": " << errors[r];

@@ -1,5 +1,5 @@
 // What the peer-memory tests share besides the rank groups (tests/runtime/comm/RankGroup.h): the
-// stand-in CUDA driver (tests/runtime/cuda/fake_cuda.c).
+// stand-in CUDA driver (tests/runtime/cuda/fake_cuda.c) and HIP runtime (tests/runtime/hip/fake_hip.c).
 #pragma once
 
 #include <cstdlib>
@@ -8,6 +8,7 @@
 
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/gpu/DeviceApi.h"
+#include "runtime/hip/HipRuntime.h"
 #include "tests/runtime/comm/RankGroup.h"
 
 namespace m3idx::peer_tests {
@@ -21,5 +22,23 @@ inline const runtime::DeviceApi &fakeDriver() {
   EXPECT_TRUE(api.ok()) << api.status().message();
   return **api;
 }
+
+inline const runtime::DeviceApi &fakeHip() {
+  ::setenv("M3IDX_HIP_LIBRARY", M3IDX_FAKE_HIP, 1);
+  StatusOr<const runtime::DeviceApi *> api = hip::loadHipRuntime();
+  ::unsetenv("M3IDX_HIP_LIBRARY");
+  EXPECT_TRUE(api.ok()) << api.status().message();
+  return **api;
+}
+
+// A stand-in platform: its DeviceApi and the variable that bounds its waits (milliseconds).
+struct StandIn {
+  const char *name;
+  const runtime::DeviceApi &(*api)();
+  const char *waitLimitVar;
+};
+inline const StandIn kStandIns[] = {{"Cuda", fakeDriver, "M3IDX_FAKE_CUDA_WAIT_MS"},
+                                    {"Hip", fakeHip, "M3IDX_FAKE_HIP_WAIT_MS"}};
+inline std::string standInName(const ::testing::TestParamInfo<StandIn> &info) { return info.param.name; }
 
 } // namespace m3idx::peer_tests

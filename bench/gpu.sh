@@ -53,9 +53,10 @@
 #   probe    bench/nvfp4_decode_probe.cu (nvcc): the exact decode score hand-written, its SASS, 4 shapes
 #   small-step  bench/small_step_probe.cu (nvcc): the smallest step's dependent chain graph-replayed,
 #            one launch, two, two with programmatic dependent launch ($SMALL_STEP_TOKENS, 4096 and 1024)
-#   cp-group bench/decode_cp_group.py: four processes on the one GPU, each an Indexer of one head joined
-#            by m3idx.DecodeCp.init; CP decode steps eager and graph-replayed against local ones, bit for
-#            bit, timed beside them; then a rank exits and the others must name it ($CP_GROUP_ARGS)
+#   cp-group bench/decode_cp_group.py: four processes on the one GPU, each with one m3idx.DecodeCp.init
+#            group joined by two Indexers of one head (layers); CP decode steps eager and graph-replayed,
+#            and forward()'s decode rows, against local ones, bit for bit, timed beside them; then a rank
+#            exits and the others must name it ($CP_GROUP_ARGS)
 #   ipc      bench/ipc_push_probe.cu (nvcc, -lcuda): four processes on the one GPU mapping their score
 #            receive buffers as one array (driver VMM, descriptors over sockets) and ordering steps
 #            on the device: eager, graph-replayed, and with a rank that dies ($IPC_PROBE_ARGS:
@@ -268,7 +269,7 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       for tokens in ${SMALL_STEP_TOKENS:-4096 1024}; do
         /tmp/small-step-probe "$tokens" 2>&1 | tee -a "$OUT/gpu-small-step.log"
       done ;;
-    cp-group) # issue 39: four processes' Indexers joined by m3idx.DecodeCp.init, checked and timed
+    cp-group) # issue 39: four processes' DecodeCp groups and their layers' Indexers, checked and timed
       # shellcheck disable=SC2086
       PYTHONPATH=$root/python python3 bench/decode_cp_group.py ${CP_GROUP_ARGS:---kill} 2>&1 | tee -a "$OUT/gpu-cp-group.log" ;;
     ipc) # issue 39's transport questions: one array over four processes' memory, device-side order

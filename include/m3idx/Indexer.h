@@ -107,14 +107,46 @@ struct ForwardResult {
   TensorView prefillTopk; // int32 [H, prefill tokens, 16] (strided)
 };
 
-// A decode-CP group across processes on one host (Indexer::joinDecodeCpGroup): `name` the same
-// on every rank and unique on the host (1-64 of [A-Za-z0-9_.-]: a caller all-gathers one rank's
-// random bytes), this process's `rank` of `world`.
+// A decode-CP group across processes on one host (DecodeCp::create): `name` the same on every
+// rank and unique on the host (1-64 of [A-Za-z0-9_.-]: a caller all-gathers one rank's random
+// bytes), this process's `rank` of `world`. maxModelLen sizes the receive buffers (as vLLM's
+// init_rocm_nvfp4_indexer_decode_cp(max_model_len) does): a joining indexer's must not exceed it.
 struct DecodeCpGroup {
   std::string name;
   int rank = 0;
   int world = 4;
   int timeoutMs = 60000; // for every rank to join
+  int64_t maxModelLen = 1 << 20;
+};
+
+// Decode CP across processes on one host (SPEC §6): one per process, shared by the process's
+// indexers (an engine's one per layer). Its device memory -- receive buffers of SPEC §6's most
+// rows (256 requests x 4) by max_model_len's W, f32, 32 MiB at 1M tokens, and the gathered
+// queries -- is one array over the group's processes (driver shareable memory, descriptors passed
+// over Unix sockets). CUDA only (no Indexer serves HIP yet; the transport's HIP side is built).
+//
+// Order: every CP step of every indexer that joined it goes through the one array, so a rank's CP
+// steps run one after another on the device and every rank runs the same steps in the same order
+// (an engine's layers do). Eager steps queued on another stream than the last first wait for the
+// last (correct, not overlapped); captured steps cannot wait outside their graph: graphs holding
+// CP steps must not replay at the same time. A rank whose process ends is named by the others'
+// next CP step (an error); results since are not to be trusted: make a new DecodeCp.
+class DecodeCp {
+public:
+  // Collective: every rank's process calls it with the same name, world and maxModelLen, within
+  // group.timeoutMs; `device` is this process's GPU (ranks may share one).
+  static StatusOr<std::shared_ptr<DecodeCp>> create(const DecodeCpGroup &group, Device device);
+  ~DecodeCp(); // waits for the device: no queued step may still use the array
+  const DecodeCpGroup &group() const;
+  Device device() const;
+  int departedRank() const; // the first peer seen to leave, or -1
+
+  class Impl; // runtime/api/DecodeCpImpl.h
+  Impl &impl() { return *impl_; }
+  explicit DecodeCp(std::unique_ptr<Impl> impl);
+
+private:
+  std::unique_ptr<Impl> impl_;
 };
 
 class IndexerImpl;
@@ -136,17 +168,13 @@ public:
   // group and config allow it (SPEC §6); otherwise steps are scored locally with a warning.
   Status initDecodeCp(std::shared_ptr<Communicator> communicator);
 
-  // Decode CP across processes on one host (SPEC §6; CUDA): collective over the group (every
-  // rank's process calls it, each with its own Indexer of the same config, one head, on the one
-  // GPU or the GPUs of one host). The ranks' memory becomes one array (driver shareable memory,
-  // descriptors passed over Unix sockets); decode() steps that meet SPEC §6 (4 ranks, one head a
-  // rank, decode_query_len 4, at most 256 requests) are then scored context-parallel, graph-
-  // capturable, bit-identical to local scoring; others locally (one warning). A rank's CP steps
-  // go through the group's one array: they must be ordered (one stream, or graphs that do not
-  // replay at once), and every rank must run the same steps in the same order. A rank whose
-  // process ends is named by the others' next decode() (an error); steps since are not to be
-  // trusted. forward() stays local (its metadata is on the host).
-  Status joinDecodeCpGroup(const DecodeCpGroup &group);
+  // Decode CP across processes on one host (SPEC §6; CUDA, one head): joins this process's
+  // DecodeCp (not collective; an indexer joins one, once). decode() steps, and forward()'s decode
+  // rows, that meet SPEC §6 (4 ranks, one head a rank, decode_query_len 4, at most 256 requests,
+  // no dual-batch overlap) are then scored context-parallel, graph-capturable (decode()),
+  // bit-identical to local scoring; others locally (one warning). DecodeCp's comment says how
+  // steps must be ordered. The config's maxModelLen must not exceed the group's.
+  Status joinDecodeCp(std::shared_ptr<DecodeCp> cp);
 
   // topkOut: optional caller buffer int32 [H, tokens, 16]; else the indexer's own. On a GPU the
   // call returns once the step is queued on `stream`; the top-k is there when the stream gets there.

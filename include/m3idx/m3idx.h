@@ -13,11 +13,13 @@ extern "C" {
 
 /* 2: device_block_table in the metadata structs; 3: decode(); 4: decode workspaces
  * (m3idx_indexer_decode's workspace, reserve_decode_workspace, decode_workspace_bytes);
- * 5: decode CP across processes (join_decode_cp, decode_cp_active) */
-#define M3IDX_API_VERSION 5
+ * 5: decode CP across processes (join_decode_cp, decode_cp_active); 6: one decode CP group a
+ * process, shared by its indexers (m3idx_decode_cp_create; join_decode_cp takes it) */
+#define M3IDX_API_VERSION 6
 
 typedef struct m3idx_indexer m3idx_indexer;
 typedef struct m3idx_error m3idx_error;
+typedef struct m3idx_decode_cp m3idx_decode_cp;
 
 typedef enum { M3IDX_DTYPE_U8 = 0, M3IDX_DTYPE_I32 = 1, M3IDX_DTYPE_F32 = 2 } m3idx_dtype;
 typedef enum { M3IDX_DEVICE_HOST = 0, M3IDX_DEVICE_CUDA = 1, M3IDX_DEVICE_HIP = 2 } m3idx_device_kind;
@@ -118,12 +120,19 @@ m3idx_error *m3idx_indexer_check_status(m3idx_indexer *indexer, void *stream);
 
 int64_t m3idx_indexer_compiles_after_warmup(const m3idx_indexer *indexer);
 
-/* Decode CP across processes on one host (Indexer::joinDecodeCpGroup; CUDA indexers of one head):
- * collective, every rank's process calls it with the same group_name (unique on the host, 1-64 of
- * [A-Za-z0-9_.-]; the caller shares one rank's random name, e.g. through its own all-gather), its
- * rank of world, within timeout_ms. decode() steps SPEC §6 allows are then scored by the group. */
-m3idx_error *m3idx_indexer_join_decode_cp(m3idx_indexer *indexer, const char *group_name, int32_t rank,
-                                          int32_t world, int32_t timeout_ms);
+/* Decode CP across processes on one host (DecodeCp in Indexer.h; CUDA indexers of one head). The
+ * group, one a process: collective, every rank's process calls it with the same group_name (unique
+ * on the host, 1-64 of [A-Za-z0-9_.-]; the caller shares one rank's random name, e.g. through its
+ * own all-gather), world and max_model_len (sizes the receive buffers), within timeout_ms. Its
+ * indexers then join it (not collective); decode steps SPEC §6 allows are scored by the group.
+ * Destroying it (or an indexer) is allowed any time: the memory lives while anything holds it. */
+m3idx_error *m3idx_decode_cp_create(const char *group_name, int32_t rank, int32_t world, int64_t max_model_len,
+                                    int32_t device_kind, int32_t device_index, int32_t timeout_ms,
+                                    m3idx_decode_cp **out);
+void m3idx_decode_cp_destroy(m3idx_decode_cp *cp);
+/* The first peer seen to leave the group (its process ended), -1 if none, -2 for NULL. */
+int32_t m3idx_decode_cp_departed_rank(const m3idx_decode_cp *cp);
+m3idx_error *m3idx_indexer_join_decode_cp(m3idx_indexer *indexer, m3idx_decode_cp *cp);
 /* 1 when the last forward or decode was scored by decode CP, 0 if not, -1 for a NULL indexer. */
 int32_t m3idx_indexer_decode_cp_active(const m3idx_indexer *indexer);
 

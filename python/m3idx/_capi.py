@@ -6,7 +6,7 @@ wheel's m3idx/libm3idx.so, the archive's lib/libm3idx.so or a build's build/lib/
 import ctypes
 import os
 
-API_VERSION = 5
+API_VERSION = 6
 
 DTYPE_U8, DTYPE_I32, DTYPE_F32 = 0, 1, 2
 DEVICE_HOST, DEVICE_CUDA, DEVICE_HIP = 0, 1, 2
@@ -81,8 +81,14 @@ def _declare(lib):
     lib.m3idx_indexer_check_status.restype = ctypes.c_void_p
     lib.m3idx_indexer_decode_workspace_bytes.argtypes = [ctypes.c_void_p]
     lib.m3idx_indexer_decode_workspace_bytes.restype = ctypes.c_int64
-    lib.m3idx_indexer_join_decode_cp.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32,
-                                                 ctypes.c_int32]
+    lib.m3idx_decode_cp_create.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64,
+                                           ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, P(ctypes.c_void_p)]
+    lib.m3idx_decode_cp_create.restype = ctypes.c_void_p
+    lib.m3idx_decode_cp_destroy.argtypes = [ctypes.c_void_p]
+    lib.m3idx_decode_cp_destroy.restype = None
+    lib.m3idx_decode_cp_departed_rank.argtypes = [ctypes.c_void_p]
+    lib.m3idx_decode_cp_departed_rank.restype = ctypes.c_int32
+    lib.m3idx_indexer_join_decode_cp.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.m3idx_indexer_join_decode_cp.restype = ctypes.c_void_p
     lib.m3idx_indexer_decode_cp_active.argtypes = [ctypes.c_void_p]
     lib.m3idx_indexer_decode_cp_active.restype = ctypes.c_int32

@@ -27,6 +27,15 @@ def _check(err):
         raise Error(message)
 
 
+def _parse_device(device):
+    """"cpu" or "cuda[:N]" as the C ABI's (device_kind, device_index)."""
+    kind, _, index = str(device).partition(":")
+    kinds = {"cpu": _capi.DEVICE_HOST, "cuda": _capi.DEVICE_CUDA}
+    if kind not in kinds or (index and not index.isdigit()):
+        raise Error(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")
+    return kinds[kind], int(index or 0)
+
+
 def _c_int(name, value, bits):
     """`value` as a Python int that a ctypes c_int<bits> field holds unchanged (ctypes itself
     wraps: 2**32 + 1 would reach the library as 1 and pass its checks)."""
@@ -198,22 +207,15 @@ class Indexer:
 
     def __init__(self, num_index_heads=1, init_blocks=0, local_blocks=1, device="cpu",
                  max_num_decodes=256, max_decode_query_len=4, max_model_len=1 << 20, warmup=True,
-                 check_decode_sync=False, reserve_decode_workspace=True):
+                 check_decode_sync=False, reserve_decode_workspace=True, decode_cp=None):
         self._handle = None  # first: __del__ runs even when construction fails
         self._op_id = None
         lib = _capi.library()
-        kind, _, index = str(device).partition(":")
-        kinds = {"cpu": _capi.DEVICE_HOST, "cuda": _capi.DEVICE_CUDA}
-        if kind not in kinds:
-            raise Error(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")
-        if index and not index.isdigit():
-            raise Error(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")
+        self.device_kind, self.device_index = _parse_device(device)
         if not 1 <= _c_int("max_num_decodes", max_num_decodes, 32) <= 256:
             raise Error(f"max_num_decodes: expected 1..256, got {max_num_decodes}")
         if not 1 <= _c_int("max_decode_query_len", max_decode_query_len, 32) <= 8:
             raise Error(f"max_decode_query_len: expected 1..8, got {max_decode_query_len}")
-        self.device_kind = kinds[kind]
-        self.device_index = int(index or 0)
         self.num_index_heads = _c_int("num_index_heads", num_index_heads, 32)
         self.max_num_decodes = int(max_num_decodes)
         self.max_decode_query_len = int(max_decode_query_len)
@@ -250,6 +252,8 @@ class Indexer:
                 (lambda: torch.cuda.current_stream(self.device_index).cuda_stream)
             self._op_id = id(self)
             _LIVE[self._op_id] = weakref.ref(self)
+        if decode_cp is not None:  # before the warm-up, which then builds the CP kernels too
+            self.join_decode_cp(decode_cp)
         if warmup:
             _check(lib.m3idx_indexer_warmup(self._handle))
 
@@ -290,15 +294,15 @@ class Indexer:
             return numpy.zeros(n, dtype=numpy.uint8)
         return self._torch.zeros(n, dtype=self._torch.uint8, device=f"cuda:{self.device_index}")
 
-    def join_decode_cp(self, group_name, rank, world, timeout_s=60.0):
-        """Decode CP across processes on one host (include/m3idx/Indexer.h, joinDecodeCpGroup):
-        collective, every rank's process calls it with the same group_name (unique on the host:
-        DecodeCp.init makes and shares one). decode() steps that SPEC §6 allows (4 ranks, one head
-        a rank, decode_query_len 4, at most 256 requests) are then scored by the group."""
-        name = str(group_name).encode()
-        ms = _c_int("timeout_s", int(timeout_s * 1000), 32)
-        _check(_capi.library().m3idx_indexer_join_decode_cp(self._open_handle("join_decode_cp"), name,
-                                                            _c_int("rank", rank, 32), _c_int("world", world, 32), ms))
+    def join_decode_cp(self, decode_cp):
+        """Joins this process's DecodeCp (include/m3idx/Indexer.h, Indexer::joinDecodeCp; not
+        collective; or pass decode_cp= to the constructor). decode() steps, and forward()'s decode
+        rows, that SPEC §6 allows (4 ranks, one head a rank, decode_query_len 4, at most 256
+        requests, no dual-batch overlap) are then scored by the group; others locally."""
+        if not isinstance(decode_cp, DecodeCp):
+            raise Error(f"decode_cp: expected an m3idx.DecodeCp, got {type(decode_cp).__name__}")
+        _check(_capi.library().m3idx_indexer_join_decode_cp(self._open_handle("join_decode_cp"),
+                                                            decode_cp._open_handle("join_decode_cp")))
 
     def decode_cp_active(self):
         """Whether the last forward() or decode() was scored by decode CP."""
@@ -506,22 +510,59 @@ class Indexer:
 
 class DecodeCp:
     """Decode context parallelism across the processes of a tensor-parallel group on one host
-    (SPEC §6; vLLM's init_rocm_nvfp4_indexer_decode_cp). Each rank's process holds an Indexer of
-    one head on "cuda"; then, collectively:
+    (SPEC §6; vLLM's init_rocm_nvfp4_indexer_decode_cp(max_model_len)): one a process, shared by
+    its indexers (one a layer). Collectively, on every rank's process:
 
-        m3idx.DecodeCp.init(idx, group=tp_group)   # torch.distributed's group (None: the world)
+        cp = m3idx.DecodeCp.init(max_model_len, group=tp_group)  # torch.distributed group (None: world)
+        idx = m3idx.Indexer(num_index_heads=1, device="cuda", decode_cp=cp)  # each layer's
 
-    Rank 0 names the group with random bytes, the name goes round through the group's
-    all-gather (torch.distributed), and the ranks' indexers join it: their device memory becomes
-    one array (driver shareable memory, descriptors over Unix sockets). The config's
-    max_model_len sizes it (vLLM's init takes max_model_len for the same reason)."""
+    init names the group with rank 0's random bytes, shares the name through the group's
+    all-gather, and the ranks' device memory becomes one array (driver shareable memory,
+    descriptors over Unix sockets): receive buffers of 256 x 4 rows by max_model_len's score width
+    (32 MiB at 1M tokens) and the gathered queries. DecodeCp(name, rank, world, ...) is the same
+    without torch.distributed (the caller shares the name). Every rank must run its layers' CP
+    steps in the same order, one after another on the device (Indexer.h's DecodeCp says why)."""
 
-    @staticmethod
-    def init(indexer, group=None, timeout_s=60.0):
+    def __init__(self, group_name, rank, world, max_model_len=1 << 20, device="cuda", timeout_s=60.0):
+        self._handle = None  # first: __del__ runs even when construction fails
+        kind, index = _parse_device(device)
+        handle = ctypes.c_void_p()
+        _check(_capi.library().m3idx_decode_cp_create(
+            str(group_name).encode(), _c_int("rank", rank, 32), _c_int("world", world, 32),
+            _c_int("max_model_len", max_model_len, 64), kind, index,
+            _c_int("timeout_s", int(timeout_s * 1000), 32), ctypes.byref(handle)))
+        self._handle = handle
+        self.name, self.rank, self.world, self.max_model_len = str(group_name), int(rank), int(world), int(max_model_len)
+
+    @classmethod
+    def init(cls, max_model_len, group=None, device=None, timeout_s=60.0):
+        """Collective over torch.distributed's `group`; device: this rank's GPU (None: torch's current)."""
         import os
+        import torch
         import torch.distributed as dist
         rank, world = dist.get_rank(group), dist.get_world_size(group)
         names = [None] * world
         dist.all_gather_object(names, "m3idx-cp-" + os.urandom(8).hex(), group=group)
-        indexer.join_decode_cp(names[0], rank, world, timeout_s)
-        return names[0]
+        if device is None:
+            device = f"cuda:{torch.cuda.current_device()}"
+        return cls(names[0], rank, world, max_model_len, device, timeout_s)
+
+    def departed_rank(self):
+        """The first peer seen to leave the group (its process ended), or None."""
+        r = _capi.library().m3idx_decode_cp_departed_rank(self._open_handle("departed_rank"))
+        return None if r < 0 else int(r)
+
+    def _open_handle(self, what):
+        if not self._handle:
+            raise Error(f"{what}: the DecodeCp is closed")
+        return self._handle
+
+    def close(self):
+        """Drops this handle; the group's memory lives while an indexer that joined it does."""
+        if self._handle:
+            _capi.library().m3idx_decode_cp_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+

@@ -15,6 +15,10 @@ struct m3idx_indexer {
   std::unique_ptr<m3idx::Indexer> impl;
 };
 
+struct m3idx_decode_cp {
+  std::shared_ptr<m3idx::DecodeCp> impl; // the indexers that joined it share it
+};
+
 namespace {
 
 using namespace m3idx;
@@ -280,14 +284,33 @@ int64_t m3idx_indexer_compiles_after_warmup(const m3idx_indexer *indexer) {
   return indexer ? indexer->impl->compilesAfterWarmup() : -1;
 }
 
-m3idx_error *m3idx_indexer_join_decode_cp(m3idx_indexer *indexer, const char *group_name, int32_t rank,
-                                          int32_t world, int32_t timeout_ms) {
+m3idx_error *m3idx_decode_cp_create(const char *group_name, int32_t rank, int32_t world, int64_t max_model_len,
+                                    int32_t device_kind, int32_t device_index, int32_t timeout_ms,
+                                    m3idx_decode_cp **out) {
   return guarded([&]() -> m3idx_error * {
-    if (!indexer)
-      return makeError("m3idx_indexer_join_decode_cp: expected an indexer, got NULL");
-    if (!group_name)
-      return makeError("m3idx_indexer_join_decode_cp: expected a group name, got NULL");
-    return fromStatus(indexer->impl->joinDecodeCpGroup({group_name, rank, world, timeout_ms}));
+    if (!group_name || !out)
+      return makeError("m3idx_decode_cp_create: expected a group name and out, got NULL");
+    *out = nullptr;
+    if (device_kind < 0 || device_kind > 2)
+      return makeError("device_kind: expected 0 (host), 1 (cuda) or 2 (hip), got " + std::to_string(device_kind));
+    auto cp = DecodeCp::create({group_name, rank, world, timeout_ms, max_model_len},
+                               Device{static_cast<DeviceKind>(device_kind), device_index});
+    if (!cp.ok())
+      return fromStatus(cp.status());
+    *out = new m3idx_decode_cp{std::move(cp).value()};
+    return nullptr;
+  });
+}
+
+void m3idx_decode_cp_destroy(m3idx_decode_cp *cp) { delete cp; }
+
+int32_t m3idx_decode_cp_departed_rank(const m3idx_decode_cp *cp) { return cp ? cp->impl->departedRank() : -2; }
+
+m3idx_error *m3idx_indexer_join_decode_cp(m3idx_indexer *indexer, m3idx_decode_cp *cp) {
+  return guarded([&]() -> m3idx_error * {
+    if (!indexer || !cp)
+      return makeError("m3idx_indexer_join_decode_cp: expected an indexer and a decode CP group, got NULL");
+    return fromStatus(indexer->impl->joinDecodeCp(cp->impl));
   });
 }
 

@@ -10,7 +10,7 @@
 #include "runtime/GrowBuffer.h"
 #include "runtime/api/IndexerEngine.h"
 #include "runtime/gpu/GpuBackend.h"
-#include "runtime/gpu/PeerDecodeStep.h"
+#include "runtime/api/DecodeCpImpl.h"
 
 namespace m3idx {
 
@@ -22,10 +22,8 @@ class GpuIndexerEngine final : public IndexerEngine {
 public:
   GpuIndexerEngine(const IndexerConfig &config, std::unique_ptr<runtime::GpuBackend> backend)
       : config_(config), layout_(decodeWorkspaceFor(config, backend->tuning())), ownTopk_(&backend->api()),
-        ownWorkspace_(&backend->api()), backend_(std::move(backend)) {}
+        ownWorkspace_(&backend->api()), cpMetadata_(&backend->api()), backend_(std::move(backend)) {}
   ~GpuIndexerEngine() override {
-    if (cp_) // the group's array is unmapped with cp_: no queued step may still use it
-      backend_->api().synchronize();
     if (ownDone_) {
       backend_->api().eventSynchronize(ownDone_);
       backend_->api().eventDestroy(ownDone_);
@@ -48,33 +46,40 @@ public:
   }
   int64_t scratchAllocations() const override {
     return backend_->scratchAllocations() + ownTopk_.allocations() + ownWorkspace_.allocations() +
-           joined_.allocations();
+           cpMetadata_.allocations() + joined_.allocations();
   }
   Status setCommunicator(std::shared_ptr<Communicator>) override {
     return Status::error(fmt::format(
         "decode CP over a Communicator: not served on {} devices (the host backend's; GPU ranks "
-        "join a group of processes instead: Indexer::joinDecodeCpGroup)",
+        "join a group of processes instead: Indexer::joinDecodeCp)",
         backend_->name()));
   }
-  Status joinPeerGroup(const DecodeCpGroup &group) override {
+  Status joinPeerGroup(std::shared_ptr<DecodeCp> cp) override {
     if (cp_)
       return Status::error("decode CP: this indexer has joined a group already");
-    const int64_t maxRows = int64_t{config_.maxNumDecodes} * config_.maxDecodeQueryLen;
-    runtime::PeerDecodeStep::Capacity capacity{maxRows, spec::scoreWidth(spec::blocksFor(config_.maxModelLen)),
-                                               tuning().mostDecodeScorePrograms() + maxRows};
-    StatusOr<std::unique_ptr<runtime::PeerDecodeStep>> cp =
-        runtime::PeerDecodeStep::create(backend_->api(), backend_->device(), group.name, group.rank, group.world, capacity,
-                                        std::chrono::milliseconds(group.timeoutMs));
-    if (!cp.ok())
-      return cp.status();
-    cp_ = std::move(*cp);
+    const DecodeCp::Impl &group = cp->impl();
+    if (group.device().kind != DeviceKind::Cuda || group.device().index != backend_->device() ||
+        &group.api() != &backend_->api())
+      return invalidArgument("decode CP group's device", fmt::format("this indexer's ({} device {})", backend_->name(),
+                                                                     backend_->device()),
+                             fmt::format("device {} of {}", group.device().index, group.api().library));
+    if (config_.maxModelLen > group.group().maxModelLen)
+      return invalidArgument("indexer max_model_len", fmt::format("<= the decode CP group's ({})", group.group().maxModelLen),
+                             config_.maxModelLen);
+    // The group is laid out for sm_90's tuning table (DecodeCp::create): the flags of this
+    // engine's largest score grid must fit it.
+    if (tuning().mostDecodeScorePrograms() + group.capacity().maxRows > group.capacity().mostFlags)
+      return Status::error(fmt::format("decode CP: this indexer's score grids need {} program flags, the group has {}",
+                                       tuning().mostDecodeScorePrograms() + group.capacity().maxRows,
+                                       group.capacity().mostFlags));
+    cp_ = std::move(cp);
     return Status();
   }
   std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> cpKernels() const override {
     std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> all;
     if (cp_) // a CP step's score kernel scores the group's heads
       for (const kernels::KernelConfig &c :
-           tuning().configsFor(kernels::KernelKind::ScoreDecode, cp_->ranks() * config_.numIndexHeads, spec::kCpQueryLen))
+           tuning().configsFor(kernels::KernelKind::ScoreDecode, cp_->impl().ranks() * config_.numIndexHeads, spec::kCpQueryLen))
         all.push_back({kernels::KernelKind::ScoreDecode, c});
     return all;
   }
@@ -106,6 +111,12 @@ private:
   // The joined batch's block table on the device, if the caller's device tables are it.
   static const int32_t *deviceTable(const IndexerStep &step);
 
+  // Whether the group serves decode rows of `params` (SPEC §6), warning once of each reason it does not.
+  bool cpServes(const IndexerParams &params, bool dualBatchOverlap);
+  // forward() with decode rows the group serves: they go as a device decode step (their metadata
+  // uploaded into cpMetadata_, in the own workspace), the prefill rows as a step of their own.
+  StatusOr<int32_t *> runWithCpDecode(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp);
+
   // Orders an eager step in the own workspace after the last one when the stream changes (a
   // capture can wait on nothing outside it: graphs follow the workspace rule of Indexer.h).
   Status orderOwnWorkspace(Stream stream, bool capturing);
@@ -115,13 +126,15 @@ private:
   // Before backend_, so destroyed after it: the backend waits for its last step on the way out,
   // and only then is the memory that step may write freed.
   runtime::DeviceScratch ownTopk_, ownWorkspace_;
+  runtime::DeviceScratch cpMetadata_; // forward()'s CP decode rows' seq_lens and block table
   void *ownDone_ = nullptr;      // recorded after each eager step in ownWorkspace_, on ownStream_
   Stream ownStream_ = nullptr;
   bool ownUsed_ = false;
   std::unique_ptr<runtime::GpuBackend> backend_;
   GrowBuffer<int32_t> joined_; // a mixed step's block table, seq_lens and query_start_loc
-  // Decode CP across processes, once joined (after backend_: it is gone before the backend)
-  std::unique_ptr<runtime::PeerDecodeStep> cp_;
+  // Decode CP across processes, once joined (after backend_: dropped before the backend; the
+  // group's array lives while any of the process's indexers, or its creator, holds it)
+  std::shared_ptr<DecodeCp> cp_; // the process's group, shared with its other indexers
   std::string cpWarned_; // the last fallback reason warned of
 };
 
@@ -132,6 +145,19 @@ Status GpuIndexerEngine::orderOwnWorkspace(Stream stream, bool capturing) {
   if (ownUsed_ && stream != ownStream_) // the workspace is the last step's until it is done
     M3IDX_RETURN_IF_ERROR(api.check(api.streamWaitEvent(stream, ownDone_), "stream wait"));
   return Status();
+}
+
+bool GpuIndexerEngine::cpServes(const IndexerParams &params, bool dualBatchOverlap) {
+  if (!cp_)
+    return false;
+  IndexerParams group = params;
+  group.numHeads = params.numHeads * cp_->impl().ranks();
+  const CpDecision gate = decideDecodeCp(group, cp_->impl().ranks(), dualBatchOverlap);
+  if (!gate.useCp && gate.fallbackReason != cpWarned_) {
+    std::cerr << "m3idx: warning: " << gate.fallbackReason << "; scoring decode rows locally\n";
+    cpWarned_ = gate.fallbackReason;
+  }
+  return gate.useCp;
 }
 
 StatusOr<int32_t *> GpuIndexerEngine::runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
@@ -161,21 +187,18 @@ StatusOr<int32_t *> GpuIndexerEngine::runDecode(const BatchView &shape, int64_t 
   io.topk = reinterpret_cast<uintptr_t>(topk);
   io.blockTable = reinterpret_cast<uintptr_t>(shape.blockTable);
   io.seqLens = reinterpret_cast<uintptr_t>(shape.seqLens);
-  bool cp = false;
-  if (cp_) {
-    IndexerParams group = shape.params;
-    group.numHeads = shape.params.numHeads * cp_->ranks();
-    const CpDecision gate = decideDecodeCp(group, cp_->ranks(), false);
-    if (!gate.useCp && gate.fallbackReason != cpWarned_) {
-      std::cerr << "m3idx: warning: " << gate.fallbackReason << "; scoring decode rows locally\n";
-      cpWarned_ = gate.fallbackReason;
+  const bool cp = cpServes(shape.params, false);
+  if (cp) {
+    if (workspace) { // a caller's workspace: whether this step is captured is not known yet
+      StatusOr<bool> inCapture = this->capturing(stream);
+      if (!inCapture.ok())
+        return inCapture.status();
+      capturing = *inCapture;
     }
-    cp = gate.useCp;
-  }
-  if (cp)
-    M3IDX_RETURN_IF_ERROR(cp_->enqueue(*backend_, shape, width, maxSeqLen, io, ws, stream));
-  else
+    M3IDX_RETURN_IF_ERROR(cp_->impl().enqueue(*backend_, shape, width, maxSeqLen, io, ws, stream, capturing));
+  } else {
     M3IDX_RETURN_IF_ERROR(backend_->enqueueDeviceDecode(shape, width, maxSeqLen, io, ws, stream));
+  }
   *usedCp = cp;
   if (!workspace && !capturing) {
     if (!ownDone_)
@@ -240,6 +263,11 @@ StatusOr<int32_t *> GpuIndexerEngine::run(const IndexerStep &step, int32_t *topk
   }
   if (step.rows == 0)
     return topk;
+  // The CP decode rows run in the own decode workspace: within its capacities only.
+  const BatchView &d = step.decode;
+  if (d.numRows > 0 && d.numRequests <= config_.maxNumDecodes && d.params.decodeQueryLen <= config_.maxDecodeQueryLen &&
+      cpServes(d.params, step.dualBatchOverlap))
+    return runWithCpDecode(step, topk, stream, usedCp);
   BatchView b = joined(step);
   runtime::RunOptions options;
   options.stream = stream;
@@ -249,6 +277,44 @@ StatusOr<int32_t *> GpuIndexerEngine::run(const IndexerStep &step, int32_t *topk
   io.topk = reinterpret_cast<uintptr_t>(topk);
   io.blockTable = reinterpret_cast<uintptr_t>(deviceTable(step));
   M3IDX_RETURN_IF_ERROR(backend_->enqueue(b, std::max(step.decodeWidth, step.prefillWidth), io, options));
+  return topk;
+}
+
+StatusOr<int32_t *> GpuIndexerEngine::runWithCpDecode(const IndexerStep &step, int32_t *topk, Stream stream,
+                                                      bool *usedCp) {
+  const runtime::DeviceApi &api = backend_->api();
+  const BatchView &d = step.decode;
+  // cpMetadata_ is the last eager step's until it is done, as the own workspace is.
+  M3IDX_RETURN_IF_ERROR(orderOwnWorkspace(stream, false));
+  const size_t lensBytes = d.numRequests * 4, tableBytes = d.numRequests * d.maxBlocks * 4;
+  StatusOr<uint64_t> meta = cpMetadata_.ensure(lensBytes + (step.decodeDeviceTable ? 0 : tableBytes));
+  if (!meta.ok())
+    return meta.status();
+  // From pageable memory the copies are staged before they return (DeviceApi::uploadAsync).
+  M3IDX_RETURN_IF_ERROR(api.check(api.uploadAsync(*meta, d.seqLens, lensBytes, stream), "upload decode seq_lens"));
+  if (!step.decodeDeviceTable)
+    M3IDX_RETURN_IF_ERROR(
+        api.check(api.uploadAsync(*meta + lensBytes, d.blockTable, tableBytes, stream), "upload decode block table"));
+  BatchView shape = d;
+  shape.seqLens = reinterpret_cast<const int32_t *>(static_cast<uintptr_t>(*meta));
+  shape.blockTable = step.decodeDeviceTable ? step.decodeDeviceTable
+                                            : reinterpret_cast<const int32_t *>(static_cast<uintptr_t>(*meta + lensBytes));
+  // decodeWidth covers the part's max_seq_len, which is at least every seq_len (validated).
+  const int64_t maxSeqLen = std::min(config_.maxModelLen, step.decodeWidth * spec::kSparseBlockSize);
+  StatusOr<int32_t *> decoded = runDecode(shape, step.decodeWidth, maxSeqLen, topk, nullptr, stream, usedCp);
+  if (!decoded.ok())
+    return decoded.status();
+  if (step.prefill.numRows == 0)
+    return topk;
+  // The prefill rows follow the decode rows in [1, rows, 16] (CP serves one head a rank).
+  runtime::RunOptions options;
+  options.stream = stream;
+  runtime::DeviceTensors io;
+  io.q = reinterpret_cast<uintptr_t>(step.prefill.q);
+  io.kv = reinterpret_cast<uintptr_t>(step.kv);
+  io.topk = reinterpret_cast<uintptr_t>(topk + d.numRows * spec::kTopkBlocks);
+  io.blockTable = reinterpret_cast<uintptr_t>(step.prefillDeviceTable);
+  M3IDX_RETURN_IF_ERROR(backend_->enqueue(step.prefill, step.prefillWidth, io, options));
   return topk;
 }
 

@@ -71,7 +71,7 @@ public:
       ownWorkspace_.ensureZeroed(layout_.bytes);
     return Status();
   }
-  Status joinPeerGroup(const DecodeCpGroup &) override {
+  Status joinPeerGroup(std::shared_ptr<DecodeCp>) override {
     return Status::error("decode CP across processes: GPU indexers only (the host backend's CP runs over a "
                          "Communicator: initDecodeCp)");
   }

@@ -276,14 +276,11 @@ Status Indexer::initDecodeCp(std::shared_ptr<Communicator> communicator) {
   return Status();
 }
 
-Status Indexer::joinDecodeCpGroup(const DecodeCpGroup &group) {
+Status Indexer::joinDecodeCp(std::shared_ptr<DecodeCp> cp) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (group.world < 2 || group.rank < 0 || group.rank >= group.world)
-    return invalidArgument("decode CP group", "0 <= rank < world, world >= 2",
-                           fmt::format("rank {} of {}", group.rank, group.world));
-  if (group.timeoutMs < 1)
-    return invalidArgument("decode CP group timeout", ">= 1 ms", group.timeoutMs);
-  M3IDX_RETURN_IF_ERROR(impl_->engine->joinPeerGroup(group));
+  if (!cp)
+    return invalidArgument("decode CP", "a DecodeCp (DecodeCp::create)", "null");
+  M3IDX_RETURN_IF_ERROR(impl_->engine->joinPeerGroup(std::move(cp)));
   if (impl_->compilesAtWarmup >= 0) { // already warmed up: add the CP kernels to the warm set
     for (const auto &[kind, cfg] : impl_->engine->cpKernels())
       M3IDX_RETURN_IF_ERROR(impl_->engine->prepare(kind, cfg));

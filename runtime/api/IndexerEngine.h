@@ -46,9 +46,10 @@ public:
   virtual int64_t scratchAllocations() const = 0;
   // Decode CP (SPEC §6). An engine that cannot serve it says why.
   virtual Status setCommunicator(std::shared_ptr<Communicator> communicator) = 0;
-  // Decode CP across processes (Indexer::joinDecodeCpGroup): joins the group; runDecode then
-  // serves the steps SPEC §6 allows context-parallel. An engine that cannot says why.
-  virtual Status joinPeerGroup(const DecodeCpGroup &group) = 0;
+  // Decode CP across processes (Indexer::joinDecodeCp): joins the process's group; runDecode,
+  // and run's decode rows, are then served context-parallel where SPEC §6 allows. An engine that
+  // cannot says why.
+  virtual Status joinPeerGroup(std::shared_ptr<DecodeCp> cp) = 0;
   // Kernels a CP step needs besides the configured ones (none without CP).
   virtual std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> cpKernels() const = 0;
   // Writes every row's top-k into `topk` ([H, rows, 16] on the device), or into the engine's own

@@ -55,6 +55,7 @@ public:
   uint64_t groupQueries() const { return array_->part(rank()) + queriesOffset_; }
   int rank() const { return exchange_->rank(); }
   int ranks() const { return exchange_->world(); }
+  const Capacity &capacity() const { return capacity_; }
 
 private:
   PeerDecodeStep() = default;

@@ -1,7 +1,9 @@
 /* The C ABI from plain C: version, config rejection, a hand-worked decode step, error objects. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "m3idx/m3idx.h"
 
@@ -29,7 +31,20 @@ static m3idx_tensor tensor(void *data, int32_t dtype, int32_t ndim, const int64_
   return t;
 }
 
-int main(void) {
+/* One rank of a decode CP group, created on its own thread (the call is collective). */
+static char cp_group[64]; /* unique on the host: this process's id in it */
+struct cp_rank {
+  int rank;
+  m3idx_decode_cp *cp;
+  m3idx_error *error;
+};
+static void *create_cp(void *arg) {
+  struct cp_rank *r = (struct cp_rank *)arg;
+  r->error = m3idx_decode_cp_create(cp_group, r->rank, 2, 4096, M3IDX_DEVICE_CUDA, 0, 10000, &r->cp);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
   EXPECT(m3idx_api_version() == M3IDX_API_VERSION);
 
   m3idx_config config;
@@ -94,16 +109,45 @@ int main(void) {
   }
   EXPECT(m3idx_indexer_compiles_after_warmup(indexer) == 0);
 
-  /* Decode CP across processes: GPU indexers only, named; a NULL name or indexer is an error. */
+  /* Decode CP across processes: a group of two ranks (threads here) on the stand-in CUDA driver
+   * (argv[1]); a host indexer cannot join it, named; NULLs and a host device are errors. */
   EXPECT(m3idx_indexer_decode_cp_active(indexer) == 0 && m3idx_indexer_decode_cp_active(NULL) == -1);
-  error = m3idx_indexer_join_decode_cp(indexer, "capi-group", 0, 4, 1000);
-  EXPECT(error != NULL && strstr(m3idx_error_message(error), "GPU indexers only") != NULL);
+  EXPECT(argc == 2);
+  if (argc == 2) {
+    setenv("M3IDX_CUDA_LIBRARY", argv[1], 1);
+    snprintf(cp_group, sizeof cp_group, "capi-group-%d", (int)getpid());
+    pthread_t peer;
+    struct cp_rank ranks[2] = {{1, NULL, NULL}, {0, NULL, NULL}};
+    EXPECT(pthread_create(&peer, NULL, create_cp, &ranks[0]) == 0);
+    create_cp(&ranks[1]);
+    pthread_join(peer, NULL);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT(ranks[r].error == NULL && ranks[r].cp != NULL);
+      if (ranks[r].error) {
+        fprintf(stderr, "decode CP rank %d: %s\n", ranks[r].rank, m3idx_error_message(ranks[r].error));
+        m3idx_error_free(ranks[r].error);
+      }
+    }
+    EXPECT(m3idx_decode_cp_departed_rank(ranks[1].cp) == -1 && m3idx_decode_cp_departed_rank(NULL) == -2);
+    error = m3idx_indexer_join_decode_cp(indexer, ranks[1].cp);
+    EXPECT(error != NULL && strstr(m3idx_error_message(error), "GPU indexers only") != NULL);
+    m3idx_error_free(error);
+    error = m3idx_indexer_join_decode_cp(NULL, ranks[1].cp);
+    EXPECT(error != NULL && strstr(m3idx_error_message(error), "expected an indexer") != NULL);
+    m3idx_error_free(error);
+    m3idx_decode_cp_destroy(ranks[0].cp);
+    m3idx_decode_cp_destroy(ranks[1].cp);
+    unsetenv("M3IDX_CUDA_LIBRARY");
+  }
+  m3idx_decode_cp *cp = NULL;
+  error = m3idx_decode_cp_create(NULL, 0, 4, 4096, M3IDX_DEVICE_CUDA, 0, 1000, &cp);
+  EXPECT(error != NULL && strstr(m3idx_error_message(error), "group name") != NULL && cp == NULL);
   m3idx_error_free(error);
-  error = m3idx_indexer_join_decode_cp(indexer, NULL, 0, 4, 1000);
-  EXPECT(error != NULL && strstr(m3idx_error_message(error), "group name") != NULL);
+  error = m3idx_decode_cp_create("capi-group", 0, 4, 4096, M3IDX_DEVICE_HOST, 0, 1000, &cp);
+  EXPECT(error != NULL && strstr(m3idx_error_message(error), "decode CP device") != NULL && cp == NULL);
   m3idx_error_free(error);
-  error = m3idx_indexer_join_decode_cp(NULL, "capi-group", 0, 4, 1000);
-  EXPECT(error != NULL && strstr(m3idx_error_message(error), "expected an indexer") != NULL);
+  error = m3idx_decode_cp_create("capi-group", 0, 4, 0, M3IDX_DEVICE_CUDA, 0, 1000, &cp);
+  EXPECT(error != NULL && strstr(m3idx_error_message(error), "max_model_len") != NULL && cp == NULL);
   m3idx_error_free(error);
 
   /* A page id out of range is an error naming it, not a crash. */

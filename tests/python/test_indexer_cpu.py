@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -187,15 +188,44 @@ def test_decode_padding_bad_values_and_status(mixed):
     idx.check()  # cleared
 
 
-def test_decode_cp_across_processes_is_for_gpu_indexers():
+def test_decode_cp_group_is_made_collectively_and_only_gpu_indexers_join(monkeypatch):
+    """Two ranks (threads: ctypes lets go of the GIL) make a group on the stand-in CUDA driver;
+    a host indexer cannot join it; bad arguments are named."""
+    fake = os.environ.get("M3IDX_FAKE_CUDA")
+    if not fake:
+        pytest.skip("M3IDX_FAKE_CUDA (tests/CMakeLists.txt sets it) names no stand-in CUDA driver")
+    monkeypatch.setenv("M3IDX_CUDA_LIBRARY", fake)
+    name, made, errors = f"py-{os.getpid()}", [None, None], []
+
+    def rank(r):
+        try:
+            made[r] = m3idx.DecodeCp(name, r, 2, max_model_len=4096, device="cuda:0", timeout_s=10)
+        except m3idx.Error as e:
+            errors.append(str(e))
+
+    peer = threading.Thread(target=rank, args=(1,))
+    peer.start()
+    rank(0)
+    peer.join()
+    assert errors == [] and made[0].departed_rank() is None and made[0].max_model_len == 4096
     with m3idx.Indexer(num_index_heads=1, device="cpu") as idx:
         with pytest.raises(m3idx.Error) as e:
-            idx.join_decode_cp("py-group", 0, 4, timeout_s=1)
+            idx.join_decode_cp(made[0])
         assert "GPU indexers only" in str(e.value), str(e.value)
         with pytest.raises(m3idx.Error) as e:
-            idx.join_decode_cp("py-group", 5, 4, timeout_s=1)
-        assert "decode CP group" in str(e.value), str(e.value)
+            idx.join_decode_cp("py-group")
+        assert "expected an m3idx.DecodeCp" in str(e.value), str(e.value)
         assert idx.decode_cp_active() is False
+    for cp in made:
+        cp.close()
+    with pytest.raises(m3idx.Error) as e:
+        made[0].departed_rank()
+    assert "closed" in str(e.value)
+    for args, words in ((("g", 5, 4), "decode CP group"), (("g", 0, 4, 0), "max_model_len"),
+                        (("g", 0, 4, 4096, "cpu"), "decode CP device"), (("g", 0, 4, 4096, "tpu"), "device")):
+        with pytest.raises(m3idx.Error) as e:
+            m3idx.DecodeCp(*args, timeout_s=1)
+        assert words in str(e.value), str(e.value)
 
 
 def test_decode_sync_check_raises_at_the_call(mixed):

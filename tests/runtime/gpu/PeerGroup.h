@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <ostream>
 
 #include <gtest/gtest.h>
 
@@ -40,5 +41,7 @@ struct StandIn {
 inline const StandIn kStandIns[] = {{"Cuda", fakeDriver, "M3IDX_FAKE_CUDA_WAIT_MS"},
                                     {"Hip", fakeHip, "M3IDX_FAKE_HIP_WAIT_MS"}};
 inline std::string standInName(const ::testing::TestParamInfo<StandIn> &info) { return info.param.name; }
+inline void PrintTo(const StandIn &s, std::ostream *os) { *os << s.name; } // ctest's test names
+
 
 } // namespace m3idx::peer_tests

@@ -16,21 +16,17 @@ namespace m3idx::peer_tests {
 
 using rank_tests::onRanks;
 
-inline const runtime::DeviceApi &fakeDriver() {
-  ::setenv("M3IDX_CUDA_LIBRARY", M3IDX_FAKE_CUDA, 1);
-  StatusOr<const runtime::DeviceApi *> api = cuda::loadDriver();
-  ::unsetenv("M3IDX_CUDA_LIBRARY");
+// The platform's loader pointed at a stand-in library by its variable (then unset again).
+inline const runtime::DeviceApi &loadStandIn(const char *var, const char *library,
+                                             StatusOr<const runtime::DeviceApi *> (*load)()) {
+  ::setenv(var, library, 1);
+  StatusOr<const runtime::DeviceApi *> api = load();
+  ::unsetenv(var);
   EXPECT_TRUE(api.ok()) << api.status().message();
   return **api;
 }
-
-inline const runtime::DeviceApi &fakeHip() {
-  ::setenv("M3IDX_HIP_LIBRARY", M3IDX_FAKE_HIP, 1);
-  StatusOr<const runtime::DeviceApi *> api = hip::loadHipRuntime();
-  ::unsetenv("M3IDX_HIP_LIBRARY");
-  EXPECT_TRUE(api.ok()) << api.status().message();
-  return **api;
-}
+inline const runtime::DeviceApi &fakeDriver() { return loadStandIn("M3IDX_CUDA_LIBRARY", M3IDX_FAKE_CUDA, cuda::loadDriver); }
+inline const runtime::DeviceApi &fakeHip() { return loadStandIn("M3IDX_HIP_LIBRARY", M3IDX_FAKE_HIP, hip::loadHipRuntime); }
 
 // A stand-in platform: its DeviceApi and the variable that bounds its waits (milliseconds).
 struct StandIn {

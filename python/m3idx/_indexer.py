@@ -565,4 +565,3 @@ class DecodeCp:
 
     def __del__(self):
         self.close()
-

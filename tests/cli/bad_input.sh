@@ -4,6 +4,10 @@ set -uo pipefail
 M3IDX=$1
 DATA=$2
 FAKE_CUDA=${3:-} # tests/runtime/cuda/fake_cuda.c's library: a driver whose device and version we choose
+# Which half (ctest runs each as a test of its own, to keep either well under a minute when
+# sanitized): `cases` (malformed cases and options of run and bench), `tools` (drivers, kernel
+# caches, AOT bundles, inspect), or both (default).
+part=${4:-all}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
@@ -55,6 +59,18 @@ j = json.load(open(p)); j[k] = v; json.dump(j, open(p, 'w'))
 PY
 }
 
+# expect_bench_error NAME NEEDLE ARGS...: `m3idx bench ARGS` fails naming NEEDLE.
+expect_bench_error() { # NAME NEEDLE ARGS...
+  local name=$1 needle=$2
+  shift 2
+  local err
+  if err=$("$M3IDX" bench "$@" --backend ref --repeat 1 2>&1 >/dev/null); then
+    echo "FAIL $name: exit 0"; failures=$((failures + 1)); return
+  fi
+  grep -qF -- "$needle" <<<"$err" || { echo "FAIL $name: '$err' lacks '$needle'"; failures=$((failures + 1)); }
+}
+
+if [[ $part != tools ]]; then
 d=$(mutate heads); set_json "$d" num_index_heads 3; expect_error heads num_index_heads "$d"
 d=$(mutate init); set_json "$d" init_blocks -1; expect_error init init_blocks "$d"
 d=$(mutate local); set_json "$d" local_blocks -1; expect_error local local_blocks "$d"
@@ -86,22 +102,15 @@ if "$M3IDX" run "$work/good" --backend nope --out "$work/x" 2>/dev/null; then
 fi
 
 # bench by shape: a malformed shape, or a shape and a case together, names the option.
-expect_bench_error() { # NAME NEEDLE ARGS...
-  local name=$1 needle=$2
-  shift 2
-  local err
-  if err=$("$M3IDX" bench "$@" --backend ref --repeat 1 2>&1 >/dev/null); then
-    echo "FAIL $name: exit 0"; failures=$((failures + 1)); return
-  fi
-  grep -qF -- "$needle" <<<"$err" || { echo "FAIL $name: '$err' lacks '$needle'"; failures=$((failures + 1)); }
-}
 expect_bench_error bench_shape "--decode: expected COUNT:TOKENS:HEADS" --decode 3:x:1
 expect_bench_error bench_zero "--prefill: expected COUNT:TOKENS:HEADS" --prefill 0:100:1
 expect_bench_error bench_both "exactly one of them" "$work/good" --decode 1:100:1
 expect_bench_error bench_heads "heads" --decode 1:100:3
 expect_bench_error bench_variant "--decode-warpgroup-requests/--decode-small-active: expected --backend cuda" --decode 1:100:1 --decode-small-active 64
 expect_bench_error bench_variant_requests "expected --backend cuda" --decode 1:100:1 --decode-warpgroup-requests 8
+fi
 
+if [[ $part != cases ]]; then
 # cache-bench on a backend that compiles nothing, or a GPU without its driver: one line, non-zero.
 if err=$("$M3IDX" cache-bench --backend ref 2>&1 >/dev/null); then
   echo "FAIL cache_bench_ref: exit 0"; failures=$((failures + 1))
@@ -197,5 +206,6 @@ expect_one_line inspect_emit_sm90 "--emit: expected dsl, tile, layouts, mlir, lo
   -- inspect topk_decode --target sm_90 --emit bin
 expect_one_line inspect_emit_gfx950 "llvm, bin, meta or asm for gfx950, got 'ptx'" \
   -- inspect topk_decode --target gfx950 --emit ptx
+fi
 
-[[ $failures -eq 0 ]] && echo "bad_input: ok" || { echo "bad_input: $failures failures"; exit 1; }
+[[ $failures -eq 0 ]] && echo "bad_input ($part): ok" || { echo "bad_input ($part): $failures failures"; exit 1; }

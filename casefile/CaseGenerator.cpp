@@ -78,7 +78,7 @@ Status validateGenOptions(const GenOptions &o) {
     return invalidArgument("--decode-query-len", ">= 1", o.decodeQueryLen);
   if (o.initBlocks < 0 || o.localBlocks < 0)
     return invalidArgument("--init/--local", ">= 0", std::min(o.initBlocks, o.localBlocks));
-  const int64_t maxTokens = int64_t{spec::kMaxBlocksPerRow} * spec::kSparseBlockSize;
+  const int64_t maxTokens = spec::kMaxTokensPerRow;
   // Decode requests may be shorter than their rows (leading rows then see nothing).
   for (auto [name, r, least] : {std::tuple{"--context", o.decodeContext, 0},
                                 std::tuple{"--prefill-context", o.prefillContext, 1},

@@ -68,7 +68,7 @@ Status validateBatch(const BatchView &b) {
     if (nblk > spec::kMaxBlocksPerRow)
       return invalidArgument(fmt::format("seq_lens[{}]", i),
                              fmt::format("<= {} tokens ({} blocks of {})",
-                                         int64_t{spec::kMaxBlocksPerRow} * spec::kSparseBlockSize,
+                                         spec::kMaxTokensPerRow,
                                          spec::kMaxBlocksPerRow, spec::kSparseBlockSize),
                              L);
     if (nblk > b.maxBlocks)

@@ -11,6 +11,7 @@ inline constexpr int kIndexHeadDim = 128;
 inline constexpr int kSparseBlockSize = 128;          // tokens per block == per index-K page
 inline constexpr int kTopkBlocks = 16;
 inline constexpr int kMaxBlocksPerRow = 8192;         // 1,048,576 tokens
+inline constexpr int64_t kMaxTokensPerRow = int64_t{kMaxBlocksPerRow} * kSparseBlockSize; // a row's most tokens
 inline constexpr int kScaleGroup = 16;                // elements per E4M3 scale
 inline constexpr int kScalesPerToken = kIndexHeadDim / kScaleGroup;   // 8
 inline constexpr int kDataBytesPerToken = kIndexHeadDim / 2;          // 64 (two nibbles a byte)

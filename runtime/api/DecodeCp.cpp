@@ -14,9 +14,9 @@ StatusOr<std::shared_ptr<DecodeCp>> DecodeCp::create(const DecodeCpGroup &group,
                            fmt::format("rank {} of {}", group.rank, group.world));
   if (group.timeoutMs < 1)
     return invalidArgument("decode CP group timeout", ">= 1 ms", group.timeoutMs);
-  const int64_t maxTokens = int64_t{spec::kMaxBlocksPerRow} * spec::kSparseBlockSize;
-  if (group.maxModelLen < 1 || group.maxModelLen > maxTokens)
-    return invalidArgument("decode CP max_model_len", fmt::format("in [1, {}]", maxTokens), group.maxModelLen);
+  if (group.maxModelLen < 1 || group.maxModelLen > spec::kMaxTokensPerRow)
+    return invalidArgument("decode CP max_model_len", fmt::format("in [1, {}]", spec::kMaxTokensPerRow),
+                           group.maxModelLen);
   if (device.kind != DeviceKind::Cuda || device.index < 0)
     return invalidArgument("decode CP device", "a CUDA device (cuda:N): the Indexer serves decode CP on CUDA only",
                            fmt::format("kind {} index {}", static_cast<int>(device.kind), device.index));

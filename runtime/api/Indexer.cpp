@@ -159,7 +159,7 @@ std::string unsupportedReason(const IndexerConfig &c, DeviceKind target) {
     return fmt::format("init_blocks must be >= 0, got {}", c.initBlocks);
   if (c.localBlocks < 0)
     return fmt::format("local_blocks must be >= 0, got {}", c.localBlocks);
-  const int64_t maxTokens = int64_t{spec::kMaxBlocksPerRow} * spec::kSparseBlockSize;
+  const int64_t maxTokens = spec::kMaxTokensPerRow;
   if (c.maxModelLen < 1 || c.maxModelLen > maxTokens)
     return fmt::format("max_model_len must be in [1, {}] ({} blocks of {}), got {}", maxTokens,
                        spec::kMaxBlocksPerRow, spec::kSparseBlockSize, c.maxModelLen);

@@ -52,25 +52,16 @@ DecodeCp::Impl::~Impl() {
   std::string name;
   if (api_.openDevice(device_.index, &name) == 0)
     (void)api_.synchronize();
-  if (lastDone_)
-    (void)api_.eventDestroy(lastDone_);
 }
 
 Status DecodeCp::Impl::enqueue(runtime::GpuBackend &backend, const BatchView &shape, int64_t width, int64_t maxSeqLen,
                                const runtime::DeviceTensors &io, const runtime::DeviceWorkspace &ws, void *stream,
                                bool capturing) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!capturing && eagerBefore_ && stream != lastStream_)
-    M3IDX_RETURN_IF_ERROR(api_.check(api_.streamWaitEvent(stream, lastDone_), "wait for the last decode CP step"));
+  if (!capturing)
+    M3IDX_RETURN_IF_ERROR(order_.before(stream));
   M3IDX_RETURN_IF_ERROR(step_->enqueue(backend, shape, width, maxSeqLen, io, ws, stream));
-  if (!capturing) {
-    if (!lastDone_)
-      M3IDX_RETURN_IF_ERROR(api_.check(api_.eventCreate(&lastDone_), "event creation"));
-    M3IDX_RETURN_IF_ERROR(api_.check(api_.eventRecord(lastDone_, stream), "event record"));
-    lastStream_ = stream;
-    eagerBefore_ = true;
-  }
-  return Status();
+  return capturing ? Status() : order_.after(stream);
 }
 
 } // namespace m3idx

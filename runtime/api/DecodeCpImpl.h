@@ -9,13 +9,14 @@
 #include "m3idx/Indexer.h"
 #include "runtime/gpu/GpuBackend.h"
 #include "runtime/gpu/PeerDecodeStep.h"
+#include "runtime/gpu/StreamOrder.h"
 
 namespace m3idx {
 
 class DecodeCp::Impl {
 public:
   Impl(DecodeCpGroup group, Device device, const runtime::DeviceApi &api, std::unique_ptr<runtime::PeerDecodeStep> step)
-      : group_(std::move(group)), device_(device), api_(api), step_(std::move(step)) {}
+      : group_(std::move(group)), device_(device), api_(api), step_(std::move(step)), order_(&api) {}
   ~Impl();
 
   // Queues a CP step (PeerDecodeStep::enqueue) of one of the joined indexers. Calls from several
@@ -35,11 +36,9 @@ private:
   const DecodeCpGroup group_;
   const Device device_;
   const runtime::DeviceApi &api_;
-  std::mutex mutex_; // guards the step and the fields below
+  std::mutex mutex_; // guards the step and its order
   std::unique_ptr<runtime::PeerDecodeStep> step_;
-  void *lastDone_ = nullptr;     // recorded after the last eager step, on lastStream_
-  void *lastStream_ = nullptr;
-  bool eagerBefore_ = false;
+  runtime::StreamOrder order_; // eager CP steps across streams
 };
 
 } // namespace m3idx

@@ -22,12 +22,10 @@ class GpuIndexerEngine final : public IndexerEngine {
 public:
   GpuIndexerEngine(const IndexerConfig &config, std::unique_ptr<runtime::GpuBackend> backend)
       : config_(config), layout_(decodeWorkspaceFor(config, backend->tuning())), ownTopk_(&backend->api()),
-        ownWorkspace_(&backend->api()), cpMetadata_(&backend->api()), backend_(std::move(backend)) {}
+        ownWorkspace_(&backend->api()), cpMetadata_(&backend->api()), ownOrder_(&backend->api()),
+        backend_(std::move(backend)) {}
   ~GpuIndexerEngine() override {
-    if (ownDone_) {
-      backend_->api().eventSynchronize(ownDone_);
-      backend_->api().eventDestroy(ownDone_);
-    }
+    ownOrder_.drain(); // the own buffers are freed after this: the last step must not still use them
   }
 
   const tuning::TargetTuning &tuning() const override { return backend_->tuning(); }
@@ -117,9 +115,6 @@ private:
   // uploaded into cpMetadata_, in the own workspace), the prefill rows as a step of their own.
   StatusOr<int32_t *> runWithCpDecode(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp);
 
-  // Orders an eager step in the own workspace after the last one when the stream changes (a
-  // capture can wait on nothing outside it: graphs follow the workspace rule of Indexer.h).
-  Status orderOwnWorkspace(Stream stream, bool capturing);
 
   IndexerConfig config_;
   const kernels::DecodeWorkspaceLayout layout_; // for config_'s capacities
@@ -127,9 +122,9 @@ private:
   // and only then is the memory that step may write freed.
   runtime::DeviceScratch ownTopk_, ownWorkspace_;
   runtime::DeviceScratch cpMetadata_; // forward()'s CP decode rows' seq_lens and block table
-  void *ownDone_ = nullptr;      // recorded after each eager step in ownWorkspace_, on ownStream_
-  Stream ownStream_ = nullptr;
-  bool ownUsed_ = false;
+  // Eager steps in ownWorkspace_ (and cpMetadata_) across streams; a capture waits for nothing
+  // outside it: graphs follow the workspace rule of Indexer.h.
+  runtime::StreamOrder ownOrder_;
   std::unique_ptr<runtime::GpuBackend> backend_;
   GrowBuffer<int32_t> joined_; // a mixed step's block table, seq_lens and query_start_loc
   // Decode CP across processes, once joined (after backend_: dropped before the backend; the
@@ -137,15 +132,6 @@ private:
   std::shared_ptr<DecodeCp> cp_; // the process's group, shared with its other indexers
   std::string cpWarned_; // the last fallback reason warned of
 };
-
-Status GpuIndexerEngine::orderOwnWorkspace(Stream stream, bool capturing) {
-  if (capturing)
-    return Status();
-  const runtime::DeviceApi &api = backend_->api();
-  if (ownUsed_ && stream != ownStream_) // the workspace is the last step's until it is done
-    M3IDX_RETURN_IF_ERROR(api.check(api.streamWaitEvent(stream, ownDone_), "stream wait"));
-  return Status();
-}
 
 bool GpuIndexerEngine::cpServes(const IndexerParams &params, bool dualBatchOverlap) {
   if (!cp_)
@@ -163,14 +149,17 @@ bool GpuIndexerEngine::cpServes(const IndexerParams &params, bool dualBatchOverl
 StatusOr<int32_t *> GpuIndexerEngine::runDecode(const BatchView &shape, int64_t width, int64_t maxSeqLen,
                                                 int32_t *topk, void *workspace, Stream stream, bool *usedCp) {
   *usedCp = false;
-  const runtime::DeviceApi &api = backend_->api();
   runtime::DeviceWorkspace ws{reinterpret_cast<uintptr_t>(workspace), layout_};
+  const bool cp = cpServes(shape.params, false);
+  // The own workspace's order and the group's: nothing is waited for inside a capture.
   bool capturing = false;
-  if (!workspace) {
+  if (!workspace || cp) {
     StatusOr<bool> inCapture = this->capturing(stream);
     if (!inCapture.ok())
       return inCapture.status();
     capturing = *inCapture;
+  }
+  if (!workspace) {
     if (!ownWorkspace_.holds(ws.layout.bytes) && capturing)
       return Status::error("decode inside a graph capture would allocate the indexer's own workspace (a call that "
                            "invalidates the capture): call Indexer::warmup() first (with reserveDecodeWorkspace), "
@@ -179,7 +168,8 @@ StatusOr<int32_t *> GpuIndexerEngine::runDecode(const BatchView &shape, int64_t 
     if (!own.ok())
       return own.status();
     ws.base = *own;
-    M3IDX_RETURN_IF_ERROR(orderOwnWorkspace(stream, capturing));
+    if (!capturing) // the workspace is the last eager step's until it is done
+      M3IDX_RETURN_IF_ERROR(ownOrder_.before(stream));
   }
   runtime::DeviceTensors io;
   io.q = reinterpret_cast<uintptr_t>(shape.q);
@@ -187,26 +177,13 @@ StatusOr<int32_t *> GpuIndexerEngine::runDecode(const BatchView &shape, int64_t 
   io.topk = reinterpret_cast<uintptr_t>(topk);
   io.blockTable = reinterpret_cast<uintptr_t>(shape.blockTable);
   io.seqLens = reinterpret_cast<uintptr_t>(shape.seqLens);
-  const bool cp = cpServes(shape.params, false);
-  if (cp) {
-    if (workspace) { // a caller's workspace: whether this step is captured is not known yet
-      StatusOr<bool> inCapture = this->capturing(stream);
-      if (!inCapture.ok())
-        return inCapture.status();
-      capturing = *inCapture;
-    }
+  if (cp)
     M3IDX_RETURN_IF_ERROR(cp_->impl().enqueue(*backend_, shape, width, maxSeqLen, io, ws, stream, capturing));
-  } else {
+  else
     M3IDX_RETURN_IF_ERROR(backend_->enqueueDeviceDecode(shape, width, maxSeqLen, io, ws, stream));
-  }
   *usedCp = cp;
-  if (!workspace && !capturing) {
-    if (!ownDone_)
-      M3IDX_RETURN_IF_ERROR(api.check(api.eventCreate(&ownDone_), "event creation"));
-    M3IDX_RETURN_IF_ERROR(api.check(api.eventRecord(ownDone_, stream), "event record"));
-    ownStream_ = stream;
-    ownUsed_ = true;
-  }
+  if (!workspace && !capturing)
+    M3IDX_RETURN_IF_ERROR(ownOrder_.after(stream));
   return topk ? topk : reinterpret_cast<int32_t *>(static_cast<uintptr_t>(ws.base + ws.layout.topk));
 }
 
@@ -284,8 +261,9 @@ StatusOr<int32_t *> GpuIndexerEngine::runWithCpDecode(const IndexerStep &step, i
                                                       bool *usedCp) {
   const runtime::DeviceApi &api = backend_->api();
   const BatchView &d = step.decode;
-  // cpMetadata_ is the last eager step's until it is done, as the own workspace is.
-  M3IDX_RETURN_IF_ERROR(orderOwnWorkspace(stream, false));
+  // cpMetadata_ is the last eager step's until it is done, as the own workspace is (forward()
+  // is never captured; runDecode's own wait then finds the stream ordered already).
+  M3IDX_RETURN_IF_ERROR(ownOrder_.before(stream));
   const size_t lensBytes = d.numRequests * 4, tableBytes = d.numRequests * d.maxBlocks * 4;
   StatusOr<uint64_t> meta = cpMetadata_.ensure(lensBytes + (step.decodeDeviceTable ? 0 : tableBytes));
   if (!meta.ok())

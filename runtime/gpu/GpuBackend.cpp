@@ -112,12 +112,9 @@ StatusOr<const GpuBackend::Function *> GpuBackend::function(KernelKind kind, con
 }
 
 GpuBackend::~GpuBackend() {
-  if (anyStep_) // the scratch is freed below: the last step must not still read it
-    api_->eventSynchronize(stepDone_);
+  stepOrder_.drain(); // the scratch is freed after this: the last step must not still read it
   for (void *e : events_)
     api_->eventDestroy(e);
-  if (stepDone_)
-    api_->eventDestroy(stepDone_);
 }
 
 StatusOr<void *> GpuBackend::event(size_t i) {
@@ -381,23 +378,14 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
   address[static_cast<int>(StepBuffer::ProgramFlags)] = *flags;
 
   void *stream = options.stream;
-  if (anyStep_ && stream != lastStream_) // the scratch is the last step's until it is done
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->streamWaitEvent(stream, stepDone_), "stream wait"));
+  M3IDX_RETURN_IF_ERROR(stepOrder_.before(stream));
   M3IDX_RETURN_IF_ERROR(
       api_->check(api_->uploadAsync(*meta, host, total * 4, stream), "host-to-device copy"));
   StatusOr<BoundPlan> bound = bindPlan(*plan);
   if (!bound.ok())
     return bound.status();
   M3IDX_RETURN_IF_ERROR(launchPlan(*bound, address, stream, timed, options.beforeLaunches));
-  if (!stepDone_) {
-    void *e = nullptr;
-    M3IDX_RETURN_IF_ERROR(api_->check(api_->eventCreate(&e), "event creation"));
-    stepDone_ = e;
-  }
-  M3IDX_RETURN_IF_ERROR(api_->check(api_->eventRecord(stepDone_, stream), "event record"));
-  lastStream_ = stream;
-  anyStep_ = true;
-  return Status();
+  return stepOrder_.after(stream);
 }
 
 Status GpuBackend::launchPlan(BoundPlan &plan, const uint64_t *address, void *stream, bool timed,

@@ -19,6 +19,7 @@
 #include "runtime/GrowBuffer.h"
 #include "runtime/gpu/DeviceApi.h"
 #include "runtime/gpu/DeviceScratch.h"
+#include "runtime/gpu/StreamOrder.h"
 #include "tuning/TargetTuning.h"
 
 namespace m3idx::runtime {
@@ -117,7 +118,7 @@ private:
              CodeSource source, const tuning::TargetTuning &tuning)
       : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), device_(device), threads_(threads),
         tuning_(tuning), source_(std::move(source)), scores_(api), partial_(api), arrivals_(api),
-        metadata_(api), stepFlags_(api), status_(api) {}
+        metadata_(api), stepFlags_(api), status_(api), stepOrder_(api) {}
   struct Function {
     void *fn = nullptr;
     kernels::KernelSignature signature;
@@ -184,9 +185,7 @@ private:
   std::map<std::array<int64_t, 10>, BoundPlan> decodePlans_;
   std::map<std::array<int64_t, 15>, BoundPlan> sharePlans_; // enqueueDeviceDecodeShare's, as decodePlans_
   GrowBuffer<int32_t> staging_; // the metadata's host side, one upload per step
-  void *stepDone_ = nullptr;    // recorded at the end of every step, on lastStream_
-  void *lastStream_ = nullptr;
-  bool anyStep_ = false;
+  StreamOrder stepOrder_;       // enqueue()'s scratch is the last step's until it is done
 };
 
 } // namespace m3idx::runtime

@@ -42,15 +42,23 @@ mlir::Value toF32(ImplicitLocOpBuilder &b, mlir::Value v) {
 
 mlir::Type elemType(mlir::OpBuilder &b, dsl::Elem e) { return tile::elemType(b.getContext(), e); }
 
-std::string sourceOf(const dsl::Op &op) {
-  if (!op.loc.known())
-    return "";
-  // The file as the build named it, from its folder on: "kernels_src/Nvfp4Score.cpp".
-  std::string_view file = op.loc.file;
+namespace {
+
+// " (at kernels_src/Nvfp4Score.cpp:LINE)": the file as the build named it, from its folder on.
+std::string sourceAt(std::string_view file, unsigned line) {
   size_t cut = file.rfind('/');
   if (cut != std::string_view::npos && cut > 0)
     cut = file.rfind('/', cut - 1);
-  return fmt::format(" (at {}:{})", cut == std::string_view::npos ? file : file.substr(cut + 1), op.loc.line);
+  return fmt::format(" (at {}:{})", cut == std::string_view::npos ? file : file.substr(cut + 1), line);
+}
+
+} // namespace
+
+std::string sourceOf(const dsl::Op &op) { return op.loc.known() ? sourceAt(op.loc.file, op.loc.line) : ""; }
+
+std::string sourceOf(mlir::Location loc) {
+  auto at = dyn_cast<FileLineColLoc>(loc);
+  return at ? sourceAt(at.getFilename().strref(), at.getLine()) : "";
 }
 
 mlir::Location locOf(mlir::OpBuilder &b_, const dsl::Op &op) {

@@ -22,6 +22,7 @@ mlir::Type elemType(mlir::OpBuilder &b, dsl::Elem e); // the builtin type of a D
 // errors name the kernel line.
 std::string sourceOf(const dsl::Op &op);
 mlir::Location locOf(mlir::OpBuilder &b, const dsl::Op &op); // FileLineColLoc, or unknown
+std::string sourceOf(mlir::Location loc); // the same for an op of the tile form
 
 // SPEC §2's key bytes in target-neutral arith (the host's form): `scaleBytes` one E4M3 scale per
 // 16 of the 2 x P decoded elements of `packed` (vector<P x i8>).

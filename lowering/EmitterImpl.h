@@ -1,10 +1,11 @@
-// The DSL -> MLIR emitter's class: MlirEmitter.cpp (ops common to every target, and the host
-// module) and GpuEmitter.cpp (the GPU module: layouts, workgroup memory, the kernel function, dots
-// on FFMA), emitting GPU forms with GpuThreads.h (a tile spread over a program's threads).
-// Each target's per-kernel state and code is its TargetProgram (TargetLowering.h:
-// host/HostProgram.h, nvvm/Sm90Program.h, rocdl/Gfx950Program.h), which emits with the building
-// blocks declared public here. The common files never test which target they emit for: they ask
-// target_ and program_. Internal to lowering/.
+// The GPU targets' DSL -> MLIR emitter: MlirEmitter.cpp (each op's GPU form) and GpuEmitter.cpp
+// (the GPU module: layouts, workgroup memory, the kernel function, dots on FFMA), emitting with
+// GpuThreads.h (a tile spread over a program's threads). Each target's per-kernel state and code
+// is its TargetProgram (TargetLowering.h: nvvm/Sm90Program.h, rocdl/Gfx950Program.h), which emits
+// with the building blocks declared public here. The common files never test which target they
+// emit for: they ask target_ and program_. The host is not emitted here: its form is conversion
+// patterns over the tile dialect (host/HostPatterns.h), as every target's is to become (issue 37).
+// Internal to lowering/.
 #pragma once
 
 #include <array>
@@ -47,13 +48,11 @@ public:
   // `threads`: a GPU program's threads per warp (a kernel's warps multiply it).
   Emitter(mlir::MLIRContext &ctx, const dsl::Kernel &k, const TargetLowering &target, int threads = 1)
       : k_(k), b_(mlir::UnknownLoc::get(&ctx), &ctx), values_(k.valueTypes.size()), target_(target),
-        distributed_(target.distributed()),
         gpu_(b_, target, threads * k.warps, [this](const std::string &what) { fail(what); }),
         threads_(threads * k.warps), program_(target.program(*this)) {}
 
   const dsl::Kernel &kernel() const { return k_; }
 
-  StatusOr<OwningOpRef<ModuleOp>> run();
   StatusOr<OwningOpRef<ModuleOp>> runGpu();
   // The kernel as the tile dialect with each tile's layout as its type's encoding and each
   // dot_tiles' unit (`m3idx.unit`), as the GPU form assigns them (GpuStage::Layouts).
@@ -83,22 +82,16 @@ private:
 
 public:
   // The building blocks of every form's emitting, which the targets' programs (TargetProgram, in
-  // host/, nvvm/ and rocdl/) emit with too.
+  // nvvm/ and rocdl/) emit with too.
   ImplicitLocOpBuilder &builder() { return b_; }
   int threads() const { return threads_; }
   GpuThreads &gpu() { return gpu_; } // GPU forms: lanes, shuffles, barriers, blocked loads and stores
   int64_t decodeScaleLanes() const { return scaleLanes_; } // the scales of the decode being emitted
   std::vector<mlir::Value> &values() { return values_; } // per ValueId: the emitted value
-  // dot.tiles b operand id -> its staged copy (GPU: workgroup memory; host: widened rows)
+  // dot.tiles b operand id -> its staged copy in workgroup memory
   std::map<int32_t, mlir::Value> &stagedDotOperands() { return dotStage_; }
   TargetProgram &program() { return *program_; }
   mlir::Value bufferArg(int64_t i) const { return buffers_[i]; } // the kernel's buffer argument i
-  // While a target emits an op piece by piece (the host's wide tiles), tiles of `lanes` lanes
-  // are typed as vectors of `piece` lanes (type()); {} outside.
-  struct PieceView {
-    int64_t lanes = 0, piece = 0;
-  };
-  void setPieceView(PieceView v) { piece_ = v; }
   // Keeps the first lowering error, naming the kernel line of the op being emitted.
   void fail(const std::string &what);
   mlir::Type type(dsl::Type t);
@@ -128,14 +121,13 @@ private:
   std::vector<mlir::Value> buffers_, scalars_;
   mlir::Value programId_;
   const TargetLowering &target_;
-  bool distributed_ = false;                  // the GPU form
-  GpuThreads gpu_;                            // GPU: the program's threads
-  int threads_ = 32;                          // gpu: threads of a program
-  std::map<int32_t, mlir::Value> dotStage_;   // gpu: b operand id -> staged copy (f32 or bytes)
-  std::map<int32_t, mlir::Value> dotResult_;  // gpu: FFMA dot.tiles op index -> result buffer
-  std::vector<Spread> spread_;                // GPU: per ValueId (empty: all Blocked)
-  std::map<int32_t, Spread> converts_;        // GPU: ValueId -> the layout its uses read it in
-  std::map<int32_t, mlir::Value> convertBuf_; // GPU: ValueId -> the workgroup buffer of its convert
+  GpuThreads gpu_;                            // the program's threads
+  int threads_ = 32;                          // threads of a program
+  std::map<int32_t, mlir::Value> dotStage_;   // b operand id -> staged copy (f32 or bytes)
+  std::map<int32_t, mlir::Value> dotResult_;  // FFMA dot.tiles op index -> result buffer
+  std::vector<Spread> spread_;                // per ValueId (empty: all Blocked)
+  std::map<int32_t, Spread> converts_;        // ValueId -> the layout its uses read it in
+  std::map<int32_t, mlir::Value> convertBuf_; // ValueId -> the workgroup buffer of its convert
   size_t stageCount_ = 0;
   std::vector<int32_t> dotStageOf_;           // ValueId -> index into stageBufs_, or -1
   std::vector<mlir::Value> stageBufs_;
@@ -144,7 +136,6 @@ private:
   int64_t scaleLanes_ = 0;
   std::unique_ptr<TargetProgram> program_;    // made last, from the emitter it serves
   const dsl::Op *currentOp_ = nullptr;        // the op being emitted
-  PieceView piece_;
 };
 
 } // namespace m3idx::lowering

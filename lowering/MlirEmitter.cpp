@@ -2,7 +2,6 @@
 #include "lowering/EmitterImpl.h"
 #include "lowering/Layouts.h"
 
-#include <limits>
 #include <map>
 
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
@@ -38,9 +37,7 @@ mlir::Type Emitter::type(dsl::Type t) {
   mlir::Type e = elemType(b_, t.elem);
   if (!t.isTile())
     return e;
-  if (distributed_)
-    return VectorType::get({gpu_.chunk(t.lanes)}, e);
-  return VectorType::get({piece_.lanes == t.lanes ? piece_.piece : t.lanes}, e);
+  return VectorType::get({gpu_.chunk(t.lanes)}, e);
 }
 
 mlir::Type Emitter::valueType(dsl::ValueId v) {
@@ -73,9 +70,6 @@ void Emitter::emitOpAt(const dsl::Op &op) {
 void Emitter::emitRegion(const dsl::Region &r) {
   for (int32_t i : r.ops) {
     emitOpAt(k_.ops[i]);
-    program_->defined(k_.ops[i]);
-    if (!distributed_)
-      continue;
     for (dsl::ValueId v : k_.ops[i].results) // a convert_layout of the layout pass: for all uses
       if (auto c = converts_.find(v.id); c != converts_.end()) {
         mlir::Value converted =
@@ -95,22 +89,15 @@ void Emitter::emitRegion(const dsl::Region &r) {
   }
 }
 
-// On a GPU every thread's earlier stores reach the barrier before one thread's release fence
-// (cumulative: it orders what that thread has observed) and its atomic; the old value goes to all
-// lanes by a shuffle, and each lane's acquire fence orders its later loads after the atomic. On
-// the host a program is one thread: the fences only keep the compiler from moving memory across.
+// Every thread's earlier stores reach the barrier before one thread's release fence (cumulative:
+// it orders what that thread has observed) and its atomic; the old value goes to all lanes by a
+// shuffle, and each lane's acquire fence orders its later loads after the atomic.
 mlir::Value Emitter::atomicAdd(mlir::Value buf, mlir::Value at, mlir::Value v) {
   const char *scope = target_.deviceSyncScope();
   auto add = [&] {
     return memref::AtomicRMWOp::create(b_, arith::AtomicRMWKind::addi, v, buf, ValueRange{toIndex(b_, at)})
         .getResult();
   };
-  if (!distributed_) {
-    LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::release, scope);
-    mlir::Value old = add();
-    LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::acquire, scope);
-    return old;
-  }
   gpu_.barrier();
   LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::release, scope);
   auto first = scf::IfOp::create(b_, TypeRange{v.getType()}, gpu_.laneBelow(1), /*withElseRegion=*/true);
@@ -127,7 +114,7 @@ mlir::Value Emitter::atomicAdd(mlir::Value buf, mlir::Value at, mlir::Value v) {
 }
 
 void Emitter::emitOp(const dsl::Op &op) {
-  if (piece_.lanes == 0 && program_->ownsOp(op)) {
+  if (program_->ownsOp(op)) {
     program_->emitOwnedOp(op);
     return;
   }
@@ -140,22 +127,15 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::ScalarArg: set(scalars_[op.intAttr]); return;
   case OpKind::ProgramId: set(programId_); return;
   case OpKind::Iota: {
-    auto vt = cast<VectorType>(resultType());
-    if (distributed_) { // lane * k + [0, k)
-      const int64_t k = vt.getNumElements();
-      SmallVector<int64_t> steps;
-      for (int64_t i = 0; i < k; ++i)
-        steps.push_back(i);
-      mlir::Value base = vector::BroadcastOp::create(
-          b_, vt, arith::MulIOp::create(b_, gpu_.laneI64(), constant(b_, b_.getI64Type(), k)));
-      set(arith::AddIOp::create(
-          b_, base, arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(steps)))));
-      return;
-    }
-    SmallVector<int64_t> lanes;
-    for (int64_t i = 0; i < vt.getNumElements(); ++i)
-      lanes.push_back(i);
-    set(arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(lanes))));
+    auto vt = cast<VectorType>(resultType()); // lane * k + [0, k)
+    const int64_t k = vt.getNumElements();
+    SmallVector<int64_t> steps;
+    for (int64_t i = 0; i < k; ++i)
+      steps.push_back(i);
+    mlir::Value base = vector::BroadcastOp::create(
+        b_, vt, arith::MulIOp::create(b_, gpu_.laneI64(), constant(b_, b_.getI64Type(), k)));
+    set(arith::AddIOp::create(
+        b_, base, arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, ArrayRef<int64_t>(steps)))));
     return;
   }
   case OpKind::Add:
@@ -203,14 +183,11 @@ void Emitter::emitOp(const dsl::Op &op) {
   case OpKind::Trunc: set(arith::TruncIOp::create(b_, resultType(), in(0))); return;
   case OpKind::SIToFP: set(arith::SIToFPOp::create(b_, resultType(), in(0))); return;
   case OpKind::ExtF:
-    if (distributed_) {
-      const int32_t def = definingOp_[op.operands[0].id];
-      if (def >= 0 && k_.ops[def].kind == OpKind::DecodeNvfp4)
-        if (mlir::Value keys = program_->keysF32(k_.ops[def])) {
-          set(keys); // the decode itself becomes dead and is removed
-          return;
-        }
-    }
+    if (const int32_t def = definingOp_[op.operands[0].id]; def >= 0 && k_.ops[def].kind == OpKind::DecodeNvfp4)
+      if (mlir::Value keys = program_->keysF32(k_.ops[def])) {
+        set(keys); // the decode itself becomes dead and is removed
+        return;
+      }
     set(arith::ExtFOp::create(b_, resultType(), in(0)));
     return;
   case OpKind::TruncF: set(arith::TruncFOp::create(b_, resultType(), in(0))); return;
@@ -223,52 +200,31 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
   case OpKind::Splat: set(vector::BroadcastOp::create(b_, resultType(), in(0))); return;
   case OpKind::ExtractAt:
-    if (distributed_) {
-      set(gpu_.extractDynamic(in(0), k_.typeOf(op.operands[0]).lanes, in(1)));
-      return;
-    }
-    set(vector::ExtractOp::create(b_, in(0), ArrayRef<OpFoldResult>{toIndex(b_, in(1))}));
+    set(gpu_.extractDynamic(in(0), k_.typeOf(op.operands[0]).lanes, in(1)));
     return;
   case OpKind::Extract:
-    if (distributed_) {
-      set(gpu_.extract(in(0), k_.typeOf(op.operands[0]).lanes, op.intAttr));
-      return;
-    }
-    set(vector::ExtractOp::create(b_, in(0), ArrayRef<int64_t>{op.intAttr}));
+    set(gpu_.extract(in(0), k_.typeOf(op.operands[0]).lanes, op.intAttr));
     return;
   case OpKind::Shuffle: {
-    if (distributed_) {
-      dsl::Type t = k_.typeOf(op.operands[0]);
-      set(gpu_.shuffle(in(0), in(1), t.lanes, op.lanesAttr, t.elem,
+    dsl::Type t = k_.typeOf(op.operands[0]);
+    set(gpu_.shuffle(in(0), in(1), t.lanes, op.lanesAttr, t.elem,
                      {madeBySplat(op.operands[0]), madeBySplat(op.operands[1])}));
-      return;
-    }
-    SmallVector<int64_t> mask(op.lanesAttr.begin(), op.lanesAttr.end());
-    set(vector::ShuffleOp::create(b_, in(0), in(1), mask));
     return;
   }
   case OpKind::ReduceAdd: case OpKind::ReduceMax: {
     bool isF = isa<FloatType>(getElementTypeOrSelf(in(0).getType()));
-    if (distributed_) {
-      set(gpu_.warpReduce(in(0), k_.typeOf(op.operands[0]).lanes, op.kind == OpKind::ReduceAdd, isF));
-      return;
-    }
-    vector::CombiningKind kind = op.kind == OpKind::ReduceAdd ? vector::CombiningKind::ADD
-                                 : isF                        ? vector::CombiningKind::MAXNUMF
-                                                              : vector::CombiningKind::MAXSI;
-    set(vector::ReductionOp::create(b_, kind, in(0), mlir::Value(),
-                                    isF ? arith::FastMathFlags::reassoc : arith::FastMathFlags::none));
+    set(gpu_.warpReduce(in(0), k_.typeOf(op.operands[0]).lanes, op.kind == OpKind::ReduceAdd, isF));
     return;
   }
   case OpKind::FoldMax: {
     const int64_t lanes = k_.typeOf(op.operands[0]).lanes, d = op.intAttr;
-    if (distributed_ && (gpu_.partial(lanes / 2) || gpu_.chunk(lanes) % (2 * d) != 0)) { // pairs must be in one thread
+    if (gpu_.partial(lanes / 2) || gpu_.chunk(lanes) % (2 * d) != 0) { // pairs must be in one thread
       fail(fmt::format("fold.max: pairs {} apart across threads ({} lanes, {} per thread)", d, lanes,
                              gpu_.partial(lanes) ? 1 : gpu_.chunk(lanes)));
       set(constant(b_, resultType(), 0));
       return;
     }
-    // lanes i (bit d clear) and i + d of the vector this thread (or the host) holds
+    // lanes i (bit d clear) and i + d of the vector this thread holds
     const int64_t n = cast<VectorType>(in(0).getType()).getNumElements();
     SmallVector<int64_t> low, high;
     for (int64_t i = 0; i < n; ++i)
@@ -281,23 +237,7 @@ void Emitter::emitOp(const dsl::Op &op) {
   }
   case OpKind::ReduceMaxGroups: {
     const int64_t lanes = k_.typeOf(op.operands[0]).lanes, groups = op.intAttr;
-    if (distributed_) {
-      set(gpu_.reduceMaxGroups(in(0), lanes, groups));
-      return;
-    }
-    // One reduction per group (vector.multi_reduction has no lowering in the host pipeline).
-    mlir::Type f32 = b_.getF32Type();
-    const int64_t S = lanes / groups;
-    mlir::Value out = constant(b_, VectorType::get({groups}, f32), 0);
-    for (int64_t g = 0; g < groups; ++g) {
-      mlir::Value part = vector::ExtractStridedSliceOp::create(
-          b_, in(0), ArrayRef<int64_t>{g * S}, ArrayRef<int64_t>{S}, ArrayRef<int64_t>{1});
-      mlir::Value m = vector::ReductionOp::create(
-          b_, vector::CombiningKind::MAXNUMF, part,
-          constant(b_, f32, -std::numeric_limits<double>::infinity()), arith::FastMathFlags::none);
-      out = vector::InsertOp::create(b_, m, out, ArrayRef<int64_t>{g});
-    }
-    set(out);
+    set(gpu_.reduceMaxGroups(in(0), lanes, groups));
     return;
   }
   case OpKind::LoadTileMasked:
@@ -311,24 +251,16 @@ void Emitter::emitOp(const dsl::Op &op) {
     set(memref::LoadOp::create(b_, buffers_[op.intAttr], ValueRange{toIndex(b_, in(0))}));
     return;
   case OpKind::LoadTile:
-    if (distributed_) {
-      set(gpu_.loadTile(buffers_[op.intAttr], in(0), k_.typeOf(op.results[0]).lanes,
+    set(gpu_.loadTile(buffers_[op.intAttr], in(0), k_.typeOf(op.results[0]).lanes,
                       elemType(b_, k_.typeOf(op.results[0]).elem), op.alignAttr));
-      return;
-    }
-    set(vector::LoadOp::create(b_, cast<VectorType>(resultType()), buffers_[op.intAttr],
-                               ValueRange{toIndex(b_, in(0))}));
     return;
-  case OpKind::Store:
-    if (distributed_) { // scalars are uniform: one thread writes
-      auto first = scf::IfOp::create(b_, TypeRange{}, gpu_.laneBelow(1), /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard guard(b_);
-      b_.setInsertionPoint(first.thenBlock()->getTerminator());
-      memref::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(b_, in(0))});
-      return;
-    }
+  case OpKind::Store: { // scalars are uniform: one thread writes
+    auto first = scf::IfOp::create(b_, TypeRange{}, gpu_.laneBelow(1), /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPoint(first.thenBlock()->getTerminator());
     memref::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(b_, in(0))});
     return;
+  }
   case OpKind::AtomicAdd:
     set(atomicAdd(buffers_[op.intAttr], in(0), in(1)));
     return;
@@ -336,51 +268,32 @@ void Emitter::emitOp(const dsl::Op &op) {
     program_->orderGrids(op.kind);
     return;
   case OpKind::StoreTile:
-    if (distributed_) {
-      gpu_.storeTile(buffers_[op.intAttr], in(0), in(1), k_.typeOf(op.operands[1]).lanes);
-      return;
-    }
-    vector::StoreOp::create(b_, in(1), buffers_[op.intAttr], ValueRange{toIndex(b_, in(0))});
+    gpu_.storeTile(buffers_[op.intAttr], in(0), in(1), k_.typeOf(op.operands[1]).lanes);
     return;
   case OpKind::StoreScatter:
-    if (distributed_) {
-      gpu_.storeScatter(buffers_[op.intAttr], in(0), in(1), in(2), k_.typeOf(op.operands[1]).lanes);
-      return;
-    }
-    vector::ScatterOp::create(b_, mlir::Type(), buffers_[op.intAttr],
-                              ValueRange{arith::ConstantIndexOp::create(b_, 0)}, in(0), in(2), in(1));
+    gpu_.storeScatter(buffers_[op.intAttr], in(0), in(1), in(2), k_.typeOf(op.operands[1]).lanes);
     return;
   case OpKind::DecodeNvfp4: {
     if (spreadOf(op.results[0]) == Spread::MmaRows) { // whole scale groups per thread by construction
       set(program_->decodeNvfp4(in(0), in(1)));
       return;
     }
-    if (distributed_) {
-      const int64_t P = k_.typeOf(op.operands[0]).lanes;
-      const int64_t outChunk = gpu_.chunk(2 * P);
-      const int64_t S = k_.typeOf(op.operands[1]).lanes;
-      const bool ownScales = outChunk % 16 == 0 && !gpu_.partial(S) && gpu_.chunk(S) * 16 == outChunk;
-      if (gpu_.partial(P) || outChunk != 2 * gpu_.chunk(P) || (16 % outChunk != 0 && !ownScales)) {
-        fail(fmt::format("nvfp4.decode of {} packed bytes does not distribute over {} "
-                               "threads",
-                               P, threads_));
-        set(constant(b_, resultType(), 0));
-        return;
-      }
-      scaleLanes_ = k_.typeOf(op.operands[1]).lanes;
+    const int64_t P = k_.typeOf(op.operands[0]).lanes;
+    const int64_t outChunk = gpu_.chunk(2 * P);
+    const int64_t S = k_.typeOf(op.operands[1]).lanes;
+    const bool ownScales = outChunk % 16 == 0 && !gpu_.partial(S) && gpu_.chunk(S) * 16 == outChunk;
+    if (gpu_.partial(P) || outChunk != 2 * gpu_.chunk(P) || (16 % outChunk != 0 && !ownScales)) {
+      fail(fmt::format("nvfp4.decode of {} packed bytes does not distribute over {} threads", P, threads_));
+      set(constant(b_, resultType(), 0));
+      return;
     }
+    scaleLanes_ = S;
     set(program_->decodeNvfp4(in(0), in(1)));
     return;
   }
   case OpKind::Dot: {
     mlir::Value prod = arith::MulFOp::create(b_, in(0), in(1));
-    if (distributed_) {
-      set(gpu_.warpReduce(prod, k_.typeOf(op.operands[0]).lanes, /*add=*/true, /*isFloat=*/true));
-      return;
-    }
-    // Any summation order is allowed (SPEC §4); reassoc lets the target pick a fast one.
-    set(vector::ReductionOp::create(b_, vector::CombiningKind::ADD, prod, mlir::Value(),
-                                    arith::FastMathFlags::reassoc));
+    set(gpu_.warpReduce(prod, k_.typeOf(op.operands[0]).lanes, /*add=*/true, /*isFloat=*/true));
     return;
   }
   case OpKind::PackScoreKey: set(packScoreKey(b_, in(0), in(1))); return;
@@ -445,17 +358,14 @@ void Emitter::emitOp(const dsl::Op &op) {
 mlir::Value Emitter::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit,
                                     int64_t lanes, mlir::Type elem, int64_t alignBytes) {
   mlir::Type i64 = b_.getI64Type();
-  const int64_t c = distributed_ ? gpu_.chunk(lanes) : lanes;
-  mlir::Value first = distributed_ ? mlir::Value(arith::MulIOp::create(b_, gpu_.laneI64(), constant(b_, i64, c)))
-                           : constant(b_, i64, 0);
+  const int64_t c = gpu_.chunk(lanes);
+  mlir::Value first = arith::MulIOp::create(b_, gpu_.laneI64(), constant(b_, i64, c));
   mlir::Value lim = arith::MinSIOp::create(b_, limit, constant(b_, i64, lanes));
   mlir::Value count = arith::MaxSIOp::create(b_, arith::SubIOp::create(b_, lim, first), constant(b_, i64, 0));
   mlir::Value mask = vector::CreateMaskOp::create(b_, VectorType::get({c}, b_.getI1Type()),
                                                   ValueRange{toIndex(b_, count)});
   auto vt = VectorType::get({c}, elem);
   mlir::Value at = toIndex(b_, arith::AddIOp::create(b_, off, first));
-  if (!distributed_)
-    return vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{at}, mask, constant(b_, vt, 0));
   // On GPUs a masked load becomes one guarded load per lane: take the plain vector load (wide where
   // aligned) when all of this thread's lanes are in, none when all are out (a padded tile's rows:
   // a limit at a whole thread's part, as a row's 128 bytes are), the guarded loads between.
@@ -483,54 +393,7 @@ mlir::Value Emitter::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Valu
 // fmaxf semantics (a NaN operand yields the other). On GPUs arith.maxnumf lowers to a libdevice
 // call (__nv_fmaxf) that stays unresolved unless a CUDA toolkit is found at compile time; the LLVM
 // intrinsic lowers to max.f32 everywhere.
-mlir::Value Emitter::maxNum(mlir::Value a, mlir::Value b) {
-  if (distributed_)
-    return LLVM::MaxNumOp::create(b_, a, b);
-  return arith::MaxNumFOp::create(b_, a, b);
-}
-
-StatusOr<OwningOpRef<ModuleOp>> Emitter::run() {
-  OwningOpRef<ModuleOp> module = ModuleOp::create(b_.getLoc());
-  b_.setInsertionPointToEnd(module->getBody());
-  SmallVector<mlir::Type> argTypes;
-  for (const dsl::BufferArg &buf : k_.buffers)
-    argTypes.push_back(MemRefType::get({ShapedType::kDynamic}, elemType(b_, buf.elem)));
-  for (const dsl::ScalarArgDecl &s : k_.scalars)
-    argTypes.push_back(elemType(b_, s.elem));
-  argTypes.append({b_.getI64Type(), b_.getI64Type()}); // pid_begin, pid_end
-  auto fn = func::FuncOp::create(b_, k_.name, b_.getFunctionType(argTypes, {}));
-  fn->setAttr("llvm.emit_c_interface", b_.getUnitAttr());
-  Block *entry = fn.addEntryBlock();
-  program_->beginFunction(entry);
-  b_.setInsertionPointToEnd(entry);
-  size_t a = 0;
-  for (size_t i = 0; i < k_.buffers.size(); ++i)
-    buffers_.push_back(entry->getArgument(a++));
-  for (size_t i = 0; i < k_.scalars.size(); ++i)
-    scalars_.push_back(entry->getArgument(a++));
-  mlir::Value pidBegin = entry->getArgument(a++), pidEnd = entry->getArgument(a++);
-  auto loop = scf::ForOp::create(b_, toIndex(b_, pidBegin), toIndex(b_, pidEnd),
-                                 arith::ConstantIndexOp::create(b_, 1));
-  {
-    OpBuilder::InsertionGuard guard(b_);
-    b_.setInsertionPoint(loop.getBody()->getTerminator());
-    programId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), loop.getInductionVar());
-    emitRegion(k_.body);
-    // The DSL body ends in no yield of its own: the kernel body region has none.
-  }
-  func::ReturnOp::create(b_);
-  if (!error_.empty())
-    return Status::error(fmt::format("kernel @{}: host lowering: {}", k_.name, error_));
-  if (failed(verify(*module)))
-    return Status::error(fmt::format("kernel @{}: emitted MLIR does not verify", k_.name));
-  return module;
-}
-
-StatusOr<OwningOpRef<ModuleOp>> emitHostModule(MLIRContext &ctx, const dsl::Kernel &kernel) {
-  loadDialects(ctx);
-  Emitter e(ctx, kernel, hostLowering());
-  return e.run();
-}
+mlir::Value Emitter::maxNum(mlir::Value a, mlir::Value b) { return LLVM::MaxNumOp::create(b_, a, b); }
 
 StatusOr<OwningOpRef<ModuleOp>> emitGpuModule(MLIRContext &ctx, const dsl::Kernel &kernel,
                                               const GpuForm &form) {

@@ -1,9 +1,8 @@
-// Lowers a DSL kernel to MLIR in upstream dialects (func, gpu, arith, scf, vector, memref). The host
-// form uses only those; small-float conversions stay arith.extf / arith.truncf for each target's
-// pipeline to legalize. The GPU forms are not target-neutral: where the emitter picks an
-// instruction they already hold the target's ops (sm_90: nvvm.prmt, the mma and wgmma calls,
-// nvvm.maxnreg; gfx950: the amdgpu/rocdl MFMA and conversions). On the host a kernel becomes a
-// function over a range of program ids.
+// Lowers a DSL kernel to a GPU target's MLIR (func, gpu, arith, scf, vector, memref, and the
+// target's own ops): where the emitter picks an instruction the module already holds it (sm_90:
+// nvvm.prmt, the mma and wgmma calls, nvvm.maxnreg; gfx950: the amdgpu/rocdl MFMA and
+// conversions); small-float conversions stay arith.extf / arith.truncf for the target's pipeline to
+// legalize. The host's module is host/HostPatterns.h's emitHostModule.
 #pragma once
 
 #include "core/Status.h"
@@ -20,11 +19,6 @@ namespace m3idx::lowering {
 
 // Loads the dialects the emitter and the pipelines use.
 void loadDialects(mlir::MLIRContext &ctx);
-
-// func.func @<kernel>(buffers as memref<?xT>..., scalars..., %pid_begin: i64, %pid_end: i64)
-// with llvm.emit_c_interface; the body loops over [pid_begin, pid_end).
-StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> emitHostModule(mlir::MLIRContext &ctx,
-                                                             const dsl::Kernel &kernel);
 
 // gpu.module @m3idx_kernels { gpu.func @<kernel>(buffers as memref<?xT>..., scalars...) kernel }:
 // a program is a CTA / workgroup of form.threads threads (program id = block id); a tile of N

@@ -1,6 +1,5 @@
-// What differs between targets in the DSL -> MLIR step, as two interfaces: TargetLowering (a
-// target's facts, one object per target: host/HostLowering.cpp, nvvm/Sm90Lowering.cpp,
-// rocdl/Gfx950Lowering.cpp) and TargetProgram (one kernel's target state and emitting, made by its
+// What differs between the GPU targets in the DSL -> MLIR step, as two interfaces: TargetLowering
+// (a target's facts, one object per target: nvvm/Sm90Lowering.cpp, rocdl/Gfx950Lowering.cpp) and TargetProgram (one kernel's target state and emitting, made by its
 // TargetLowering for each Emitter). The common emitter (MlirEmitter.cpp, GpuEmitter.cpp) asks them
 // instead of testing which target it is. Internal to lowering/ (they speak MLIR).
 #pragma once
@@ -30,8 +29,6 @@ class TargetLowering {
 public:
   virtual ~TargetLowering() = default;
   virtual const char *name() const = 0;
-  // GPU targets spread a tile's lanes over a program's threads; the host keeps whole vectors.
-  virtual bool distributed() const = 0;
   // The target's side of one kernel's emitting, made once per Emitter (it holds that kernel's
   // target state: tables, fragments, plans) and living as long as it.
   virtual std::unique_ptr<TargetProgram> program(Emitter &e) const = 0;
@@ -115,19 +112,14 @@ public:
   // from it, else 1).
   virtual int64_t loopUnroll(const dsl::Op &) const { return 1; }
 
-  // The host form. Before any op: the function's entry block (where scratch goes).
-  virtual void beginFunction(mlir::Block * /*entry*/) {}
-  // Ops the target emits its own way (tiles wider than a vector, in pieces), not the common one.
+  // Ops the target emits its own way (tiles in its own layouts), not the common one.
   virtual bool ownsOp(const dsl::Op &) const { return false; }
   virtual void emitOwnedOp(const dsl::Op &) {}
-  // After an op of the kernel's body was emitted (a dot.tiles b operand prepared where defined).
-  virtual void defined(const dsl::Op &) {}
   // grid.await and grid.release (dsl/Builder.h): nothing on a target that starts no kernel's
   // programs before the kernel ahead of it has ended.
   virtual void orderGrids(dsl::OpKind) {}
 };
 
-const TargetLowering &hostLowering();
 const TargetLowering &sm90Lowering();
 const TargetLowering &gfx950Lowering();
 

@@ -9,6 +9,7 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
+#include "lowering/host/HostPatterns.h"
 #include "lowering/nvvm/Sm90Layouts.h"
 #include "lowering/transforms/Passes.h"
 #include "tile/TileDialect.h"
@@ -17,6 +18,7 @@ int main(int argc, char **argv) {
   mlir::registerAllPasses();
   m3idx::lowering::registerPasses();
   m3idx::lowering::registerAssignSm90LayoutsPass();
+  m3idx::lowering::registerHostConversionPass();
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   m3idx::tile::registerTileDialects(registry);

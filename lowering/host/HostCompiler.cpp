@@ -29,7 +29,7 @@
 
 #include "core/EnvTable.h"
 #include "m3idx_build_id.h"
-#include "lowering/MlirEmitter.h"
+#include "lowering/host/HostPatterns.h"
 #include "lowering/Pipeline.h"
 
 namespace m3idx::lowering {

@@ -1,14 +1,16 @@
 // Where the host form's wide tiles live: a tile of more than kPiece lanes has a stack buffer of its
 // own (made once per call, in the function's entry block), and is read and written kPiece lanes at
-// a time (host/HostTiles.cpp says why). Splats, constants and iota are not stored: their pieces are
-// made where they are used. One per kernel, owned by its HostProgram. Internal to lowering/.
+// a time (host/HostTiles.cpp says why). Splats and iota are stored too, but their pieces are made
+// where they are used. A value is named twice: `tile`, the tile form's value (its type says lanes
+// and element; its defining op whether it is a splat), and `converted`, the host form's (a vector,
+// or a wide tile's buffer). One per kernel, in its HostKernelState. Internal to lowering/.
 #pragma once
 
 #include <functional>
-#include <map>
-#include <vector>
 
-#include "lowering/EmitterImpl.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
 
 namespace m3idx::lowering {
 
@@ -16,35 +18,33 @@ class HostTiles {
 public:
   static constexpr int64_t kPiece = 64;
 
-  explicit HostTiles(Emitter &e) : e_(e), b_(e.builder()), k_(e.kernel()), values_(e.values()) {}
   void beginFunction(mlir::Block *entry) { entry_ = entry; }
 
-  bool wide(dsl::ValueId v) const;
-  mlir::Value entryAlloca(int64_t n, mlir::Type elem); // scratch, allocated once per call
-  mlir::Type storage(Elem e); // a tile's element in memory: bytes for i1 and small floats
-  mlir::Value newBuffer(dsl::ValueId v);
-  mlir::Value buffer(dsl::ValueId v); // a wide value's buffer; a narrow one stored into scratch
-  mlir::Value loadPiece(mlir::Value buf, Elem e, mlir::Value at, int64_t lanes);
-  void storePiece(mlir::Value buf, Elem e, mlir::Value at, mlir::Value piece);
-  mlir::Value loadWhole(mlir::Value buf, dsl::ValueId v);
-  // Lanes [at, at + n) of wide value v: made in place for splats, constants and iota, else loaded.
-  mlir::Value pieceOf(dsl::ValueId v, mlir::Value at, int64_t n);
-  void setResult(dsl::ValueId v, mlir::Value buf); // wide: the buffer; narrow: loaded from it
+  static bool wide(mlir::Type t); // a tile of more than kPiece lanes
+  static bool wide(mlir::Value v) { return wide(v.getType()); }
+  static int64_t lanes(mlir::Value tile);
+  // A tile's element in memory: bytes for i1 and small floats.
+  static mlir::Type storage(mlir::Type elem);
+  mlir::Value entryAlloca(mlir::ImplicitLocOpBuilder &b, int64_t n, mlir::Type elem); // once per call
+  mlir::Value newBuffer(mlir::ImplicitLocOpBuilder &b, mlir::Value tile); // for a wide result
+  // A wide value's buffer; a narrow one stored into scratch.
+  mlir::Value buffer(mlir::ImplicitLocOpBuilder &b, mlir::Value converted);
+  mlir::Value loadPiece(mlir::ImplicitLocOpBuilder &b, mlir::Value buf, mlir::Type elem, mlir::Value at,
+                        int64_t lanes);
+  void storePiece(mlir::ImplicitLocOpBuilder &b, mlir::Value buf, mlir::Type elem, mlir::Value at,
+                  mlir::Value piece);
+  // Lanes [at, at + n) of a tile: made in place for wide splats and iota, else loaded.
+  mlir::Value pieceOf(mlir::ImplicitLocOpBuilder &b, mlir::Value tile, mlir::Value converted, mlir::Value at,
+                      int64_t n);
+  // The host form of a result made in `buf`: the buffer when wide, else loaded from it.
+  mlir::Value result(mlir::ImplicitLocOpBuilder &b, mlir::Value tile, mlir::Value buf);
   // body(at, n) for pieces [at, at + n) of `lanes`: a loop over whole pieces, then the tail.
-  void forPieces(int64_t lanes, int64_t piece, const std::function<void(mlir::Value, int64_t)> &body);
-  void copy(mlir::Value dst, mlir::Value src, int64_t lanes);
-  mlir::scf::ForOp rolledLoop(int64_t lo, int64_t hi, mlir::ValueRange inits = {});
-  // ids[i] names buffers[i] where there is one (a wide value), else the next of `narrow`.
-  void bind(ArrayRef<dsl::ValueId> ids, const std::vector<mlir::Value> &buffers, mlir::ValueRange narrow);
-
-  std::map<int32_t, mlir::Value> wideBuf_; // wide value id -> its buffer
-  std::map<int32_t, int32_t> splats_;      // wide splat / constant / iota id -> its op
+  void forPieces(mlir::ImplicitLocOpBuilder &b, int64_t lanes, int64_t piece,
+                 const std::function<void(mlir::Value, int64_t)> &body);
+  void copy(mlir::ImplicitLocOpBuilder &b, mlir::Value dst, mlir::Value src, int64_t lanes);
+  mlir::scf::ForOp rolledLoop(mlir::ImplicitLocOpBuilder &b, int64_t lo, int64_t hi, mlir::ValueRange inits = {});
 
 private:
-  Emitter &e_;
-  ImplicitLocOpBuilder &b_;
-  const dsl::Kernel &k_;
-  std::vector<mlir::Value> &values_;
   mlir::Block *entry_ = nullptr;
 };
 

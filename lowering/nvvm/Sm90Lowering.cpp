@@ -211,7 +211,6 @@ namespace {
 class Sm90Lowering final : public TargetLowering {
 public:
   const char *name() const override { return "sm_90"; }
-  bool distributed() const override { return true; }
   std::unique_ptr<TargetProgram> program(Emitter &e) const override { return std::make_unique<Sm90Program>(e); }
   int shuffleWidth(int threads) const override { return std::min(threads, 32); }
   const char *deviceSyncScope() const override { return "device"; } // PTX's .gpu

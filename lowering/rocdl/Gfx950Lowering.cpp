@@ -13,7 +13,6 @@ namespace {
 class Gfx950Lowering final : public TargetLowering {
 public:
   const char *name() const override { return "gfx950"; }
-  bool distributed() const override { return true; }
   std::unique_ptr<TargetProgram> program(Emitter &e) const override { return std::make_unique<Gfx950Program>(e); }
   const char *deviceSyncScope() const override { return "agent"; }
   Status checkProgram(const dsl::Kernel &k) const override {

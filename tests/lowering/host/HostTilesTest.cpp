@@ -1,6 +1,7 @@
-// The host lowering of tiles wider than a 128-lane piece (lowering/host/HostTiles.cpp): every op
-// kind on wide tiles, with tails, against values computed here; no emitted vector wider than a
-// piece for any kernel config; code size bounded on a CPU without AVX-512.
+// The host lowering of tiles wider than a 64-lane piece (lowering/host/HostTiles.cpp, used by the
+// host patterns in lowering/host/HostOpPatterns.cpp): every op kind on wide tiles, with tails,
+// against values computed here; no emitted vector wider than a piece for any kernel config; code
+// size bounded on a CPU without AVX-512.
 #include <cmath>
 #include <limits>
 #include <regex>
@@ -155,7 +156,8 @@ std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> everyHostConf
 }
 
 // Straight-line wide vectors are what made compile time grow with tiles (a 2048-byte masked load
-// scalarized into 2048 branches without AVX-512BW): no emitted vector is wider than a piece.
+// scalarized into 2048 branches without AVX-512BW): no emitted vector is wider than a piece, or a
+// dot_tiles row (128 lanes).
 TEST(HostTiles, NoEmittedVectorIsWiderThanAPiece) {
   const std::regex vectorType("vector<([0-9]+)x");
   for (const auto &[kind, config] : everyHostConfig()) {

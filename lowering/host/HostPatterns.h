@@ -17,14 +17,24 @@
 
 namespace m3idx::lowering {
 
+// A host pattern of one op kind, with the kernel's state.
+template <typename SourceOp>
+class HostStatePattern : public mlir::OpConversionPattern<SourceOp> {
+public:
+  HostStatePattern(const mlir::TypeConverter &converter, mlir::MLIRContext *ctx, HostKernelState &kernel)
+      : mlir::OpConversionPattern<SourceOp>(converter, ctx), kernel_(kernel) {}
+
+protected:
+  HostKernelState &kernel_;
+};
+
 // A pattern whose lower() emits the host form of `op` (before it) and returns the values of its
 // results; the base replaces `op` by them and widens a dot_tiles b operand where it is defined.
 template <typename SourceOp>
-class HostPattern : public mlir::OpConversionPattern<SourceOp> {
+class HostPattern : public HostStatePattern<SourceOp> {
 public:
   using Adaptor = typename SourceOp::Adaptor;
-  HostPattern(const mlir::TypeConverter &converter, mlir::MLIRContext *ctx, HostKernelState &kernel)
-      : mlir::OpConversionPattern<SourceOp>(converter, ctx), kernel_(kernel) {}
+  using HostStatePattern<SourceOp>::HostStatePattern;
 
   mlir::LogicalResult matchAndRewrite(SourceOp op, Adaptor adaptor,
                                       mlir::ConversionPatternRewriter &rewriter) const final {
@@ -32,7 +42,7 @@ public:
     mlir::FailureOr<llvm::SmallVector<mlir::Value>> results = lower(op, adaptor, b);
     if (mlir::failed(results))
       return mlir::failure();
-    kernel_.defined(b, op, *results);
+    this->kernel_.defined(b, op, *results);
     rewriter.replaceOp(op, *results);
     return mlir::success();
   }
@@ -40,7 +50,6 @@ public:
 protected:
   virtual mlir::FailureOr<llvm::SmallVector<mlir::Value>> lower(SourceOp op, Adaptor adaptor,
                                                                 mlir::ImplicitLocOpBuilder &b) const = 0;
-  HostKernelState &kernel_;
 };
 
 void populateHostOpPatterns(const HostTypeConverter &converter, mlir::RewritePatternSet &patterns, HostKernelState &kernel);

@@ -17,12 +17,31 @@ using Values = SmallVector<mlir::Value>;
 
 namespace {
 
+// Position i: buffers[i] where there is one (a wide value), else the next of `carried` (by scf).
+Values inBuffersOrCarried(const Values &buffers, ValueRange carried) {
+  Values out;
+  size_t j = 0;
+  for (mlir::Value buf : buffers)
+    out.push_back(buf ? buf : carried[j++]);
+  return out;
+}
+
+// `op`, a loop or branch, replaced by `converted`, whose regions yield its wide values into
+// `buffers` (null where a value is carried by scf).
+LogicalResult replaceRegionOp(HostKernelState &kernel, ImplicitLocOpBuilder &b, ConversionPatternRewriter &rewriter,
+                              Operation *op, Operation *converted, const Values &buffers) {
+  kernel.yieldInto[converted] = buffers;
+  Values results = inBuffersOrCarried(buffers, converted->getResults());
+  kernel.defined(b, op, results);
+  rewriter.replaceOp(op, results);
+  return success();
+}
+
 // func @k(buffers..., scalars...) -> func @k(buffers..., scalars..., %pid_begin, %pid_end) with
 // llvm.emit_c_interface, the body inside a loop over [pid_begin, pid_end).
-class FunctionLowering final : public OpConversionPattern<func::FuncOp> {
+class FunctionLowering final : public HostStatePattern<func::FuncOp> {
 public:
-  FunctionLowering(const TypeConverter &converter, MLIRContext *ctx, HostKernelState &kernel)
-      : OpConversionPattern(converter, ctx), kernel_(kernel) {}
+  using HostStatePattern::HostStatePattern;
 
   LogicalResult matchAndRewrite(func::FuncOp fn, OpAdaptor, ConversionPatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(fn.getLoc(), rewriter);
@@ -48,9 +67,6 @@ public:
     rewriter.eraseOp(fn);
     return success();
   }
-
-private:
-  HostKernelState &kernel_;
 };
 
 class ProgramIdLowering final : public HostPattern<tile::ProgramIdOp> {
@@ -62,10 +78,9 @@ class ProgramIdLowering final : public HostPattern<tile::ProgramIdOp> {
 
 // i64 bounds become index (the loop's i64 induction value cast back, first thing in the body);
 // narrow iter args are carried as vectors, wide ones in buffers of their own.
-class ForLowering final : public OpConversionPattern<scf::ForOp> {
+class ForLowering final : public HostStatePattern<scf::ForOp> {
 public:
-  ForLowering(const TypeConverter &converter, MLIRContext *ctx, HostKernelState &kernel)
-      : OpConversionPattern(converter, ctx), kernel_(kernel) {}
+  using HostStatePattern::HostStatePattern;
 
   LogicalResult matchAndRewrite(scf::ForOp op, OpAdaptor a, ConversionPatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
@@ -93,28 +108,16 @@ public:
       b.setInsertionPointToEnd(body);
       args.push_back(arith::IndexCastOp::create(b, b.getI64Type(), forOp.getInductionVar()));
     }
-    Values results;
-    for (size_t i = 0, j = 0; i < n; ++i) {
-      args.push_back(carried[i] ? carried[i] : forOp.getRegionIterArgs()[j]);
-      results.push_back(carried[i] ? carried[i] : forOp.getResult(j));
-      j += carried[i] ? 0 : 1;
-    }
+    args.append(inBuffersOrCarried(carried, forOp.getRegionIterArgs()));
     rewriter.mergeBlocks(op.getBody(), body, args);
-    kernel_.yieldInto[forOp] = carried;
-    kernel_.defined(b, op, results);
-    rewriter.replaceOp(op, results);
-    return success();
+    return replaceRegionOp(kernel_, b, rewriter, op, forOp, carried);
   }
-
-private:
-  HostKernelState &kernel_;
 };
 
 // Narrow results are the branch's, wide ones buffers both branches yield into.
-class IfLowering final : public OpConversionPattern<scf::IfOp> {
+class IfLowering final : public HostStatePattern<scf::IfOp> {
 public:
-  IfLowering(const TypeConverter &converter, MLIRContext *ctx, HostKernelState &kernel)
-      : OpConversionPattern(converter, ctx), kernel_(kernel) {}
+  using HostStatePattern::HostStatePattern;
 
   LogicalResult matchAndRewrite(scf::IfOp op, OpAdaptor a, ConversionPatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
@@ -136,26 +139,16 @@ public:
         rewriter.eraseOp(&to->back());
       rewriter.mergeBlocks(r == 0 ? op.thenBlock() : op.elseBlock(), to);
     }
-    kernel_.yieldInto[ifOp] = joined;
-    Values results;
-    for (size_t i = 0, j = 0; i < n; ++i)
-      results.push_back(joined[i] ? joined[i] : ifOp.getResult(j++));
-    kernel_.defined(b, op, results);
-    rewriter.replaceOp(op, results);
-    return success();
+    return replaceRegionOp(kernel_, b, rewriter, op, ifOp, joined);
   }
-
-private:
-  HostKernelState &kernel_;
 };
 
 // Narrow values are yielded; wide ones copied into their region's buffers, sources first: one
 // that is another position's target (a swap of iter args) is copied aside before any target is
 // written.
-class YieldLowering final : public OpConversionPattern<scf::YieldOp> {
+class YieldLowering final : public HostStatePattern<scf::YieldOp> {
 public:
-  YieldLowering(const TypeConverter &converter, MLIRContext *ctx, HostKernelState &kernel)
-      : OpConversionPattern(converter, ctx), kernel_(kernel) {}
+  using HostStatePattern::HostStatePattern;
 
   LogicalResult matchAndRewrite(scf::YieldOp op, OpAdaptor a, ConversionPatternRewriter &rewriter) const override {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
@@ -189,9 +182,6 @@ public:
     rewriter.eraseOp(op);
     return success();
   }
-
-private:
-  HostKernelState &kernel_;
 };
 
 } // namespace

@@ -20,6 +20,7 @@
 #include "dsl/Ir.h"
 #include "lowering/Build.h"
 #include "lowering/GpuThreads.h"
+#include "lowering/GpuTypes.h"
 #include "lowering/MlirEmitter.h"
 #include "lowering/TargetLowering.h"
 #include "lowering/Spread.h"
@@ -49,7 +50,9 @@ public:
   Emitter(mlir::MLIRContext &ctx, const dsl::Kernel &k, const TargetLowering &target, int threads = 1)
       : k_(k), b_(mlir::UnknownLoc::get(&ctx), &ctx), values_(k.valueTypes.size()), target_(target),
         gpu_(b_, target, threads * k.warps, [this](const std::string &what) { fail(what); }),
-        threads_(threads * k.warps), program_(target.program(*this)) {}
+        threads_(threads * k.warps), types_(threads_), program_(target.program(*this)) {
+    program_->addTypeConversions(types_);
+  }
 
   const dsl::Kernel &kernel() const { return k_; }
 
@@ -95,7 +98,8 @@ public:
   // Keeps the first lowering error, naming the kernel line of the op being emitted.
   void fail(const std::string &what);
   mlir::Type type(dsl::Type t);
-  // A value's per-thread type: on GPUs it depends on the value's spread (sm_90 fragment orders).
+  // A value's per-thread type: its tile type with its layout as the encoding, converted by the
+  // kernel's GpuTypeConverter (sm_90's fragment orders added by its program).
   mlir::Type valueType(dsl::ValueId v);
   Spread spreadOf(dsl::ValueId v) const { return spread_.empty() ? Spread::Blocked : spread_[v.id]; }
   // dsl atomic.add: buf[at] += v for the whole program, between a release and an acquire fence
@@ -123,6 +127,7 @@ private:
   const TargetLowering &target_;
   GpuThreads gpu_;                            // the program's threads
   int threads_ = 32;                          // threads of a program
+  GpuTypeConverter types_;                    // tile types (layouts as encodings) -> per-thread types
   std::map<int32_t, mlir::Value> dotStage_;   // b operand id -> staged copy (f32 or bytes)
   std::map<int32_t, mlir::Value> dotResult_;  // FFMA dot.tiles op index -> result buffer
   std::vector<Spread> spread_;                // per ValueId (empty: all Blocked)

@@ -29,8 +29,9 @@ using dsl::Elem;
 using dsl::OpKind;
 
 void loadDialects(MLIRContext &ctx) {
+  // The tile dialect too: the emitter's per-thread types are conversions of its tile types.
   ctx.loadDialect<amdgpu::AMDGPUDialect, NVVM::NVVMDialect, arith::ArithDialect, func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
-                  memref::MemRefDialect, scf::SCFDialect, vector::VectorDialect>();
+                  memref::MemRefDialect, scf::SCFDialect, vector::VectorDialect, tile::TileDialect>();
 }
 
 mlir::Type Emitter::type(dsl::Type t) {
@@ -42,8 +43,14 @@ mlir::Type Emitter::type(dsl::Type t) {
 
 mlir::Type Emitter::valueType(dsl::ValueId v) {
   const dsl::Type t = k_.typeOf(v);
-  const Spread s = spreadOf(v);
-  return s == Spread::Blocked ? type(t) : program_->spreadType(t, s);
+  if (!t.isTile())
+    return type(t);
+  auto tile = tile::withLayout(RankedTensorType::get({t.lanes}, elemType(b_, t.elem)), spreadOf(v));
+  mlir::Type converted = types_.convertType(tile);
+  if (!converted)
+    fail(fmt::format("{} has no type for a tile in layout {}", target_.name(),
+                     tile::stringifyLayout(spreadOf(v)).str()));
+  return converted ? converted : type(t);
 }
 
 void Emitter::openRegionBlock(mlir::Block *block) {

@@ -15,6 +15,10 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 
+namespace mlir {
+class TypeConverter;
+} // namespace mlir
+
 namespace m3idx::lowering {
 
 class Emitter;
@@ -80,9 +84,11 @@ public:
                                     mlir::Value /*buffer*/) {
     return {};
   }
-  // GPU forms, the target's own layouts. The per-thread type of a tile in a spread other than
-  // Blocked ({}: none of this target's).
-  virtual mlir::Type spreadType(dsl::Type, Spread) { return {}; }
+  // GPU forms, the target's own layouts: the per-thread type of a tile in each layout other than
+  // blocked, as conversions of the kernel's GpuTypeConverter (GpuTypes.h; none by default). They
+  // may follow the program's planned dots: the emitter asks for types once planning is done (the
+  // converter caches each answer).
+  virtual void addTypeConversions(mlir::TypeConverter &) {}
   // extf of a decode's keys through the target's own table of key values ({}: the common widening).
   virtual mlir::Value keysF32(const dsl::Op & /*decode*/) { return {}; }
   // Stages dot operand v's value `val` into its buffer in the target's own layout (true), or

@@ -132,18 +132,22 @@ mlir::Value Sm90Program::convertLayout(dsl::Type t, mlir::Value v, Spread from, 
   return {};
 }
 
-mlir::Type Sm90Program::spreadType(dsl::Type t, Spread s) {
-  mlir::Type elem = elemType(b_, t.elem);
-  switch (s) {
-  case Spread::Blocked: return e_.type(t);
-  case Spread::MmaRows: {
-    const bool widened = mma_.mmaRowsWidened(t.lanes, static_cast<unsigned>(dsl::elemBits(t.elem)));
-    return VectorType::get({t.lanes / (widened ? 32 : threads_)}, widened ? b_.getI32Type() : elem);
-  }
-  case Spread::MmaAcc: return VectorType::get({4 * ((t.lanes / 16 + 7) / 8)}, elem);
-  case Spread::WgmmaAcc: case Spread::WgmmaAccFolded: return VectorType::get({t.lanes / threads_}, elem);
-  }
-  return {};
+// A thread's registers of a tile in each fragment order (Spread.h says which lanes they hold).
+void Sm90Program::addTypeConversions(mlir::TypeConverter &types) {
+  types.addConversion([this](RankedTensorType tile) -> std::optional<mlir::Type> {
+    const int64_t lanes = tile.getDimSize(0);
+    mlir::Type elem = tile.getElementType();
+    switch (tile::layoutOf(tile)) {
+    case Spread::Blocked: return std::nullopt; // the common blocked form
+    case Spread::MmaRows: {
+      const bool widened = mma_.mmaRowsWidened(lanes, elem.getIntOrFloatBitWidth());
+      return VectorType::get({lanes / (widened ? 32 : threads_)}, widened ? b_.getI32Type() : elem);
+    }
+    case Spread::MmaAcc: return VectorType::get({4 * ((lanes / 16 + 7) / 8)}, elem);
+    case Spread::WgmmaAcc: case Spread::WgmmaAccFolded: return VectorType::get({lanes / threads_}, elem);
+    }
+    return std::nullopt;
+  });
 }
 
 // The ops whose form follows sm_90's spreads: iota in accumulator order, fold.max and

@@ -158,7 +158,7 @@ public:
   void beforeStaging() override;
   void annotate(mlir::gpu::GPUFuncOp fn, int64_t keyTilesInFlight) override;
   int64_t loopUnroll(const dsl::Op &forOp) const override;
-  mlir::Type spreadType(dsl::Type t, Spread s) override;
+  void addTypeConversions(mlir::TypeConverter &types) override;
   mlir::Value convertLayout(dsl::Type t, mlir::Value v, Spread from, Spread to, mlir::Value buffer) override;
   bool ownsOp(const dsl::Op &op) const override; // ops on tiles in sm_90's spreads
   void emitOwnedOp(const dsl::Op &op) override;

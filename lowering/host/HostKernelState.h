@@ -1,8 +1,8 @@
 // The host's per-kernel state that its conversion patterns (host/HostPatterns.h) share: the
 // function's entry block (where every stack buffer goes), the program id, the dot_tiles b operands
-// widened where they are defined, the buffers each converted region yields into, and the first
-// error. Wide tiles (HostTiles.h) and the type converter are in it too. One per converted kernel.
-// Internal to lowering/.
+// widened where they are defined, the buffers each converted region yields into, the first error,
+// and the wide tiles' buffers (HostTiles.h). One per converted kernel. The host's type converter
+// is declared here too. Internal to lowering/.
 #pragma once
 
 #include <string>

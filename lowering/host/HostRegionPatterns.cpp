@@ -50,9 +50,10 @@ public:
     argTypes.append({b.getI64Type(), b.getI64Type()}); // pid_begin, pid_end
     auto host = func::FuncOp::create(b, fn.getName(), b.getFunctionType(argTypes, {}));
     host->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-    Block *entry = host.addEntryBlock();
+    // Through the builder, so that the conversion tracks the block (a rollback frees it).
+    SmallVector<Location> argLocs(argTypes.size(), fn.getLoc());
+    Block *entry = b.createBlock(&host.getBody(), {}, argTypes, argLocs);
     kernel_.tiles.beginFunction(entry);
-    b.setInsertionPointToEnd(entry);
     mlir::Value pidBegin = entry->getArgument(kernelArgs), pidEnd = entry->getArgument(kernelArgs + 1);
     auto loop = scf::ForOp::create(b, toIndex(b, pidBegin), toIndex(b, pidEnd), arith::ConstantIndexOp::create(b, 1));
     {

@@ -47,8 +47,7 @@ public:
   virtual int shuffleWidth(int threads) const { return threads; }
   // A barrier ordering the program's workgroup-memory accesses.
   virtual void barrier(mlir::ImplicitLocOpBuilder &b, int threads) const;
-  // The LLVM sync scope of one device's programs, for atomic.add's fences ("": the system, which
-  // the host's programs share).
+  // The LLVM sync scope of one device's programs, for atomic.add's fences ("": the system).
   virtual const char *deviceSyncScope() const { return ""; }
   // A program the target cannot run (its warps) is an error naming why.
   virtual Status checkProgram(const dsl::Kernel &) const { return Status(); }

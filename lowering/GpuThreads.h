@@ -38,7 +38,8 @@ public:
   mlir::Value warpLaneI64(); // the thread's lane in its warp of shuffleWidth threads
   mlir::Value laneBelow(int64_t n); // i1: this thread holds a lane of an n-lane tile
   // A tile of `lanes` lanes: its lanes per thread, and whether it is narrower than the program.
-  int64_t chunk(int64_t lanes) const { return lanes >= threads_ ? lanes / threads_ : 1; }
+  int64_t chunk(int64_t lanes) const { return chunk(lanes, threads_); }
+  static int64_t chunk(int64_t lanes, int threads) { return lanes >= threads ? lanes / threads : 1; }
   bool partial(int64_t lanes) const { return lanes < threads_; }
 
   mlir::Value shuffleIdx(mlir::Value v, mlir::Value srcLane); // any int/float scalar

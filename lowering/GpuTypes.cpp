@@ -1,5 +1,6 @@
 #include "lowering/GpuTypes.h"
 
+#include "lowering/GpuThreads.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "tile/TileDialect.h"
 
@@ -14,8 +15,7 @@ GpuTypeConverter::GpuTypeConverter(int threads) {
   addConversion([threads](RankedTensorType t) -> std::optional<mlir::Type> {
     if (tile::layoutOf(t) != tile::Layout::Blocked)
       return mlir::Type(); // a failure (not "try the next"): a layout no target conversion took
-    const int64_t lanes = t.getDimSize(0);
-    return VectorType::get({lanes >= threads ? lanes / threads : 1}, t.getElementType());
+    return VectorType::get({GpuThreads::chunk(t.getDimSize(0), threads)}, t.getElementType());
   });
 }
 

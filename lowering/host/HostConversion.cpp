@@ -116,8 +116,7 @@ void registerHostConversionPass() {
 }
 
 StatusOr<OwningOpRef<ModuleOp>> emitHostModule(MLIRContext &ctx, const dsl::Kernel &kernel) {
-  loadDialects(ctx);
-  tile::loadTileDialects(ctx);
+  loadDialects(ctx); // the tile dialect and the ones it depends on among them
   std::string diagnostics;
   ScopedDiagnosticHandler collect(&ctx, [&](Diagnostic &d) {
     diagnostics += (diagnostics.empty() ? "" : "; ") + d.str();

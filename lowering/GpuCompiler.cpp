@@ -11,7 +11,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
-#include "lowering/MlirEmitter.h"
+#include "lowering/GpuModule.h"
 #include "lowering/Pipeline.h"
 
 namespace m3idx::lowering {

@@ -357,4 +357,64 @@ mlir::Value GpuThreads::reduceMaxGroups(mlir::Value t, int64_t lanes, int64_t gr
   return vector::BroadcastOp::create(b_, VectorType::get({1}, f32), shuffleIdx(s, src));
 }
 
+// Every thread's earlier stores reach the barrier before one thread's release fence (cumulative:
+// it orders what that thread has observed) and its atomic; the old value goes to all lanes by a
+// shuffle, and each lane's acquire fence orders its later loads after the atomic.
+mlir::Value GpuThreads::atomicAdd(mlir::Value buf, mlir::Value at, mlir::Value v) {
+  const char *scope = target_.deviceSyncScope();
+  auto add = [&] {
+    return memref::AtomicRMWOp::create(b_, arith::AtomicRMWKind::addi, v, buf, ValueRange{toIndex(b_, at)})
+        .getResult();
+  };
+  barrier();
+  LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::release, scope);
+  auto first = scf::IfOp::create(b_, TypeRange{v.getType()}, laneBelow(1), /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointToStart(first.thenBlock());
+    scf::YieldOp::create(b_, ValueRange{add()});
+    b_.setInsertionPointToStart(first.elseBlock());
+    scf::YieldOp::create(b_, ValueRange{constant(b_, v.getType(), 0)});
+  }
+  mlir::Value old = shuffleIdx(first.getResult(0), constant(b_, b_.getI64Type(), 0));
+  LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::acquire, scope);
+  return old;
+}
+
+// This thread's lanes [first, first + c) of the tile, those below min(limit, lanes) read from
+// memory, the rest 0 (a masked load touches no memory for them). alignBytes: as load_tile's.
+mlir::Value GpuThreads::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit, int64_t lanes,
+                                       mlir::Type elem, int64_t alignBytes) {
+  mlir::Type i64 = b_.getI64Type();
+  const int64_t c = chunk(lanes);
+  mlir::Value first = arith::MulIOp::create(b_, laneI64(), constant(b_, i64, c));
+  mlir::Value lim = arith::MinSIOp::create(b_, limit, constant(b_, i64, lanes));
+  mlir::Value count = arith::MaxSIOp::create(b_, arith::SubIOp::create(b_, lim, first), constant(b_, i64, 0));
+  mlir::Value mask = vector::CreateMaskOp::create(b_, VectorType::get({c}, b_.getI1Type()),
+                                                  ValueRange{toIndex(b_, count)});
+  auto vt = VectorType::get({c}, elem);
+  mlir::Value at = toIndex(b_, arith::AddIOp::create(b_, off, first));
+  // On GPUs a masked load becomes one guarded load per lane: take the plain vector load (wide where
+  // aligned) when all of this thread's lanes are in, none when all are out (a padded tile's rows:
+  // a limit at a whole thread's part, as a row's 128 bytes are), the guarded loads between.
+  const int64_t partBytes = c * elem.getIntOrFloatBitWidth() / 8;
+  const int64_t align = alignBytes ? std::min(alignBytes, partBytes & -partBytes) : 0;
+  auto full = scf::IfOp::create(
+      b_, TypeRange{vt}, arith::CmpIOp::create(b_, arith::CmpIPredicate::sge, count, constant(b_, i64, c)), true);
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPointToEnd(full.thenBlock());
+  scf::YieldOp::create(b_, ValueRange{vector::LoadOp::create(b_, vt, buf, ValueRange{at}, /*nontemporal=*/false,
+                                                             align ? llvm::MaybeAlign(align) : llvm::MaybeAlign())});
+  b_.setInsertionPointToEnd(full.elseBlock());
+  auto none = scf::IfOp::create(
+      b_, TypeRange{vt}, arith::CmpIOp::create(b_, arith::CmpIPredicate::sle, count, constant(b_, i64, 0)), true);
+  scf::YieldOp::create(b_, ValueRange{none.getResult(0)});
+  b_.setInsertionPointToEnd(none.thenBlock());
+  scf::YieldOp::create(b_, ValueRange{constant(b_, vt, 0)});
+  b_.setInsertionPointToEnd(none.elseBlock());
+  scf::YieldOp::create(
+      b_, ValueRange{vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{at}, mask, constant(b_, vt, 0))});
+  return full.getResult(0);
+}
+
 } // namespace m3idx::lowering

@@ -57,8 +57,14 @@ public:
   mlir::Value shuffle(mlir::Value a, mlir::Value b, int64_t lanes, llvm::ArrayRef<int32_t> mask, dsl::Elem elem,
                       std::array<bool, 2> splat);
   mlir::Value loadTile(mlir::Value buf, mlir::Value off, int64_t lanes, mlir::Type elem, int64_t alignBytes = 0);
+  // As loadTile, lanes at or past min(limit, lanes) 0 (no memory touched for them).
+  mlir::Value loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit, int64_t lanes, mlir::Type elem,
+                             int64_t alignBytes = 0);
   void storeTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes);
   void storeScatter(mlir::Value buf, mlir::Value offsets, mlir::Value v, mlir::Value mask, int64_t lanes);
+  // buf[at] += v for the whole program, between a release and an acquire fence of the device's
+  // scope; returns the old value (uniform).
+  mlir::Value atomicAdd(mlir::Value buf, mlir::Value at, mlir::Value v);
   // The scale bytes of this thread's `perThread` consecutive decoded elements, one per 16 (a
   // vector<max(1, perThread / 16) x i8>), from a tile of `scaleLanes` scales.
   mlir::Value threadScales(mlir::Value scales, int64_t scaleLanes, int64_t perThread);

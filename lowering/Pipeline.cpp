@@ -3,6 +3,16 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "tile/TileDialect.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
@@ -29,10 +39,15 @@
 
 #include <mutex>
 
-#include "lowering/MlirEmitter.h"
 #include "lowering/transforms/Passes.h"
 
 namespace m3idx::lowering {
+
+void loadDialects(mlir::MLIRContext &ctx) {
+  ctx.loadDialect<mlir::amdgpu::AMDGPUDialect, mlir::NVVM::NVVMDialect, mlir::arith::ArithDialect,
+                  mlir::func::FuncDialect, mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect, mlir::memref::MemRefDialect,
+                  mlir::scf::SCFDialect, mlir::vector::VectorDialect, tile::TileDialect>();
+}
 
 // Only what the three targets' pipelines name is registered, so that a static link of MLIR and
 // LLVM keeps only those components (scripts/package); a pass or interface missing here makes a

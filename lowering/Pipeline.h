@@ -14,6 +14,8 @@ class MLIRContext;
 
 namespace m3idx::lowering {
 
+// Loads the dialects the conversions (the tile dialect's among them) and the pipelines use.
+void loadDialects(mlir::MLIRContext &ctx);
 // Makes a context with the dialects, translations and passes every pipeline needs.
 std::unique_ptr<mlir::MLIRContext> makeContext();
 

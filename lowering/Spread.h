@@ -1,7 +1,8 @@
 // Layouts of the GPU form: how a tile's lanes are spread over a program's threads. They are the
 // tile dialect's layout encodings (tile/TileOps.td), assigned by a target's layout pass on the
-// tile kernel (TargetLowering::assignLayouts; sm_90's is nvvm/Sm90Layouts.cpp) and read back per
-// DSL value by lowering/Layouts.h; `m3idx inspect --emit layouts` prints the encoded kernel.
+// tile kernel (TargetLowering::assignLayouts; sm_90's is nvvm/Sm90Layouts.cpp), which the GPU
+// conversion's patterns dispatch on (GpuPatterns.h); `m3idx inspect --emit layouts` prints the
+// encoded kernel.
 // Internal to lowering/.
 #pragma once
 

@@ -1,6 +1,6 @@
 #include "lowering/TargetLowering.h"
 
-#include "lowering/EmitterImpl.h"
+#include "lowering/GpuKernelState.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
 namespace m3idx::lowering {
@@ -17,7 +17,7 @@ const char *dotUnitName(DotUnit u) {
 
 // The common forms: FFMA dots stage b as f32 and write their results to workgroup memory; a
 // matrix unit takes b's bytes and keeps its results in registers.
-StatusOr<TargetProgram::DotStaging> TargetProgram::planDot(const dsl::Op &, DotUnit unit, int64_t bLanes) {
+StatusOr<TargetProgram::DotStaging> TargetProgram::planDot(tile::DotTilesOp, DotUnit unit, int64_t bLanes) {
   const bool matrix = unit != DotUnit::Ffma;
   return DotStaging{bLanes, matrix, 0, matrix};
 }

@@ -229,7 +229,7 @@ def Tile_ConvertLayoutOp : Tile_Op<"convert_layout", [Pure]> {
   let description = [{
     Inserted by a target's layout pass where a tile made in one layout is used by ops that take
     another: today a dot_tiles whose keys are in mma.sync or wgmma fragment order and whose results
-    are needed blocked. The GPU emitter converts the tile once for all its uses, through a
+    are needed blocked. The GPU conversion converts the tile once for all its uses, through a
     workgroup buffer of its lanes.
   }];
   let arguments = (ins Tile_Tile:$tile);

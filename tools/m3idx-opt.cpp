@@ -9,6 +9,7 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
+#include "lowering/GpuPatterns.h"
 #include "lowering/host/HostPatterns.h"
 #include "lowering/nvvm/Sm90Layouts.h"
 #include "lowering/transforms/Passes.h"
@@ -19,6 +20,7 @@ int main(int argc, char **argv) {
   m3idx::lowering::registerPasses();
   m3idx::lowering::registerAssignSm90LayoutsPass();
   m3idx::lowering::registerHostConversionPass();
+  m3idx::lowering::registerGpuConversionPasses();
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   m3idx::tile::registerTileDialects(registry);

@@ -72,8 +72,8 @@ TargetTuning makeSm90() {
 // gfx950 (MI355X): one 16 x 16 x 128 MFMA tile per prefill key tile, the decode grid's sizes.
 // A one-program decode reduces its 16 token slots per column in the wave's blocked layout
 // (columns x 16 lanes over 64 threads), which needs 16 lanes a multiple of a thread's: 12, 14,
-// 20, 24 and 28 columns (2 heads x 6-7 rows, 4 heads x 3 or 5-7) did not compile (reduce.max.groups
-// in GpuEmitter.cpp), so they run as row tiles of 8 or 16 columns. Not measured (no AMD GPU here).
+// 20, 24 and 28 columns (2 heads x 6-7 rows, 4 heads x 3 or 5-7) did not compile (reduce_max_groups
+// in lowering/GpuThreads.cpp), so they run as row tiles of 8 or 16 columns. Not measured (no AMD GPU here).
 TargetTuning makeGfx950() {
   TargetTuning t;
   t.target = "gfx950";

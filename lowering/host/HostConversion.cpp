@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "lowering/Build.h"
-#include "lowering/MlirEmitter.h"
+#include "lowering/Pipeline.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

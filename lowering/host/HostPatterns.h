@@ -65,7 +65,7 @@ void configureHostTarget(mlir::ConversionTarget &target);
 // kernel line of the op) and `failedOp` (the op, while `module` lives).
 mlir::LogicalResult convertToHost(mlir::ModuleOp module, std::string &error, mlir::Operation **failedOp = nullptr);
 
-// A DSL kernel's host module: its tile form (tile/FromDsl.h) converted; what MlirEmitter.h's
+// A DSL kernel's host module: its tile form (tile/FromDsl.h) converted; what GpuModule.h's
 // emitGpuModule is to the GPU targets.
 StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> emitHostModule(mlir::MLIRContext &ctx, const dsl::Kernel &kernel);
 

@@ -1,4 +1,4 @@
-// The sm_90 parts of the DSL's GPU form (see EmitterImpl.h): the NVFP4 decode as per-scale key
+// The sm_90 parts of the GPU form (nvvm/Sm90Program.h): the NVFP4 decode as per-scale key
 // tables (built once per program in shared memory, rounded by cvt.rn.satfinite.e4m3x2.f16x2)
 // looked up with prmt, tiles in mma fragment order (Sm90Layouts.h), and dot.tiles on the tensor
 // cores as mma.sync on keys in that order.
@@ -189,21 +189,22 @@ int32_t Sm90Program::sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight) 
 // once for both key tiles, halving the shared-memory loads that bound them (Nsight Compute: MIO
 // throttle and short-scoreboard stalls first); prefill 4 x 32K H=1 score 3.30 -> 3.05 ms. gfx950
 // is not measured (no AMD GPU here), so it keeps its loops rolled.
-int64_t Sm90Program::loopUnroll(const dsl::Op &forOp) const {
+int64_t Sm90Program::loopUnroll(int64_t hint) const {
   if (mma_.mmaColumnTiles() > Sm90Mma::kMmaBRegisterTiles)
-    return std::min<int64_t>(forOp.intAttr, 2);
-  return mma_.mmaColumnTiles() == 1 ? forOp.intAttr : 1;
+    return std::min<int64_t>(hint, 2);
+  return mma_.mmaColumnTiles() == 1 ? hint : 1;
 }
 
-Sm90DotShape Sm90Program::dotShape(const dsl::Op &op) const {
-  const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
-  return {threads_, a.elem == Elem::F8E4M3FN, b.elem == Elem::F8E4M3FN, op.intAttr, a.lanes, b.lanes};
+Sm90DotShape Sm90Program::dotShape(tile::DotTilesOp op) const {
+  auto a = cast<ShapedType>(op.getLhs().getType()), b = cast<ShapedType>(op.getRhs().getType());
+  return {threads_, isa<Float8E4M3FNType>(a.getElementType()), isa<Float8E4M3FNType>(b.getElementType()),
+          static_cast<int64_t>(op.getK()), a.getNumElements(), b.getNumElements()};
 }
 
-bool Sm90Mma::mmaFits(const dsl::Op &op) const { return mmaSyncTakes(p_.dotShape(op)); }
+bool Sm90Mma::mmaFits(tile::DotTilesOp op) const { return mmaSyncTakes(p_.dotShape(op)); }
 
-bool Sm90Mma::mmaRuns(const dsl::Op &op) const {
-  return mmaFits(op) && e_.spreadOf(op.operands[0]) == Spread::MmaRows;
+bool Sm90Mma::mmaRuns(tile::DotTilesOp op) const {
+  return mmaFits(op) && tile::layoutOf(op.getLhs().getType()) == Spread::MmaRows;
 }
 
 namespace {
@@ -463,22 +464,22 @@ std::vector<std::array<mlir::Value, 4>> Sm90Mma::mmaFragmentsA(mlir::Value keys)
 // step s's a0, a2 and a1, a3 of an m16n8k32 e4m3 mma; each word widened to two f16 pairs makes
 // the a0/a2 (a1/a3) of one m16n8k16 half step. 4 K steps x (1 or 2) column tiles of mma.sync; the
 // accumulators are the result (MmaAcc).
-mlir::Value Sm90Mma::mmaDotTiles(const dsl::Op &op) {
+mlir::Value Sm90Mma::mmaDotTiles(tile::DotTilesOp op) {
   mlir::Type f32 = b_.getF32Type(), i32 = b_.getI32Type();
-  const dsl::ValueId bId = op.operands[1];
-  if (!e_.stagedDotOperands().count(bId.id))
-    e_.stageDotOperand(bId, /*barrierBefore=*/true);
-  const int64_t N = k_.typeOf(bId).lanes / kRowK, tiles = (N + kMmaN - 1) / kMmaN;
+  const mlir::Value bId = op.getRhs();
+  if (!e_.stagedDotOperands().count(bId))
+    e_.stageDotOperand(bId, e_.get(bId), /*barrierBefore=*/true);
+  const int64_t N = cast<ShapedType>(bId.getType()).getNumElements() / kRowK, tiles = (N + kMmaN - 1) / kMmaN;
   const int64_t steps = kRowK / kMmaK;
-  const bool bShared = state_.mmaBShared.count(bId.id) > 0;
-  mlir::Value bRegs = bShared ? mlir::Value() : state_.fragmentsB.at(bId.id);
+  const bool bShared = state_.mmaBShared.count(bId) > 0;
+  mlir::Value bRegs = bShared ? mlir::Value() : state_.fragmentsB.lookup(bId);
   auto h2 = VectorType::get({2}, b_.getF16Type());
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), {f32, f32, f32, f32});
-  const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(e_.get(op.operands[0]));
+  const std::vector<std::array<mlir::Value, 4>> aRegs = mmaFragmentsA(e_.get(op.getLhs()));
   std::vector<mlir::Value> acc; // [tile][c0..c3]
   for (int64_t nt = 0; nt < tiles; ++nt) {
     std::vector<mlir::Value> c(4, constant(b_, f32, 0));
-    mlir::Value tileRegs = bShared ? mmaSharedFragments(state_.mmaBShared.at(bId.id), nt) : bRegs;
+    mlir::Value tileRegs = bShared ? mmaSharedFragments(state_.mmaBShared.lookup(bId), nt) : bRegs;
     const int64_t base = bShared ? 0 : nt * kMmaBWords;
     for (int64_t s = 0; s < steps; ++s)
       for (int64_t half = 0; half < 2; ++half) {
@@ -501,7 +502,7 @@ mlir::Value Sm90Mma::mmaDotTiles(const dsl::Op &op) {
   // (tokens 16 w + g and + 8): the WgmmaAcc order (Sm90Wgmma.cpp), so the result is the same.
   // sm_90's layout pass gives every dot whose keys are MmaRows accumulators (a convert_layout
   // follows where its results are read blocked: accToBlocked).
-  if (e_.spreadOf(op.results[0]) != Spread::MmaAcc && e_.spreadOf(op.results[0]) != Spread::WgmmaAcc)
+  if (const Spread result = tile::layoutOf(op.getType()); result != Spread::MmaAcc && result != Spread::WgmmaAcc)
     e_.fail("sm_90: an mma.sync dot.tiles whose results are not in accumulators");
   return vector::FromElementsOp::create(b_, VectorType::get({4 * tiles}, f32), acc);
 }
@@ -555,13 +556,14 @@ void Sm90KeyTables::declareGlobals(Block *moduleBody, bool keysAsF32) {
 // extf(nvfp4.decode(p, s)) as one lookup per element in the table of the 16 x 256 exact key
 // values (core/Nvfp4), instead of the decode's arithmetic and the widening's ({} without the table:
 // no decode of the program is widened to f32).
-mlir::Value Sm90KeyTables::keysF32(const dsl::Op &decode) {
+mlir::Value Sm90KeyTables::keysF32(tile::DecodeNvfp4Op decode) {
   if (!state_.keyTable)
     return {};
-  mlir::Value packed = values_[decode.operands[0].id], scales = values_[decode.operands[1].id];
+  mlir::Value packed = e_.get(decode.getPacked()), scales = e_.get(decode.getScales());
   const int64_t kp = cast<VectorType>(packed.getType()).getNumElements(), ko = 2 * kp;
   mlir::Type i32 = b_.getI32Type();
-  mlir::Value scaleBytes = e_.gpu().threadScales(scales, k_.typeOf(decode.operands[1]).lanes, ko);
+  mlir::Value scaleBytes =
+      e_.gpu().threadScales(scales, cast<ShapedType>(decode.getScales().getType()).getNumElements(), ko);
   const int64_t S = cast<VectorType>(scaleBytes.getType()).getNumElements();
   std::vector<mlir::Value> rows; // table row of each scale: scale * 16
   for (int64_t g = 0; g < S; ++g)
@@ -584,6 +586,6 @@ mlir::Value Sm90KeyTables::keysF32(const dsl::Op &decode) {
 }
 
 Sm90Part::Sm90Part(Sm90Program &p)
-    : p_(p), e_(p.e_), b_(p.b_), k_(p.k_), values_(p.values_), threads_(p.threads_), state_(p.state_) {}
+    : p_(p), e_(p.e_), b_(p.b_), threads_(p.threads_), state_(p.state_) {}
 
 } // namespace m3idx::lowering

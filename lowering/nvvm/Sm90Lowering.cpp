@@ -2,7 +2,7 @@
 // barrier where a program is one), keys and dot results in mma fragment orders (Sm90Layouts.h),
 // dot.tiles on mma.sync or, in warpgroup programs, on wgmma (and nothing else there), the NVFP4
 // decode through shared-memory key tables, and a register budget per program. Here: the target's
-// facts, and its program's (nvvm/Sm90Program.h) answers to the common emitter.
+// facts, and its program's (nvvm/Sm90Program.h) answers to the common patterns.
 #include "lowering/nvvm/Sm90Layouts.h"
 #include "lowering/nvvm/Sm90Program.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -21,46 +21,48 @@ using namespace mlir;
 
 // A warpgroup's dot of few columns runs as each warp's own mma.sync on its 16 tokens
 // (warpMmaTakes): the same WgmmaAcc result, without wgmma's fences and waits.
-DotUnit Sm90Program::dotUnit(const dsl::Op &op) const {
+DotUnit Sm90Program::dotUnit(tile::DotTilesOp op) const {
   if (wgmma_.wgmmaRuns(op))
-    return Sm90Wgmma::warpMmaTakes(k_.typeOf(op.operands[1]).lanes / spec::kIndexHeadDim) ? DotUnit::MmaSync
+    return Sm90Wgmma::warpMmaTakes(cast<ShapedType>(op.getRhs().getType()).getNumElements() / spec::kIndexHeadDim)
+               ? DotUnit::MmaSync
                                                                                           : DotUnit::Wgmma;
   return mma_.mmaRuns(op) ? DotUnit::MmaSync : DotUnit::Ffma;
 }
 
 // Programs of several warps exist for warpgroup dots (the prefill form, wide decode requests):
 // a dot that cannot take one is refused rather than run, much slower, on FFMA.
-Status Sm90Program::checkDot(const dsl::Op &op, DotUnit unit) const {
-  if (k_.warps == 1 || unit == DotUnit::Wgmma || (unit == DotUnit::MmaSync && wgmma_.wgmmaRuns(op)))
+Status Sm90Program::checkDot(tile::DotTilesOp op, DotUnit unit) const {
+  if (e_.warps() == 1 || unit == DotUnit::Wgmma || (unit == DotUnit::MmaSync && wgmma_.wgmmaRuns(op)))
     return Status();
   return Status::error(fmt::format(
       "kernel @{}: dot.tiles of {} x {} lanes (k = {}) in a {}-warp sm_90 program does not lower to wgmma "
       "(it takes {} MmaRows key tokens against 8 to 128 columns, a multiple of 8, of {} e4m3 lanes{}){}",
-      k_.name, k_.typeOf(op.operands[0]).lanes, k_.typeOf(op.operands[1]).lanes, op.intAttr, k_.warps,
-      Sm90Wgmma::kWgmmaTokens, spec::kIndexHeadDim, wgmma_.wgmmaFits(op) ? "; these keys are not in MmaRows order" : "",
-      sourceOf(op)));
+      e_.kernelName().str(), cast<ShapedType>(op.getLhs().getType()).getNumElements(),
+      cast<ShapedType>(op.getRhs().getType()).getNumElements(), op.getK(), e_.warps(), Sm90Wgmma::kWgmmaTokens,
+      spec::kIndexHeadDim, wgmma_.wgmmaFits(op) ? "; these keys are not in MmaRows order" : "",
+      sourceOf(op.getLoc())));
 }
 
 // A warpgroup's dot, on wgmma or on each warp's mma.sync, keeps its results in WgmmaAcc registers
 // and its program's column maxima in an exchange (one N per program); a warp's mma.sync keeps
 // them in MmaAcc registers where they are read so.
-StatusOr<TargetProgram::DotStaging> Sm90Program::planDot(const dsl::Op &op, DotUnit unit, int64_t bLanes) {
+StatusOr<TargetProgram::DotStaging> Sm90Program::planDot(tile::DotTilesOp op, DotUnit unit, int64_t bLanes) {
   const bool mma = unit == DotUnit::MmaSync, wgmma = unit == DotUnit::Wgmma;
-  const int64_t N = bLanes / op.intAttr;
+  const int64_t N = bLanes / static_cast<int64_t>(op.getK());
   if (mma)
     state_.mmaColumns = std::max(state_.mmaColumns, N);
-  const Spread result = e_.spreadOf(op.results[0]);
+  const Spread result = tile::layoutOf(op.getType());
   const bool warpgroup = wgmma || (mma && result == Spread::WgmmaAcc);
   if (wgmma && result != Spread::WgmmaAcc) // no blocked copy of 64 x 64 results
     return Status::error(fmt::format("kernel @{}: the wgmma dot.tiles result is read in blocked order "
                                      "(on sm_90 warpgroup programs only elementwise ops, loop-carried "
                                      "values and a reduce.max.groups of 64 may read it)",
-                                     k_.name) + sourceOf(op));
+                                     e_.kernelName().str()) + sourceOf(op.getLoc()));
   if (warpgroup && state_.wgmmaColumns && state_.wgmmaColumns != N)
     return Status::error(fmt::format("kernel @{}: warpgroup dot.tiles of {} and {} columns in one program",
-                                     k_.name, state_.wgmmaColumns, N) + sourceOf(op));
+                                     e_.kernelName().str(), state_.wgmmaColumns, N) + sourceOf(op.getLoc()));
   if (wgmma)
-    state_.wgmmaB.insert(op.operands[1].id);
+    state_.wgmmaB.insert(op.getRhs());
   if (warpgroup)
     state_.wgmmaColumns = N;
   // wgmma's B: 64 columns x 128 as swizzled f16, 1024-byte aligned (the swizzle's period)
@@ -72,23 +74,24 @@ StatusOr<TargetProgram::DotStaging> Sm90Program::planDot(const dsl::Op &op, DotU
   return s;
 }
 
-mlir::Value Sm90Program::matrixDot(const dsl::Op &op, DotUnit unit) {
+mlir::Value Sm90Program::matrixDot(tile::DotTilesOp op, DotUnit unit) {
   return unit == DotUnit::Wgmma ? wgmma_.wgmmaDotTiles(op) : mma_.mmaDotTiles(op); // either warp count
 }
 
-void Sm90Program::stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t rows) {
+void Sm90Program::stageMatrixB(mlir::Value b, mlir::Value staged, int64_t rows) {
   if (Sm90Mma::mmaBInShared(rows)) {
     mma_.mmaFragmentsToShared(staged, rows);
-    state_.mmaBShared[v.id] = staged;
+    state_.mmaBShared[b] = staged;
   } else {
-    state_.fragmentsB[v.id] = mma_.mmaFragmentsB(staged, rows);
+    state_.fragmentsB[b] = mma_.mmaFragmentsB(staged, rows);
   }
 }
 
-bool Sm90Program::stageOwnLayout(dsl::ValueId v, mlir::Value buf, mlir::Value val) {
-  if (!state_.wgmmaB.count(v.id))
+bool Sm90Program::stageOwnLayout(mlir::Value b, mlir::Value buf, mlir::Value val) {
+  if (!state_.wgmmaB.count(b))
     return false;
-  wgmma_.wgmmaStageColumns(buf, val, k_.typeOf(v).lanes); // widened into B's layout, through B's own buffer
+  // widened into B's layout, through B's own buffer
+  wgmma_.wgmmaStageColumns(buf, val, cast<ShapedType>(b.getType()).getNumElements());
   return true;
 }
 
@@ -104,8 +107,8 @@ void Sm90Program::beforeStaging() {
 // that lets it start early): griddepcontrol as inline PTX with a memory clobber, since LLVM's
 // intrinsics for it are marked as touching no memory, and a load of the scores moved above the
 // wait would read the last step's.
-void Sm90Program::orderGrids(dsl::OpKind kind) {
-  const char *text = kind == dsl::OpKind::GridAwait ? "griddepcontrol.wait;" : "griddepcontrol.launch_dependents;";
+void Sm90Program::orderGrids(bool await) {
+  const char *text = await ? "griddepcontrol.wait;" : "griddepcontrol.launch_dependents;";
   LLVM::InlineAsmOp::create(b_, TypeRange{}, ValueRange{}, text, "~{memory}", /*has_side_effects=*/true,
                             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
                             LLVM::AsmDialectAttr(), ArrayAttr());
@@ -120,13 +123,13 @@ void Sm90Program::annotate(gpu::GPUFuncOp fn, int64_t keyTilesInFlight) {
 
 // mma.sync accumulators to blocked through shared memory; a warpgroup's 64-token results have no
 // blocked copy (only elementwise ops, loop-carried values and a group reduction may read them).
-mlir::Value Sm90Program::convertLayout(dsl::Type t, mlir::Value v, Spread from, Spread to, mlir::Value buffer) {
+mlir::Value Sm90Program::convertLayout(int64_t lanes, mlir::Value v, Spread from, Spread to, mlir::Value buffer) {
   if (from == Spread::MmaAcc && to == Spread::Blocked)
-    return mma_.accToBlocked(v, t.lanes, buffer);
+    return mma_.accToBlocked(v, lanes, buffer);
   if (from == Spread::WgmmaAcc && to == Spread::Blocked) {
     e_.fail(fmt::format("kernel @{}: the wgmma dot.tiles result is read in blocked order (on sm_90 warpgroup "
                         "programs only elementwise ops, loop-carried values and a reduce.max.groups of 64 may read it)",
-                        k_.name));
+                        e_.kernelName().str()));
     return v;
   }
   return {};
@@ -148,47 +151,6 @@ void Sm90Program::addTypeConversions(mlir::TypeConverter &types) {
     }
     return std::nullopt;
   });
-}
-
-// The ops whose form follows sm_90's spreads: iota in accumulator order, fold.max and
-// reduce.max.groups of accumulators, loads of tiles in mma row order.
-bool Sm90Program::ownsOp(const dsl::Op &op) const {
-  auto spread = [&](dsl::ValueId v) { return e_.spreadOf(v); };
-  switch (op.kind) {
-  case OpKind::Iota: return spread(op.results[0]) == Spread::MmaAcc || spread(op.results[0]) == Spread::WgmmaAcc;
-  case OpKind::FoldMax: return spread(op.operands[0]) == Spread::WgmmaAcc;
-  case OpKind::ReduceMaxGroups: {
-    const Spread s = spread(op.operands[0]);
-    return s == Spread::MmaAcc || s == Spread::WgmmaAcc || s == Spread::WgmmaAccFolded;
-  }
-  case OpKind::LoadTile: return spread(op.results[0]) == Spread::MmaRows;
-  default: return false;
-  }
-}
-
-void Sm90Program::emitOwnedOp(const dsl::Op &op) {
-  const dsl::ValueId result = op.results[0];
-  const bool ofResult = op.kind == OpKind::Iota || op.kind == OpKind::LoadTile;
-  const int64_t lanes = k_.typeOf(ofResult ? result : op.operands[0]).lanes;
-  mlir::Value in = op.operands.empty() ? mlir::Value() : values_[op.operands[0].id];
-  switch (op.kind) {
-  case OpKind::Iota:
-    values_[result.id] = e_.spreadOf(result) == Spread::MmaAcc ? mma_.mmaAccIota(lanes) : wgmma_.wgmmaAccIota(lanes);
-    return;
-  case OpKind::FoldMax: values_[result.id] = wgmma_.wgmmaAccFoldMax(in, op.intAttr, e_.spreadOf(result)); return;
-  case OpKind::ReduceMaxGroups: {
-    const Spread s = e_.spreadOf(op.operands[0]);
-    values_[result.id] = s == Spread::MmaAcc
-                             ? mma_.mmaAccReduceMaxGroups(in, op.intAttr)
-                             : wgmma_.wgmmaAccReduceMaxGroups(in, op.intAttr, s == Spread::WgmmaAccFolded);
-    return;
-  }
-  case OpKind::LoadTile:
-    values_[result.id] =
-        mma_.mmaRowsLoadTile(e_.bufferArg(op.intAttr), in, lanes, elemType(b_, k_.typeOf(result).elem), op.alignAttr);
-    return;
-  default: e_.fail(fmt::format("sm_90: {} is not emitted in sm_90's spreads", static_cast<int>(op.kind))); return;
-  }
 }
 
 // The program's workgroup buffers and tables, in this order: the exchange's turn (a scalar LLVM
@@ -215,7 +177,7 @@ namespace {
 class Sm90Lowering final : public TargetLowering {
 public:
   const char *name() const override { return "sm_90"; }
-  std::unique_ptr<TargetProgram> program(Emitter &e) const override { return std::make_unique<Sm90Program>(e); }
+  std::unique_ptr<TargetProgram> program(GpuKernelState &e) const override { return std::make_unique<Sm90Program>(e); }
   int shuffleWidth(int threads) const override { return std::min(threads, 32); }
   const char *deviceSyncScope() const override { return "device"; } // PTX's .gpu
 

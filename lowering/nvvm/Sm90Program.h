@@ -3,7 +3,7 @@
 // (Sm90KeyTables), tiles in mma fragment order and dot.tiles on mma.sync (Sm90Mma; both in
 // nvvm/Sm90Emitter.cpp) and warpgroup dots on wgmma (Sm90Wgmma, nvvm/Sm90Wgmma.cpp); Sm90Program's
 // answers to the common emitter's questions are in nvvm/Sm90Lowering.cpp. The layouts they emit
-// are assigned by nvvm/Sm90Layouts.cpp. They emit with the Emitter's public building blocks.
+// are assigned by nvvm/Sm90Layouts.cpp. They emit with GpuKernelState's building blocks.
 // Internal to lowering/.
 #pragma once
 
@@ -13,7 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "lowering/EmitterImpl.h"
+#include "llvm/ADT/DenseSet.h"
+#include "lowering/GpuKernelState.h"
 #include "lowering/nvvm/WgmmaShape.h"
 
 namespace m3idx::lowering {
@@ -23,10 +24,10 @@ struct Sm90State {
   mlir::Value keyTable;                      // constant memory: the 16 x 256 exact f32 keys
   mlir::Value keyWords;                      // workgroup memref<512xi32>, see Sm90KeyTables::sm90FillKeyWords
   mlir::Block *keyWordsFilledIn = nullptr;   // the block whose fill of keyWords is emitted (none yet)
-  std::map<int32_t, mlir::Value> mmaBShared; // b operand id -> its B fragments in shared memory
-  std::map<int32_t, mlir::Value> fragmentsB; // b operand id -> this lane's B fragments in registers
-  int64_t mmaColumns = 0;                    // the most columns an mma dot spans
-  std::set<int32_t> wgmmaB;                  // b operand ids staged as wgmma B
+  llvm::DenseMap<mlir::Value, mlir::Value> mmaBShared; // b operand -> its B fragments in shared memory
+  llvm::DenseMap<mlir::Value, mlir::Value> fragmentsB; // b operand -> this lane's B fragments in registers
+  int64_t mmaColumns = 0;                              // the most columns an mma dot spans
+  llvm::DenseSet<mlir::Value> wgmmaB;                  // b operands staged as wgmma B
   int64_t wgmmaColumns = 0;    // N of the program's warpgroup dots (one N per program; wgmma or mma.sync)
   mlir::Value wgmmaExchange;   // the warps' column maxima (two of 4 x N floats, used in turn)
   mlir::Value wgmmaExchangeAt; // the offset of the one the next reduction uses (0 or 4 N)
@@ -34,18 +35,16 @@ struct Sm90State {
 
 class Sm90Program;
 
-// What the parts of one kernel's sm_90 emitting share: its emitter, builder, kernel, values,
-// threads and Sm90State; p_ reaches the other parts.
+// What the parts of one kernel's sm_90 emitting share: its kernel state, builder, threads and
+// Sm90State; p_ reaches the other parts.
 class Sm90Part {
 public:
   explicit Sm90Part(Sm90Program &p);
 
 protected:
   Sm90Program &p_;
-  Emitter &e_;
+  GpuKernelState &e_;
   ImplicitLocOpBuilder &b_;
-  const dsl::Kernel &k_;
-  std::vector<mlir::Value> &values_;
   const int threads_;
   Sm90State &state_;
 };
@@ -62,7 +61,7 @@ public:
   void sm90KeyWordsReady();
   std::pair<mlir::Value, mlir::Value> sm90KeyWordsOf(mlir::Value scaleByte);
   void declareGlobals(mlir::Block *moduleBody, bool keysAsF32);
-  mlir::Value keysF32(const dsl::Op &decode);
+  mlir::Value keysF32(tile::DecodeNvfp4Op decode);
 };
 
 // dot.tiles as f16 mma.sync m16n8k16 (tensor cores) on keys held in fragment order
@@ -85,9 +84,9 @@ public:
   // MmaAcc accumulators of a `lanes`-lane tile, blocked, through `buffer` (of its lanes).
   mlir::Value accToBlocked(mlir::Value acc, int64_t lanes, mlir::Value buffer);
   int64_t mmaColumnTiles() const { return (state_.mmaColumns + 7) / 8; } // the most mma column tiles of 8
-  bool mmaFits(const dsl::Op &dotTiles) const; // the shapes mma.sync takes
-  bool mmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
-  mlir::Value mmaDotTiles(const dsl::Op &op);
+  bool mmaFits(tile::DotTilesOp dotTiles) const; // the shapes mma.sync takes
+  bool mmaRuns(tile::DotTilesOp dotTiles) const; // ... and its keys are in MmaRows order
+  mlir::Value mmaDotTiles(tile::DotTilesOp op);
   // This lane's B registers of column tiles [first, last) (all of them by default).
   mlir::Value mmaFragmentsB(mlir::Value stagedBytes, int64_t rows, int64_t first = 0, int64_t last = -1);
   // Programs whose dots span more than kMmaBRegisterTiles column tiles keep their B fragments in
@@ -130,9 +129,9 @@ public:
       return columns > 64 ? 168 : 128;
     return 96 + 8 * static_cast<int32_t>(std::max<int64_t>(0, keyTilesInFlight - 1));
   }
-  bool wgmmaFits(const dsl::Op &dotTiles) const; // the shapes it takes
-  bool wgmmaRuns(const dsl::Op &dotTiles) const; // ... and its keys are in MmaRows order
-  mlir::Value wgmmaDotTiles(const dsl::Op &op);
+  bool wgmmaFits(tile::DotTilesOp dotTiles) const; // the shapes it takes
+  bool wgmmaRuns(tile::DotTilesOp dotTiles) const; // ... and its keys are in MmaRows order
+  mlir::Value wgmmaDotTiles(tile::DotTilesOp op);
   void wgmmaStageColumns(mlir::Value bBuf, mlir::Value queries, int64_t lanes);
   mlir::Value wgmmaDescriptor(mlir::Value buf, int64_t step);
   mlir::Value wgmmaAccIota(int64_t lanes);
@@ -143,39 +142,39 @@ public:
 
 class Sm90Program final : public TargetProgram {
 public:
-  explicit Sm90Program(Emitter &e)
-      : e_(e), b_(e.builder()), k_(e.kernel()), values_(e.values()), threads_(e.threads()), keys_(*this),
-        mma_(*this), wgmma_(*this) {}
+  explicit Sm90Program(GpuKernelState &e)
+      : e_(e), b_(e.builder()), threads_(e.threads()), keys_(*this), mma_(*this), wgmma_(*this) {}
 
   // TargetProgram (nvvm/Sm90Lowering.cpp)
-  DotUnit dotUnit(const dsl::Op &op) const override;
-  Status checkDot(const dsl::Op &op, DotUnit unit) const override;
-  mlir::Value matrixDot(const dsl::Op &op, DotUnit unit) override;
-  void stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t rows) override;
+  DotUnit dotUnit(tile::DotTilesOp op) const override;
+  Status checkDot(tile::DotTilesOp op, DotUnit unit) const override;
+  mlir::Value matrixDot(tile::DotTilesOp op, DotUnit unit) override;
+  void stageMatrixB(mlir::Value b, mlir::Value staged, int64_t rows) override;
   mlir::Value decodeNvfp4(mlir::Value packed, mlir::Value scales) override {
     return keys_.sm90DecodeNvfp4(packed, scales);
   }
   void beforeStaging() override;
   void annotate(mlir::gpu::GPUFuncOp fn, int64_t keyTilesInFlight) override;
-  int64_t loopUnroll(const dsl::Op &forOp) const override;
+  int64_t loopUnroll(int64_t hint) const override;
   void addTypeConversions(mlir::TypeConverter &types) override;
-  mlir::Value convertLayout(dsl::Type t, mlir::Value v, Spread from, Spread to, mlir::Value buffer) override;
-  bool ownsOp(const dsl::Op &op) const override; // ops on tiles in sm_90's spreads
-  void emitOwnedOp(const dsl::Op &op) override;
-  mlir::Value keysF32(const dsl::Op &decode) override { return keys_.keysF32(decode); }
-  bool stageOwnLayout(dsl::ValueId v, mlir::Value buf, mlir::Value val) override;
-  StatusOr<DotStaging> planDot(const dsl::Op &op, DotUnit unit, int64_t bLanes) override;
+  mlir::Value convertLayout(int64_t lanes, mlir::Value v, Spread from, Spread to, mlir::Value buffer) override;
+  // The ops on tiles in sm_90's layouts (nvvm/Sm90Patterns.cpp).
+  void addPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns) override;
+  mlir::Value keysF32(tile::DecodeNvfp4Op decode) override { return keys_.keysF32(decode); }
+  bool stageOwnLayout(mlir::Value b, mlir::Value buf, mlir::Value val) override;
+  StatusOr<DotStaging> planDot(tile::DotTilesOp op, DotUnit unit, int64_t bLanes) override;
   int64_t exchangeFloats() const override { return 2 * 4 * state_.wgmmaColumns; }
   void declareGlobals(mlir::Block *moduleBody, bool keysAsF32) override {
     keys_.declareGlobals(moduleBody, keysAsF32);
   }
   void bind(mlir::Value exchange, bool keysAsF32, mlir::Value keyWords) override;
-  void orderGrids(dsl::OpKind kind) override;
+  void orderGrids(bool await) override;
 
   // The .maxnreg of an sm_90 program whose mma.sync dots span `columns` columns (in tiles of 8)
   // and whose score loop carries `keyTilesInFlight` packed key tiles (0: no mma, no cap).
   static int32_t sm90RegisterCap(int64_t columns, int64_t keyTilesInFlight);
-  Sm90DotShape dotShape(const dsl::Op &dotTiles) const;
+  Sm90DotShape dotShape(tile::DotTilesOp dotTiles) const;
+  GpuKernelState &kernel() { return e_; }
 
   // The parts, for each other.
   Sm90KeyTables &keys() { return keys_; }
@@ -184,10 +183,8 @@ public:
 
 private:
   friend class Sm90Part;
-  Emitter &e_;
+  GpuKernelState &e_;
   ImplicitLocOpBuilder &b_;
-  const dsl::Kernel &k_;
-  std::vector<mlir::Value> &values_;
   const int threads_;
   Sm90State state_;
   Sm90KeyTables keys_;

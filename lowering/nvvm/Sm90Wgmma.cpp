@@ -46,10 +46,10 @@ mlir::Value pairBits(ImplicitLocOpBuilder &b, mlir::Value pair) {
 
 // 64 key tokens (16 per warp) against N query columns of 128-element rows (N a multiple of 8 up
 // to 128: wgmma's n), on a 4-warp program.
-bool Sm90Wgmma::wgmmaFits(const dsl::Op &op) const { return wgmmaTakes(p_.dotShape(op)); }
+bool Sm90Wgmma::wgmmaFits(tile::DotTilesOp op) const { return wgmmaTakes(p_.dotShape(op)); }
 
-bool Sm90Wgmma::wgmmaRuns(const dsl::Op &op) const {
-  return wgmmaFits(op) && e_.spreadOf(op.operands[0]) == Spread::MmaRows;
+bool Sm90Wgmma::wgmmaRuns(tile::DotTilesOp op) const {
+  return wgmmaFits(op) && tile::layoutOf(op.getLhs().getType()) == Spread::MmaRows;
 }
 
 // Element `dim` (a multiple of 8) of row `row` of a `rows`-row matrix: its 16-byte chunk's offset.
@@ -151,17 +151,17 @@ mlir::Value Sm90Wgmma::wgmmaDescriptor(mlir::Value buf, int64_t step) {
 // memory, so the instruction is inline PTX), committed and waited for here. (Waiting where the
 // result is first used, with the kernel folding each tile's dots into the max one tile later so
 // they overlap the next tile's decode, measured no faster: bench/RESULTS.md.)
-mlir::Value Sm90Wgmma::wgmmaDotTiles(const dsl::Op &op) {
+mlir::Value Sm90Wgmma::wgmmaDotTiles(tile::DotTilesOp op) {
   mlir::Type f32 = b_.getF32Type();
-  const dsl::ValueId bId = op.operands[1];
-  if (!e_.stagedDotOperands().count(bId.id))
-    e_.stageDotOperand(bId, /*barrierBefore=*/true);
-  const std::vector<std::array<mlir::Value, 4>> aRegs = p_.mma().mmaFragmentsA(e_.get(op.operands[0]));
+  const mlir::Value bId = op.getRhs();
+  if (!e_.stagedDotOperands().count(bId))
+    e_.stageDotOperand(bId, e_.get(bId), /*barrierBefore=*/true);
+  const std::vector<std::array<mlir::Value, 4>> aRegs = p_.mma().mmaFragmentsA(e_.get(op.getLhs()));
   const int64_t regs = state_.wgmmaColumns * kWgmmaTokens / threads_;
   SmallVector<mlir::Type> fields(regs, f32);
   auto accType = LLVM::LLVMStructType::getLiteral(b_.getContext(), fields);
   mlir::Value acc = LLVM::PoisonOp::create(b_, accType);
-  mlir::Value bBuf = e_.stagedDotOperands().at(bId.id);
+  mlir::Value bBuf = e_.stagedDotOperands().lookup(bId);
   std::string d, constraints;
   for (int64_t r = 0; r < regs; ++r) {
     d += fmt::format("{}${}", r ? ", " : "", r);

@@ -13,13 +13,13 @@ namespace {
 class Gfx950Lowering final : public TargetLowering {
 public:
   const char *name() const override { return "gfx950"; }
-  std::unique_ptr<TargetProgram> program(Emitter &e) const override { return std::make_unique<Gfx950Program>(e); }
+  std::unique_ptr<TargetProgram> program(GpuKernelState &e) const override { return std::make_unique<Gfx950Program>(e); }
   const char *deviceSyncScope() const override { return "agent"; }
-  Status checkProgram(const dsl::Kernel &k) const override {
-    if (k.warps == 1)
+  Status checkProgram(llvm::StringRef name, int64_t warps) const override {
+    if (warps == 1)
       return Status();
     return Status::error(
-        fmt::format("kernel @{}: {} warps per program: gfx950 programs are one wave", k.name, k.warps));
+        fmt::format("kernel @{}: {} warps per program: gfx950 programs are one wave", name.str(), warps));
   }
 };
 

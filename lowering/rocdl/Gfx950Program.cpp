@@ -76,14 +76,16 @@ mlir::Value Gfx950Program::decodeNvfp4(mlir::Value packed, mlir::Value scales) {
   return out;
 }
 
-bool Gfx950Program::fits(const dsl::Op &op) const {
-  const dsl::Type a = k_.typeOf(op.operands[0]), b = k_.typeOf(op.operands[1]);
-  return e_.threads() == kMfmaLanes && a.elem == Elem::F8E4M3FN && op.intAttr == kMfmaK &&
-         a.lanes == kMfmaM * kMfmaK && b.lanes % kMfmaK == 0 && b.lanes / kMfmaK <= 16;
+bool Gfx950Program::fits(tile::DotTilesOp op) const {
+  auto a = cast<ShapedType>(op.getLhs().getType());
+  const int64_t bLanes = cast<ShapedType>(op.getRhs().getType()).getNumElements();
+  return e_.threads() == kMfmaLanes && isa<Float8E4M3FNType>(a.getElementType()) &&
+         static_cast<int64_t>(op.getK()) == kMfmaK && a.getNumElements() == kMfmaM * kMfmaK && bLanes % kMfmaK == 0 &&
+         bLanes / kMfmaK <= 16;
 }
 
-void Gfx950Program::stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t rows) {
-  fragmentsB_[v.id] = fragmentB(staged, rows, spec::kIndexHeadDim);
+void Gfx950Program::stageMatrixB(mlir::Value b, mlir::Value staged, int64_t rows) {
+  fragmentsB_[b] = fragmentB(staged, rows, spec::kIndexHeadDim);
 }
 
 // Lane l's B fragment: 32 bytes of row l % 16 of the staged b (zeros for rows b does not have).
@@ -105,16 +107,16 @@ mlir::Value Gfx950Program::fragmentB(mlir::Value stagedBytes, int64_t rows, int6
 // a (16 tokens x 128, blocked: thread t holds row t / 4, K [32 (t % 4), +32)) is permuted into
 // the A layout with 8 dword shuffles, one MFMA runs, and each result lane n * 16 + m is fetched
 // from D's owner (lane 16 (m / 4) + n, register m % 4).
-mlir::Value Gfx950Program::dotTiles(const dsl::Op &op) {
+mlir::Value Gfx950Program::dotTiles(tile::DotTilesOp op) {
   mlir::Type i32 = b_.getI32Type(), i64 = b_.getI64Type(), f32 = b_.getF32Type();
-  const dsl::ValueId bId = op.operands[1];
-  if (!e_.stagedDotOperands().count(bId.id))
-    e_.stageDotOperand(bId, /*barrierBefore=*/true);
-  const int64_t N = k_.typeOf(bId).lanes / kMfmaK;
+  const mlir::Value bId = op.getRhs();
+  if (!e_.stagedDotOperands().count(bId))
+    e_.stageDotOperand(bId, e_.get(bId), /*barrierBefore=*/true);
+  const int64_t N = cast<ShapedType>(bId.getType()).getNumElements() / kMfmaK;
   mlir::Value lane = e_.gpu().laneI64();
   mlir::Value words = vector::BitCastOp::create(
       b_, VectorType::get({kFragBytes / 4}, i32),
-      arith::BitcastOp::create(b_, VectorType::get({kFragBytes}, b_.getI8Type()), e_.get(op.operands[0])));
+      arith::BitcastOp::create(b_, VectorType::get({kFragBytes}, b_.getI8Type()), e_.get(op.getLhs())));
   mlir::Value src = arith::AddIOp::create(
       b_, arith::MulIOp::create(b_, arith::RemSIOp::create(b_, lane, constant(b_, i64, 16)), constant(b_, i64, 4)),
       arith::DivSIOp::create(b_, lane, constant(b_, i64, 16)));
@@ -127,7 +129,7 @@ mlir::Value Gfx950Program::dotTiles(const dsl::Op &op) {
       b_, VectorType::get({kFragBytes}, b_.getType<Float8E4M3FNType>()),
       vector::BitCastOp::create(b_, VectorType::get({kFragBytes}, b_.getI8Type()), aWords));
   auto acc = VectorType::get({4}, f32);
-  mlir::Value d = amdgpu::MFMAOp::create(b_, acc, kMfmaM, 16, kMfmaK, 1, aFrag, fragmentsB_.at(bId.id),
+  mlir::Value d = amdgpu::MFMAOp::create(b_, acc, kMfmaM, 16, kMfmaK, 1, aFrag, fragmentsB_.lookup(bId),
                                          constant(b_, acc, 0));
   const int64_t lanesOut = N * kMfmaM, cr = e_.gpu().chunk(lanesOut);
   mlir::Value out = constant(b_, VectorType::get({cr}, f32), 0);

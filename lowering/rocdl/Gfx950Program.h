@@ -5,28 +5,27 @@
 
 #include <map>
 
-#include "lowering/EmitterImpl.h"
+#include "lowering/GpuKernelState.h"
 
 namespace m3idx::lowering {
 
 class Gfx950Program final : public TargetProgram {
 public:
-  explicit Gfx950Program(Emitter &e) : e_(e), b_(e.builder()), k_(e.kernel()) {}
+  explicit Gfx950Program(GpuKernelState &e) : e_(e), b_(e.builder()) {}
 
-  DotUnit dotUnit(const dsl::Op &op) const override { return fits(op) ? DotUnit::Mfma : DotUnit::Ffma; }
-  mlir::Value matrixDot(const dsl::Op &op, DotUnit) override { return dotTiles(op); }
-  void stageMatrixB(dsl::ValueId v, mlir::Value staged, int64_t rows) override;
+  DotUnit dotUnit(tile::DotTilesOp op) const override { return fits(op) ? DotUnit::Mfma : DotUnit::Ffma; }
+  mlir::Value matrixDot(tile::DotTilesOp op, DotUnit) override { return dotTiles(op); }
+  void stageMatrixB(mlir::Value b, mlir::Value staged, int64_t rows) override;
   mlir::Value decodeNvfp4(mlir::Value packed, mlir::Value scales) override;
 
 private:
-  bool fits(const dsl::Op &dotTiles) const; // the shapes one MFMA takes
+  bool fits(tile::DotTilesOp dotTiles) const; // the shapes one MFMA takes
   mlir::Value fragmentB(mlir::Value stagedBytes, int64_t rows, int64_t k);
-  mlir::Value dotTiles(const dsl::Op &op);
+  mlir::Value dotTiles(tile::DotTilesOp op);
 
-  Emitter &e_;
+  GpuKernelState &e_;
   ImplicitLocOpBuilder &b_;
-  const dsl::Kernel &k_;
-  std::map<int32_t, mlir::Value> fragmentsB_; // b operand id -> this lane's B fragment
+  llvm::DenseMap<mlir::Value, mlir::Value> fragmentsB_; // b operand -> this lane's B fragment
 };
 
 } // namespace m3idx::lowering

@@ -12,9 +12,11 @@
 #include "kernels_src/KernelCatalog.h"
 #include "tuning/TargetTuning.h"
 #include "lowering/GpuCompiler.h"
-#include "lowering/Layouts.h"
+#include "lowering/Pipeline.h"
+#include "lowering/Spread.h"
 #include "lowering/Target.h"
 #include "lowering/nvvm/Sm90Layouts.h"
+#include "tile/FromDsl.h"
 #include "tile/TileText.h"
 
 using namespace m3idx;
@@ -23,13 +25,44 @@ using lowering::Spread;
 
 namespace {
 
-// Each DSL value's layout in a program of `threads` threads (a warp, or a warpgroup), as the
-// sm_90 emitter reads them.
-std::vector<Spread> layoutsFor(const dsl::Kernel &k, int threads) {
-  auto l = lowering::KernelLayouts::assign(k, lowering::sm90Lowering(), threads);
-  EXPECT_TRUE(l.ok()) << l.status().message();
-  return l.ok() ? (*l)->spreads() : std::vector<Spread>();
+// A kernel's tile form with sm_90's layouts assigned for a program of `threads` threads (a warp,
+// or a warpgroup), and the tile value of each DSL value.
+struct Encoded {
+  std::unique_ptr<mlir::MLIRContext> ctx = lowering::makeContext();
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::vector<mlir::Value> values; // per ValueId
+
+  std::vector<Spread> spreads() const { // per ValueId (scalars: blocked)
+    std::vector<Spread> out(values.size(), Spread::Blocked);
+    for (size_t i = 0; i < values.size(); ++i)
+      if (values[i])
+        out[i] = tile::layoutOf(values[i].getType());
+    return out;
+  }
+  // The DSL values whose one use is a convert_layout, each to the layout it converts to.
+  std::map<int32_t, Spread> converts() const {
+    std::map<int32_t, Spread> out;
+    for (size_t i = 0; i < values.size(); ++i)
+      if (mlir::Value v = values[i]; v && v.hasOneUse())
+        if (auto convert = mlir::dyn_cast<tile::ConvertLayoutOp>(*v.getUsers().begin()))
+          out[static_cast<int32_t>(i)] = tile::layoutOf(convert.getType());
+    return out;
+  }
+};
+
+std::unique_ptr<Encoded> encode(const dsl::Kernel &k, int threads) {
+  auto e = std::make_unique<Encoded>();
+  auto module = tile::fromDsl(k, *e->ctx, &e->values);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok())
+    return e;
+  e->module = std::move(*module);
+  EXPECT_TRUE(mlir::succeeded(lowering::assignSm90Layouts(*e->module->getOps<mlir::func::FuncOp>().begin(), threads)));
+  return e;
 }
+
+// Each DSL value's layout, as the sm_90 conversion reads them.
+std::vector<Spread> layoutsFor(const dsl::Kernel &k, int threads) { return encode(k, threads)->spreads(); }
 std::vector<Spread> spreads(const dsl::Kernel &k) { return layoutsFor(k, 32); }
 std::vector<Spread> warpgroupSpreads(const dsl::Kernel &k) { return layoutsFor(k, 128); }
 
@@ -126,14 +159,14 @@ TEST(Sm90Layouts, AResultReadElsewhereIsConvertedWhileKeysStayFragments) {
   EXPECT_EQ(s[dot.operands[0].id], Spread::MmaRows);
   // The dot makes accumulators, which every use reads converted to blocked ...
   EXPECT_EQ(s[dot.results[0].id], Spread::MmaAcc);
-  auto encoded = lowering::KernelLayouts::assign(k, lowering::sm90Lowering(), 32);
+  EXPECT_EQ(encode(k, 32)->converts(), (std::map<int32_t, Spread>{{dot.results[0].id, Spread::Blocked}}));
+  // ... said in the encoded kernel (m3idx inspect --emit layouts) by one convert_layout
+  auto encoded = lowering::gpuStage(k, *lowering::makeSm90Target(), lowering::GpuStage::Layouts);
   ASSERT_TRUE(encoded.ok()) << encoded.status().message();
-  EXPECT_EQ((*encoded)->converts(), (std::map<int32_t, Spread>{{dot.results[0].id, Spread::Blocked}}));
-  // ... said in the encoded kernel by one convert_layout
-  EXPECT_NE((*encoded)->print().find("m3idx.convert_layout %5 : tensor<64xf32, #m3idx.layout<mma_acc>> -> "
-                                     "tensor<64xf32, #m3idx.layout<blocked>>"),
+  EXPECT_NE(encoded->find("m3idx.convert_layout %5 : tensor<64xf32, #m3idx.layout<mma_acc>> -> "
+                          "tensor<64xf32, #m3idx.layout<blocked>>"),
             std::string::npos)
-      << (*encoded)->print();
+      << *encoded;
   // ... and lowered as its own op: the dot's accumulators through shared memory to their blocked
   // owners (two barriers around the buffer), not through an FFMA dot's result buffer.
   auto ptx = lowering::gpuStage(k, *lowering::makeSm90Target(), lowering::GpuStage::Binary);

@@ -1,4 +1,4 @@
-// The gfx950 NVFP4 decode sequence (lowering/rocdl/Gfx950Emitter.cpp) against SPEC §2, through a host
+// The gfx950 NVFP4 decode sequence (lowering/rocdl/Gfx950Program.cpp) against SPEC §2, through a host
 // model of each instruction written from its documented semantics, independent of core/Nvfp4:
 //   v_cvt_scalef32_pk_f32_fp4 (E2M1 -> f32, times 2^exponent(scale); the emitter passes 1.0),
 //   v_cvt_f32_fp8 (OCP E4M3 -> f32, for the scale), an IEEE f32 multiply, the NaN-keeping clamp

@@ -1,5 +1,6 @@
-// Lowers a DSL kernel to a GPU target's MLIR (func, gpu, arith, scf, vector, memref, and the
-// target's own ops): where the emitter picks an instruction the module already holds it (sm_90:
+// Lowers a DSL kernel to a GPU target's MLIR (gpu, arith, scf, vector, memref, and the target's
+// own ops) by the GPU conversion patterns (GpuPatterns.h) on its tile form (tile/FromDsl.h): where
+// a pattern picks an instruction the module already holds it (sm_90:
 // nvvm.prmt, the mma and wgmma calls, nvvm.maxnreg; gfx950: the amdgpu/rocdl MFMA and
 // conversions); small-float conversions stay arith.extf / arith.truncf for the target's pipeline to
 // legalize. The host's module is host/HostPatterns.h's emitHostModule.
@@ -17,9 +18,6 @@ template <typename OpTy> class OwningOpRef;
 
 namespace m3idx::lowering {
 
-// Loads the dialects the emitter and the pipelines use.
-void loadDialects(mlir::MLIRContext &ctx);
-
 // gpu.module @m3idx_kernels { gpu.func @<kernel>(buffers as memref<?xT>..., scalars...) kernel }:
 // a program is a CTA / workgroup of form.threads threads (program id = block id); a tile of N
 // lanes is spread blocked over the threads (N >= threads: N/threads consecutive lanes each;
@@ -31,7 +29,7 @@ StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> emitGpuModule(mlir::MLIRContext &ctx
 
 // The kernel as the tile dialect, each tile's type encoding where its lanes live in `form`
 // (#m3idx.layout<blocked>, <mma_rows>, <mma_acc>, <wgmma_acc>, ...) and each dot_tiles' unit
-// (`m3idx.unit`): lowering/Layouts.h.
+// (`m3idx.unit`).
 StatusOr<std::string> gpuLayouts(mlir::MLIRContext &ctx, const dsl::Kernel &kernel, const GpuForm &form);
 
 } // namespace m3idx::lowering

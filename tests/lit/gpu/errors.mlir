@@ -1,0 +1,37 @@
+// What a GPU target does not take is an error naming it (lowering/GpuConversion.cpp and the
+// patterns), with the kernel line of its op where there is one.
+// RUN: not m3idx-opt %s --m3idx-to-gfx950 --split-input-file 2>&1 | FileCheck %s --check-prefix=GFX950
+// RUN: not m3idx-opt %s --m3idx-to-sm90 --split-input-file 2>&1 | FileCheck %s --check-prefix=SM90
+
+// GFX950: kernel @warpgroup: 4 warps per program: gfx950 programs are one wave
+// SM90: gpu.func @warpgroup
+func.func @warpgroup(%out: memref<?xf32>) attributes {m3idx.warps = 4 : i64} {
+  return
+}
+
+// -----
+
+// A tile in a layout of another target's.
+// GFX950: kernel @foreign_layout: GPU lowering: gfx950 has no type for a tile in layout mma_acc
+// SM90: gpu.func @foreign_layout
+func.func @foreign_layout(%out: memref<?xf32>) {
+  %c0 = arith.constant 0 : i64
+  %x = arith.constant 1.0 : f32
+  %t = tensor.splat %x : tensor<64xf32, #m3idx.layout<mma_acc>>
+  %best = m3idx.reduce_max_groups %t, 4 : tensor<64xf32, #m3idx.layout<mma_acc>> -> tensor<4xf32, #m3idx.layout<blocked>>
+  m3idx.store_tile %best, %out[%c0] : tensor<4xf32, #m3idx.layout<blocked>>, memref<?xf32>
+  return
+}
+
+// -----
+
+// fold.max pairs must be in one thread's lanes: 64 lanes on 32 threads are 2 a thread.
+// GFX950: kernel @fold_across_threads: GPU lowering: fold.max: pairs 8 apart across threads (64 lanes, 1 per thread)
+// SM90: kernel @fold_across_threads: GPU lowering: fold.max: pairs 8 apart across threads (64 lanes, 2 per thread)
+func.func @fold_across_threads(%out: memref<?xf32>) {
+  %c0 = arith.constant 0 : i64
+  %t = m3idx.load_tile %out[%c0] : memref<?xf32> -> tensor<64xf32>
+  %f = m3idx.fold_max %t, 8 : tensor<64xf32> -> tensor<32xf32>
+  m3idx.store_tile %f, %out[%c0] : tensor<32xf32>, memref<?xf32>
+  return
+}

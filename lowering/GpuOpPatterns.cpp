@@ -1,7 +1,7 @@
 // The GPU form of each op of the tile form on blocked tiles (GpuPatterns.h): elementwise ops,
 // splat and iota are thread-local; extracts, reductions and shuffles cross lanes (GpuThreads.h);
-// loads and stores are the thread's lanes; scalar stores and atomics are one thread's; the NVFP4
-// decode and dots on matrix units are the target program's.
+// loads and stores are the thread's lanes; scalar stores and atomics are one thread's; dots run on
+// FFMA; the NVFP4 decode is the target program's (and dots on matrix units its patterns).
 #include "lowering/GpuPatterns.h"
 
 #include <fmt/format.h>
@@ -259,11 +259,10 @@ class DecodeNvfp4Lowering final : public GpuPattern<tile::DecodeNvfp4Op> {
   }
 };
 
+// On FFMA (dots on a matrix unit are the target's own patterns).
 class DotTilesLowering final : public GpuPattern<tile::DotTilesOp> {
   using GpuPattern::GpuPattern;
   Values lower(tile::DotTilesOp op, Adaptor a) const override {
-    if (DotUnit unit = kernel_.program().dotUnit(op); unit != DotUnit::Ffma)
-      return {kernel_.program().matrixDot(op, unit)};
     return {kernel_.ffmaDotTiles(op, a.getLhs(), a.getRhs())};
   }
 };

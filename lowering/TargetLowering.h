@@ -68,10 +68,9 @@ public:
   virtual ~TargetProgram() = default;
 
   virtual DotUnit dotUnit(tile::DotTilesOp) const { return DotUnit::Ffma; }
-  // A dot this target must not run on the unit it got is an error naming its shapes.
+  // A dot this target must not run on the unit it got is an error naming its shapes. A dot on a
+  // matrix unit (unit != Ffma) is the target's own pattern (addPatterns).
   virtual Status checkDot(tile::DotTilesOp, DotUnit) const { return Status(); }
-  // The dot on a matrix unit (unit != Ffma).
-  virtual mlir::Value matrixDot(tile::DotTilesOp, DotUnit) { return {}; }
   // The matrix unit's B operand of a staged dot_tiles b (byte tiles of `rows` rows in `staged`).
   virtual void stageMatrixB(mlir::Value /*b*/, mlir::Value /*staged*/, int64_t /*rows*/) {}
   // decode of NVFP4 (SPEC §2) for a thread's packed bytes and their scales.

@@ -74,10 +74,6 @@ StatusOr<TargetProgram::DotStaging> Sm90Program::planDot(tile::DotTilesOp op, Do
   return s;
 }
 
-mlir::Value Sm90Program::matrixDot(tile::DotTilesOp op, DotUnit unit) {
-  return unit == DotUnit::Wgmma ? wgmma_.wgmmaDotTiles(op) : mma_.mmaDotTiles(op); // either warp count
-}
-
 void Sm90Program::stageMatrixB(mlir::Value b, mlir::Value staged, int64_t rows) {
   if (Sm90Mma::mmaBInShared(rows)) {
     mma_.mmaFragmentsToShared(staged, rows);

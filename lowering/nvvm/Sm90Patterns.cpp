@@ -1,7 +1,7 @@
-// sm_90's own patterns (TargetProgram::addPatterns): the ops on tiles in its fragment layouts
-// (Spread.h), before the common blocked ones: iota in accumulator order, fold_max and
-// reduce_max_groups of accumulators, loads of tiles in mma row order. They emit with the kernel's
-// Sm90Program parts (nvvm/Sm90Program.h).
+// sm_90's own patterns (TargetProgram::addPatterns), before the common blocked ones: dot_tiles on
+// mma.sync or wgmma, and the ops on tiles in its fragment layouts (Spread.h): iota in accumulator
+// order, fold_max and reduce_max_groups of accumulators, loads of tiles in mma row order. They
+// emit with the kernel's Sm90Program parts (nvvm/Sm90Program.h).
 #include "lowering/GpuPatterns.h"
 #include "lowering/nvvm/Sm90Program.h"
 
@@ -26,6 +26,16 @@ public:
 
 protected:
   Sm90Program &p_;
+};
+
+// On the tensor cores where the program planned it so (keys in MmaRows order): a warpgroup's on
+// wgmma or each warp's mma.sync, a warp's on mma.sync.
+class MatrixDotTilesLowering final : public Sm90Pattern<tile::DotTilesOp> {
+  using Sm90Pattern::Sm90Pattern;
+  LogicalResult takes(tile::DotTilesOp op) const override { return success(p_.dotUnit(op) != DotUnit::Ffma); }
+  Values lower(tile::DotTilesOp op, Adaptor) const override {
+    return {p_.dotUnit(op) == DotUnit::Wgmma ? p_.wgmma().wgmmaDotTiles(op) : p_.mma().mmaDotTiles(op)};
+  }
 };
 
 class AccIotaLowering final : public Sm90Pattern<tile::IotaOp> {
@@ -74,7 +84,8 @@ class MmaRowsLoadTileLowering final : public Sm90Pattern<tile::LoadTileOp> {
 } // namespace
 
 void Sm90Program::addPatterns(const TypeConverter &types, RewritePatternSet &patterns) {
-  patterns.add<AccIotaLowering, AccFoldMaxLowering, AccReduceMaxGroupsLowering, MmaRowsLoadTileLowering>(
+  patterns.add<MatrixDotTilesLowering, AccIotaLowering, AccFoldMaxLowering, AccReduceMaxGroupsLowering,
+               MmaRowsLoadTileLowering>(
       types, patterns.getContext(), *this);
 }
 

@@ -148,7 +148,6 @@ public:
   // TargetProgram (nvvm/Sm90Lowering.cpp)
   DotUnit dotUnit(tile::DotTilesOp op) const override;
   Status checkDot(tile::DotTilesOp op, DotUnit unit) const override;
-  mlir::Value matrixDot(tile::DotTilesOp op, DotUnit unit) override;
   void stageMatrixB(mlir::Value b, mlir::Value staged, int64_t rows) override;
   mlir::Value decodeNvfp4(mlir::Value packed, mlir::Value scales) override {
     return keys_.sm90DecodeNvfp4(packed, scales);

@@ -14,14 +14,17 @@ public:
   explicit Gfx950Program(GpuKernelState &e) : e_(e), b_(e.builder()) {}
 
   DotUnit dotUnit(tile::DotTilesOp op) const override { return fits(op) ? DotUnit::Mfma : DotUnit::Ffma; }
-  mlir::Value matrixDot(tile::DotTilesOp op, DotUnit) override { return dotTiles(op); }
   void stageMatrixB(mlir::Value b, mlir::Value staged, int64_t rows) override;
   mlir::Value decodeNvfp4(mlir::Value packed, mlir::Value scales) override;
+  // dot_tiles on MFMA (rocdl/Gfx950Patterns.cpp).
+  void addPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns) override;
+
+  bool fits(tile::DotTilesOp dotTiles) const; // the shapes one MFMA takes
+  mlir::Value dotTiles(tile::DotTilesOp op);  // on one MFMA
+  GpuKernelState &kernel() { return e_; }
 
 private:
-  bool fits(tile::DotTilesOp dotTiles) const; // the shapes one MFMA takes
   mlir::Value fragmentB(mlir::Value stagedBytes, int64_t rows, int64_t k);
-  mlir::Value dotTiles(tile::DotTilesOp op);
 
   GpuKernelState &e_;
   ImplicitLocOpBuilder &b_;

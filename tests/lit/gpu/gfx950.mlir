@@ -1,5 +1,6 @@
-// gfx950's program (lowering/rocdl/Gfx950Program.cpp): a wave of 64 lanes, every tile blocked; the
-// NVFP4 decode through the CDNA4 conversions and a dot_tiles of 16 keys on one MFMA.
+// gfx950's program (lowering/rocdl/Gfx950Program.cpp) and pattern (rocdl/Gfx950Patterns.cpp): a
+// wave of 64 lanes, every tile blocked; the NVFP4 decode through the CDNA4 conversions and a
+// dot_tiles of 16 keys on one MFMA.
 // RUN: m3idx-opt %s --m3idx-to-gfx950 | FileCheck %s
 
 // The decode: v_cvt_scalef32_pk_f32_fp4 (scale 1.0) per nibble pair, an f32 multiply by the

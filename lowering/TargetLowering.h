@@ -19,9 +19,6 @@
 namespace mlir {
 class RewritePatternSet;
 class TypeConverter;
-namespace scf {
-class ForOp;
-} // namespace scf
 } // namespace mlir
 
 namespace m3idx::lowering {

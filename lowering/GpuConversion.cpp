@@ -2,6 +2,7 @@
 // are legal, the patterns run by applyPartialConversion, loops unrolled where the target asked,
 // the m3idx-to-sm90 / m3idx-to-gfx950 passes, and a DSL kernel's GPU module and layouts.
 #include "lowering/GpuPatterns.h"
+#include "lowering/TileConversion.h"
 
 #include <fmt/format.h>
 
@@ -30,11 +31,6 @@ namespace m3idx::lowering {
 using namespace mlir;
 
 namespace {
-
-bool holdsNoTiles(Operation *op) {
-  return llvm::none_of(op->getOperandTypes(), llvm::IsaPred<RankedTensorType>) &&
-         llvm::none_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>);
-}
 
 bool hasLayouts(func::FuncOp fn) {
   bool encoded = false;

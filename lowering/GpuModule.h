@@ -1,9 +1,9 @@
 // Lowers a DSL kernel to a GPU target's MLIR (gpu, arith, scf, vector, memref, and the target's
 // own ops) by the GPU conversion patterns (GpuPatterns.h) on its tile form (tile/FromDsl.h): where
-// a pattern picks an instruction the module already holds it (sm_90:
-// nvvm.prmt, the mma and wgmma calls, nvvm.maxnreg; gfx950: the amdgpu/rocdl MFMA and
-// conversions); small-float conversions stay arith.extf / arith.truncf for the target's pipeline to
-// legalize. The host's module is host/HostPatterns.h's emitHostModule.
+// a pattern picks an instruction the module already holds it (sm_90: nvvm.prmt, the mma and
+// wgmma calls, nvvm.maxnreg; gfx950: the amdgpu/rocdl MFMA and conversions); small-float
+// conversions stay arith.extf / arith.truncf for the target's pipeline to legalize. The host's
+// module is host/HostPatterns.h's emitHostModule.
 #pragma once
 
 #include "core/Status.h"

@@ -3,6 +3,7 @@
 // loads and stores are the thread's lanes; scalar stores and atomics are one thread's; dots run on
 // FFMA; the NVFP4 decode is the target program's (and dots on matrix units its patterns).
 #include "lowering/GpuPatterns.h"
+#include "lowering/TileConversion.h"
 
 #include <fmt/format.h>
 
@@ -24,15 +25,7 @@ int64_t lanesOf(mlir::Value tile) { return cast<ShapedType>(tile.getType()).getN
 
 // ---- elementwise: arith ops on tiles (and maxnumf on scalars), splat, iota, clampf, pack_score_key ----
 
-bool isElementwise(Operation *op) {
-  if (isa<tensor::SplatOp, tile::IotaOp, tile::ClampFOp, tile::PackScoreKeyOp, arith::MaxNumFOp>(op))
-    return true;
-  // A tile constant (which FromDsl never makes: its constants are scalars, splat where tiled) has
-  // no GPU form: a named error, not a vector op with a tensor attribute.
-  return isa<arith::ArithDialect>(op->getDialect()) && !isa<arith::ConstantOp>(op) &&
-         (llvm::any_of(op->getOperandTypes(), llvm::IsaPred<RankedTensorType>) ||
-          llvm::any_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>));
-}
+bool isElementwise(Operation *op) { return isa<arith::MaxNumFOp>(op) || isElementwiseOnTiles(op); }
 
 class ElementwiseOnTiles final : public ConversionPattern {
 public:

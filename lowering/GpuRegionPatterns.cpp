@@ -2,6 +2,7 @@
 // (GpuPatterns.h). Loops get index bounds; a loop's unroll hint, as far as the target takes it,
 // is applied once the conversion is done (GpuConversion.cpp), on the converted loop.
 #include "lowering/GpuPatterns.h"
+#include "lowering/TileConversion.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -61,22 +62,14 @@ public:
   LogicalResult matchAndRewrite(scf::ForOp op, OpAdaptor a, ConversionPatternRewriter &rewriter) const override {
     kernel_.enter(rewriter, op);
     ImplicitLocOpBuilder &b = kernel_.builder();
-    auto forOp = scf::ForOp::create(b, toIndex(b, a.getLowerBound()), toIndex(b, a.getUpperBound()),
-                                    toIndex(b, a.getStep()), a.getInitArgs());
+    Values args(1);
+    auto forOp = createIndexLoop(b, rewriter, a.getLowerBound(), a.getUpperBound(), a.getStep(), a.getInitArgs(),
+                                 args[0]);
     auto hint = op->getAttrOfType<IntegerAttr>("m3idx.unroll");
     if (int64_t factor = kernel_.program().loopUnroll(hint ? hint.getInt() : 1); factor > 1)
       forOp->setAttr("m3idx.unroll", b.getI64IntegerAttr(factor));
-    Block *body = forOp.getBody();
-    if (!body->empty()) // the builder's implicit yield (no iter args): the region's own yield makes one
-      rewriter.eraseOp(&body->back());
-    Values args;
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToEnd(body);
-      args.push_back(arith::IndexCastOp::create(b, b.getI64Type(), forOp.getInductionVar()));
-    }
     args.append(forOp.getRegionIterArgs().begin(), forOp.getRegionIterArgs().end());
-    rewriter.mergeBlocks(op.getBody(), body, args);
+    rewriter.mergeBlocks(op.getBody(), forOp.getBody(), args);
     kernel_.defined(op, forOp.getResults());
     rewriter.replaceOp(op, forOp.getResults());
     return success();

@@ -2,6 +2,8 @@
 // applyPartialConversion, the m3idx-to-host pass, and a DSL kernel's host module.
 #include "lowering/host/HostPatterns.h"
 
+#include "lowering/TileConversion.h"
+
 #include <fmt/format.h>
 
 #include <mutex>
@@ -24,15 +26,6 @@
 namespace m3idx::lowering {
 
 using namespace mlir;
-
-namespace {
-
-bool holdsNoTiles(Operation *op) {
-  return llvm::none_of(op->getOperandTypes(), llvm::IsaPred<RankedTensorType>) &&
-         llvm::none_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>);
-}
-
-} // namespace
 
 void configureHostTarget(ConversionTarget &target) {
   target.addLegalDialect<arith::ArithDialect, scf::SCFDialect, vector::VectorDialect, memref::MemRefDialect,

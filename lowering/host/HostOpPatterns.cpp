@@ -4,6 +4,8 @@
 // elementwise.
 #include "lowering/host/HostPatterns.h"
 
+#include "lowering/TileConversion.h"
+
 #include <fmt/format.h>
 
 #include <limits>
@@ -37,16 +39,6 @@ VectorType vectorOf(mlir::Value tile) {
 
 // ---- elementwise: arith ops on tiles, splat, iota, clampf, pack_score_key ----
 
-bool isElementwise(Operation *op) {
-  if (isa<tensor::SplatOp, tile::IotaOp, tile::ClampFOp, tile::PackScoreKeyOp>(op))
-    return true;
-  // A tile constant (which FromDsl never makes: its constants are scalars, splat where tiled) has
-  // no host form: a named error, not a vector op with a tensor attribute.
-  return isa<arith::ArithDialect>(op->getDialect()) && !isa<arith::ConstantOp>(op) &&
-         (llvm::any_of(op->getOperandTypes(), llvm::IsaPred<RankedTensorType>) ||
-          llvm::any_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>));
-}
-
 // `op` on `operands` (scalars, or vectors of one shape) with result type `type`.
 mlir::Value elementwiseOn(ImplicitLocOpBuilder &b, Operation *op, ValueRange operands, mlir::Type type) {
   if (isa<tensor::SplatOp>(op))
@@ -79,7 +71,7 @@ public:
 
   LogicalResult matchAndRewrite(Operation *op, ArrayRef<mlir::Value> operands,
                                 ConversionPatternRewriter &rewriter) const override {
-    if (!isElementwise(op))
+    if (!isElementwiseOnTiles(op))
       return failure();
     ImplicitLocOpBuilder b(op->getLoc(), rewriter);
     mlir::Value result = op->getResult(0);

@@ -4,6 +4,8 @@
 // and the region and the results read it.
 #include "lowering/host/HostPatterns.h"
 
+#include "lowering/TileConversion.h"
+
 #include "lowering/Build.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -98,19 +100,11 @@ public:
       carried[i] = tiles.entryAlloca(b, t.getNumElements(), HostTiles::storage(t.getElementType()));
       tiles.copy(b, carried[i], tiles.buffer(b, init), t.getNumElements());
     }
-    auto forOp = scf::ForOp::create(b, toIndex(b, a.getLowerBound()), toIndex(b, a.getUpperBound()),
-                                    toIndex(b, a.getStep()), inits);
-    Block *body = forOp.getBody();
-    if (!body->empty()) // the builder's implicit yield (no iter args): the region's own yield makes one
-      rewriter.eraseOp(&body->back());
-    Values args;
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToEnd(body);
-      args.push_back(arith::IndexCastOp::create(b, b.getI64Type(), forOp.getInductionVar()));
-    }
+    Values args(1);
+    auto forOp =
+        createIndexLoop(b, rewriter, a.getLowerBound(), a.getUpperBound(), a.getStep(), inits, args[0]);
     args.append(inBuffersOrCarried(carried, forOp.getRegionIterArgs()));
-    rewriter.mergeBlocks(op.getBody(), body, args);
+    rewriter.mergeBlocks(op.getBody(), forOp.getBody(), args);
     return replaceRegionOp(kernel_, b, rewriter, op, forOp, carried);
   }
 };

@@ -2,14 +2,13 @@
 // B fragments, the warpgroup's exchanges): the NVFP4 decode through per-scale key tables
 // (Sm90KeyTables), tiles in mma fragment order and dot.tiles on mma.sync (Sm90Mma; both in
 // nvvm/Sm90Emitter.cpp) and warpgroup dots on wgmma (Sm90Wgmma, nvvm/Sm90Wgmma.cpp); Sm90Program's
-// answers to the common emitter's questions are in nvvm/Sm90Lowering.cpp. The layouts they emit
-// are assigned by nvvm/Sm90Layouts.cpp. They emit with GpuKernelState's building blocks.
+// answers to the common patterns' questions are in nvvm/Sm90Lowering.cpp, its own patterns in
+// nvvm/Sm90Patterns.cpp. The layouts they emit are assigned by nvvm/Sm90Layouts.cpp. They emit with
+// GpuKernelState's building blocks.
 // Internal to lowering/.
 #pragma once
 
 #include <array>
-#include <map>
-#include <set>
 #include <utility>
 #include <vector>
 

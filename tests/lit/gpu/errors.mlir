@@ -35,3 +35,17 @@ func.func @fold_across_threads(%out: memref<?xf32>) {
   m3idx.store_tile %f, %out[%c0] : tensor<32xf32>, memref<?xf32>
   return
 }
+
+// -----
+
+// A dot whose staged b (128 rows of 128 f32 on FFMA) takes more workgroup memory than a program may.
+// GFX950: kernel @dot_too_wide: dot.tiles needs 66560 bytes of workgroup memory (at most 40960)
+// SM90: kernel @dot_too_wide: dot.tiles needs 66560 bytes of workgroup memory (at most 40960)
+func.func @dot_too_wide(%a: memref<?xf32>, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : i64
+  %x = m3idx.load_tile %a[%c0] : memref<?xf32> -> tensor<256xf32>
+  %y = m3idx.load_tile %a[%c0] : memref<?xf32> -> tensor<16384xf32>
+  %d = m3idx.dot_tiles %x, %y, 128 : tensor<256xf32>, tensor<16384xf32> -> tensor<256xf32>
+  m3idx.store_tile %d, %out[%c0] : tensor<256xf32>, memref<?xf32>
+  return
+}

@@ -254,8 +254,7 @@ void GpuKernelState::stageDotOperand(mlir::Value b, mlir::Value value, bool barr
 // FFMA form: thread t holds ca consecutive lanes of a, i.e. a slice of one row m; it dots the
 // slice with every row of the staged b, the g threads of a row sum their parts with xor
 // shuffles, and the N x M results reach their owners through a workgroup buffer.
-mlir::Value GpuKernelState::ffmaDotTiles(Operation *dot, mlir::Value a, mlir::Value b) {
-  auto op = cast<tile::DotTilesOp>(dot);
+mlir::Value GpuKernelState::ffmaDotTiles(tile::DotTilesOp op, mlir::Value a, mlir::Value b) {
   const int64_t k = op.getK(), aLanes = lanesOf(op.getLhs());
   const int64_t M = aLanes / k, N = lanesOf(op.getRhs()) / k, ca = gpu_.chunk(aLanes);
   mlir::Type f32 = b_.getF32Type(), i64 = b_.getI64Type();
@@ -277,7 +276,7 @@ mlir::Value GpuKernelState::ffmaDotTiles(Operation *dot, mlir::Value a, mlir::Va
   mlir::Value m = arith::DivSIOp::create(b_, lane, constant(b_, i64, g));
   mlir::Value part = arith::RemSIOp::create(b_, lane, constant(b_, i64, g));
   mlir::Value koff = arith::MulIOp::create(b_, part, constant(b_, i64, ca));
-  mlir::Value res = dotResult_.lookup(dot);
+  mlir::Value res = dotResult_.lookup(op);
   for (int64_t n = 0; n < N; ++n) {
     mlir::Value at = arith::AddIOp::create(b_, koff, constant(b_, i64, n * k));
     mlir::Value vb = vector::LoadOp::create(b_, VectorType::get({ca}, f32), staged, ValueRange{toIndex(b_, at)});

@@ -58,7 +58,7 @@ public:
   // The building blocks.
   ImplicitLocOpBuilder &builder() { return b_; }
   int threads() const { return threads_; }
-  GpuThreads &gpu() { return gpu_; } // lanes, shuffles, barriers, blocked loads and stores
+  GpuThreads &gpu() { return gpu_; } // lanes, shuffles, barriers, loads and stores, the atomic
   TargetProgram &program() { return *program_; }
   const GpuTypeConverter &types() const { return types_; }
   llvm::StringRef kernelName() const { return name_; }
@@ -78,8 +78,9 @@ public:
   llvm::DenseMap<mlir::Value, mlir::Value> &stagedDotOperands() { return dotStage_; }
   // Writes dot_tiles b operand `b` (converted: `value`) into its workgroup buffer.
   void stageDotOperand(mlir::Value b, mlir::Value value, bool barrierBefore);
-  // The dot on FFMA (the common form; a matrix unit's is the target program's matrixDot).
-  mlir::Value ffmaDotTiles(mlir::Operation *dot, mlir::Value a, mlir::Value b);
+  // The dot on FFMA (`a`, `b`: its converted operands), the common form; one on a matrix unit is
+  // the target's own pattern.
+  mlir::Value ffmaDotTiles(tile::DotTilesOp op, mlir::Value a, mlir::Value b);
   mlir::Value maxNum(mlir::Value a, mlir::Value b);
   // convert_layout `op`'s workgroup buffer (of its tile's lanes).
   mlir::Value convertBuffer(mlir::Operation *op) const { return convertBuf_.lookup(op); }

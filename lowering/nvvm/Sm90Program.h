@@ -1,7 +1,7 @@
 // One kernel's sm_90 emitting (TargetProgram), in three parts sharing its Sm90State (key tables,
 // B fragments, the warpgroup's exchanges): the NVFP4 decode through per-scale key tables
-// (Sm90KeyTables), tiles in mma fragment order and dot.tiles on mma.sync (Sm90Mma; both in
-// nvvm/Sm90Emitter.cpp) and warpgroup dots on wgmma (Sm90Wgmma, nvvm/Sm90Wgmma.cpp); Sm90Program's
+// (Sm90KeyTables, nvvm/Sm90KeyTables.cpp), tiles in mma fragment order and dot.tiles on mma.sync
+// (Sm90Mma, nvvm/Sm90Mma.cpp) and warpgroup dots on wgmma (Sm90Wgmma, nvvm/Sm90Wgmma.cpp); Sm90Program's
 // answers to the common patterns' questions are in nvvm/Sm90Lowering.cpp, its own patterns in
 // nvvm/Sm90Patterns.cpp. The layouts they emit are assigned by nvvm/Sm90Layouts.cpp. They emit with
 // GpuKernelState's building blocks.
@@ -48,7 +48,7 @@ protected:
   Sm90State &state_;
 };
 
-// SPEC §2 through per-scale key tables (nvvm/Sm90Emitter.cpp): built once per program in shared
+// SPEC §2 through per-scale key tables (nvvm/Sm90KeyTables.cpp): built once per program in shared
 // memory (rounded by cvt.rn.satfinite.e4m3x2.f16x2) and looked up with prmt; exact f32 keys in
 // constant memory for FFMA dots.
 class Sm90KeyTables : Sm90Part {
@@ -64,7 +64,7 @@ public:
 };
 
 // dot.tiles as f16 mma.sync m16n8k16 (tensor cores) on keys held in fragment order
-// (nvvm/Sm90Emitter.cpp), and the MmaRows / MmaAcc tiles around it.
+// (nvvm/Sm90Mma.cpp), and the MmaRows / MmaAcc tiles around it.
 class Sm90Mma : Sm90Part {
 public:
   using Sm90Part::Sm90Part;

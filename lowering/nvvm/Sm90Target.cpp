@@ -1,5 +1,5 @@
 // The NVIDIA Hopper target: the DSL's GPU form lowered to NVVM and PTX in-process. The NVFP4
-// decode rounds with cvt.rn.satfinite.e4m3x2.f16x2 (nvvm/Sm90Emitter.cpp); other small-float
+// decode rounds with cvt.rn.satfinite.e4m3x2.f16x2 (nvvm/Sm90KeyTables.cpp); other small-float
 // conversions use the exact integer expansion. The driver JIT-compiles the PTX, or ptxas makes a
 // cubin when it is installed. The chip is sm_90a, Hopper's arch-specific set: warpgroup programs
 // use wgmma (nvvm/Sm90Wgmma.cpp), which sm_90 PTX cannot name; it runs on H100/H200 only.

@@ -1,4 +1,4 @@
-// The sm_90 NVFP4 decode (lowering/nvvm/Sm90Emitter.cpp) against SPEC §2, through a host model of
+// The sm_90 NVFP4 decode (lowering/nvvm/Sm90KeyTables.cpp) against SPEC §2, through a host model of
 // its steps written from the instructions' documented semantics: per scale, a table of the key
 // bytes of the 8 positive E2M1 codes (f16 products, cvt.rn.satfinite.e4m3x2.f16x2), prmt lookups
 // with the masked nibbles as selectors, and the nibbles' signs spread to bytes by a

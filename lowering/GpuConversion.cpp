@@ -50,8 +50,10 @@ StatusOr<func::FuncOp> assignLayouts(ModuleOp module, const GpuForm &form, int &
     return Status::error("GPU lowering: a module of tile form holds one func.func, the kernel");
   func::FuncOp fn = *fns.begin();
   const std::string name = fn.getName().str();
-  auto warps = fn->getAttrOfType<IntegerAttr>("m3idx.warps");
-  const int64_t w = warps ? warps.getInt() : 1;
+  FailureOr<int64_t> warps = tile::warpsOf(fn);
+  if (failed(warps))
+    return Status::error(fmt::format("kernel @{}: GPU lowering", name));
+  const int64_t w = *warps;
   M3IDX_RETURN_IF_ERROR(form.lowering->checkProgram(name, w));
   threads = form.threads * static_cast<int>(w);
   if (!hasLayouts(fn) && (failed(form.lowering->assignLayouts(fn, threads)) || failed(verify(module))))

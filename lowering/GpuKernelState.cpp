@@ -61,8 +61,7 @@ GpuKernelState::GpuKernelState(func::FuncOp fn, const TargetLowering &target, in
     : fn_(fn), name_(fn.getName().str()), b_(fn.getLoc(), fn.getContext()), target_(target),
       gpu_(b_, target, threads, [this](const std::string &what) { fail(what); }), threads_(threads),
       types_(threads), plan_(std::make_unique<WorkgroupPlan>()), program_(target.program(*this)) {
-  if (auto warps = fn->getAttrOfType<IntegerAttr>("m3idx.warps"))
-    warps_ = warps.getInt();
+  warps_ = tile::warpsOf(fn).value_or(1); // checked by the conversion before
   program_->addTypeConversions(types_);
 }
 

@@ -39,6 +39,14 @@ Layout layoutOf(mlir::Type tile) {
   return encoding ? encoding.getValue() : Layout::Blocked;
 }
 
+mlir::FailureOr<int64_t> warpsOf(mlir::func::FuncOp fn) {
+  auto attr = fn->getAttrOfType<mlir::IntegerAttr>("m3idx.warps");
+  const int64_t warps = attr ? attr.getInt() : 1;
+  if (warps < 1 || warps > 32)
+    return fn.emitError("@") << fn.getName() << " has m3idx.warps " << warps << " (a program runs 1 to 32 warps)";
+  return warps;
+}
+
 mlir::RankedTensorType withLayout(mlir::Type tile, Layout layout) {
   auto t = mlir::cast<mlir::RankedTensorType>(tile);
   return mlir::RankedTensorType::get(t.getShape(), t.getElementType(), LayoutAttr::get(t.getContext(), layout));

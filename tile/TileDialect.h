@@ -30,5 +30,8 @@ void registerTileDialects(mlir::DialectRegistry &registry);
 Layout layoutOf(mlir::Type tile);
 // The tile type with that layout as its encoding.
 mlir::RankedTensorType withLayout(mlir::Type tile, Layout layout);
+// A kernel's warps per program: its m3idx.warps (1 without one); an error on `fn` and failure
+// outside [1, 32], which no program of either GPU target runs.
+mlir::FailureOr<int64_t> warpsOf(mlir::func::FuncOp fn);
 
 } // namespace m3idx::tile

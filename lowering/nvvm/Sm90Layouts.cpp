@@ -247,8 +247,8 @@ struct AssignSm90LayoutsPass : PassWrapper<AssignSm90LayoutsPass, OperationPass<
   void getDependentDialects(DialectRegistry &registry) const override { registry.insert<tile::TileDialect>(); }
   void runOnOperation() override {
     for (func::FuncOp fn : getOperation().getOps<func::FuncOp>()) {
-      auto warps = fn->getAttrOfType<IntegerAttr>("m3idx.warps");
-      if (failed(assignSm90Layouts(fn, 32 * (warps ? static_cast<int>(warps.getInt()) : 1))))
+      FailureOr<int64_t> warps = tile::warpsOf(fn);
+      if (failed(warps) || failed(assignSm90Layouts(fn, 32 * static_cast<int>(*warps))))
         return signalPassFailure();
     }
   }
@@ -263,11 +263,10 @@ std::unique_ptr<Pass> createAssignSm90LayoutsPass() { return std::make_unique<As
 StatusOr<std::string> assignSm90LayoutsToText(const std::string &text) {
   return tile::transformTileText(text, [](ModuleOp module, const std::string &diagnostics) -> Status {
     for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
-      auto warps = fn->getAttrOfType<IntegerAttr>("m3idx.warps");
-      const int64_t w = warps ? warps.getInt() : 1;
-      if (w < 1 || w > 32)
-        return Status::error(fmt::format("tile text: @{} has m3idx.warps {}", fn.getName().str(), w));
-      if (failed(assignSm90Layouts(fn, 32 * static_cast<int>(w))))
+      FailureOr<int64_t> warps = tile::warpsOf(fn);
+      if (failed(warps))
+        return Status::error("tile text: " + diagnostics);
+      if (failed(assignSm90Layouts(fn, 32 * static_cast<int>(*warps))))
         return Status::error("sm_90 layouts: " + diagnostics);
     }
     return Status();

@@ -49,3 +49,15 @@ func.func @dot_too_wide(%a: memref<?xf32>, %out: memref<?xf32>) {
   m3idx.store_tile %d, %out[%c0] : tensor<256xf32>, memref<?xf32>
   return
 }
+
+// -----
+
+// Warps a program cannot have (0 divided the lanes among no threads before this was checked).
+// GFX950: @no_warps has m3idx.warps 0 (a program runs 1 to 32 warps)
+// SM90: @no_warps has m3idx.warps 0 (a program runs 1 to 32 warps)
+func.func @no_warps(%out: memref<?xf32>) attributes {m3idx.warps = 0 : i64} {
+  %c0 = arith.constant 0 : i64
+  %t = m3idx.load_tile %out[%c0] : memref<?xf32> -> tensor<64xf32>
+  m3idx.store_tile %t, %out[%c0] : tensor<64xf32>, memref<?xf32>
+  return
+}

@@ -8,8 +8,12 @@
 #include "core/Spec.h"
 #include "kernels_src/DecodeWorkspace.h"
 #include "kernels_src/LaunchPlan.h"
+#include "lowering/Target.h"
+#include "lowering/nvvm/PtxAssembler.h"
+#include "runtime/GpuCodeCache.h"
 #include "runtime/GrowBuffer.h"
 #include "runtime/api/IndexerEngine.h"
+#include "runtime/cuda/CudaBackend.h"
 
 namespace m3idx {
 
@@ -213,6 +217,24 @@ void IndexerImpl::reportLateCompiles() {
 
 Indexer::Indexer(std::unique_ptr<IndexerImpl> impl) : impl_(std::move(impl)) {}
 Indexer::~Indexer() = default;
+
+// The engine for a device, over the in-process compiler and the kernel caches.
+StatusOr<std::unique_ptr<Indexer>> Indexer::create(const IndexerConfig &config, Device device) {
+  if (std::string reason = unsupportedReason(config, device.kind); !reason.empty())
+    return Status::error("unsupported indexer config: " + reason);
+  if (device.kind == DeviceKind::Host)
+    return createIndexer(config, device, makeHostIndexerEngine(config));
+  // Cuda (unsupportedReason turned the others away): PTX from the compiler, assembled to a cubin
+  // when ptxas is installed, through the disk cache -- as `--backend cuda` does.
+  auto ptxas = lowering::findPtxas();
+  if (!ptxas.ok())
+    return ptxas.status();
+  auto backend = cuda::createCudaBackend(device.index,
+                                         runtime::cachedGpuCode(lowering::makeSm90Target, *ptxas));
+  if (!backend.ok())
+    return backend.status();
+  return createIndexer(config, device, makeGpuIndexerEngine(config, std::move(backend).value()));
+}
 
 StatusOr<std::unique_ptr<Indexer>> createIndexer(const IndexerConfig &config, Device device,
                                                  std::unique_ptr<IndexerEngine> engine) {

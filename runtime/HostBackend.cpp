@@ -27,10 +27,15 @@ int64_t HostBackend::compileCount() const {
   return n;
 }
 
+StatusOr<kernels::StepPlan> HostBackend::plan(const BatchView &b, int64_t width, unsigned parts,
+                                              kernels::DecodeBlocks blocks) const {
+  return kernels::planStep(b, width, tuning_.forStep(b.params.numHeads, b.params.decodeQueryLen, b.params.numDecodes),
+                           parts, blocks);
+}
+
 Status HostBackend::execute(const BatchView &b, int64_t width, float *scores, int32_t *topk, unsigned parts,
                             kernels::DecodeBlocks blocks) {
-  StatusOr<kernels::StepPlan> plan =
-      kernels::planStep(b, width, tuning_.forStep(b.params.numHeads, b.params.decodeQueryLen, b.params.numDecodes), parts, blocks);
+  StatusOr<kernels::StepPlan> plan = this->plan(b, width, parts, blocks);
   if (!plan.ok())
     return plan.status();
   return executePlan(*plan, b, scores, topk);

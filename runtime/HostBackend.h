@@ -41,6 +41,14 @@ public:
   // `topk` [H, T, 16] (unused without top-k parts); decode scoring covers `blocks` only.
   Status execute(const BatchView &b, int64_t width, float *scores, int32_t *topk,
                  unsigned parts = kernels::kAllParts, kernels::DecodeBlocks blocks = {});
+  // execute() in two halves, for a plan that runs many times (Indexer::plan): the step plan of
+  // `parts` of a validated batch with this backend's tuning, then running it on a batch of the
+  // same metadata (its q and kv may differ). `scores` holds plan.elementsOf(Scores) floats.
+  StatusOr<kernels::StepPlan> plan(const BatchView &b, int64_t width, unsigned parts = kernels::kAllParts,
+                                   kernels::DecodeBlocks blocks = {}) const;
+  Status executePlanned(const kernels::StepPlan &plan, const BatchView &b, float *scores, int32_t *topk) {
+    return executePlan(plan, b, scores, topk);
+  }
   // A decode step over unvalidated seq_lens and block table (kernels::planDeviceDecode) in
   // `workspace` laid out as `layout` (its top-k region when `topk` is null): the kernels check
   // their values, recording bad ones in status().

@@ -151,6 +151,26 @@ private:
 
 class IndexerImpl;
 
+// One step's metadata, checked and planned once by Indexer::plan and run for every layer by
+// Indexer::run (as FlashInfer's plan / run). It holds copies of the host arrays it was made from
+// (the caller may reuse them at once) and, on a GPU, its own device copy of them; a device block
+// table given in the metadata is read in place by every run, so it must keep its values while the
+// plan is run. Immutable: one plan may be run from several threads and streams (the Indexer's
+// thread and stream rules apply to the runs). It may outlive its Indexer, but runs only on it.
+class IndexerPlan {
+public:
+  int64_t rows() const;        // index_query rows a run takes: decode rows, then prefill rows
+  int64_t decodeRows() const;
+
+  class Impl; // runtime/api/Indexer.cpp
+  explicit IndexerPlan(std::unique_ptr<Impl> impl);
+  ~IndexerPlan();
+  const Impl &impl() const { return *impl_; }
+
+private:
+  std::unique_ptr<Impl> impl_;
+};
+
 class Indexer {
 public:
   // Host: the host JIT backend on host buffers. Cuda: the sm_90 kernels (compiled in process,
@@ -181,6 +201,15 @@ public:
   StatusOr<ForwardResult> forward(const TensorView &indexQuery, const TensorView &kvCache,
                                   const IndexerMetadata &metadata, Stream stream = nullptr,
                                   const TensorView *topkOut = nullptr);
+
+  // forward() in two halves, so that a step's host work is done once for all its layers:
+  // plan() checks the metadata (everything forward() checks of it; page ids against kv_cache at
+  // each run, in O(1)), plans the launches and, on a GPU, uploads the metadata on `stream` (runs
+  // on other streams wait for it); run() checks index_query, kv_cache and topkOut against the
+  // plan, then only binds and launches. forward() is plan() then run(). Errors name the argument.
+  StatusOr<std::shared_ptr<const IndexerPlan>> plan(const IndexerMetadata &metadata, Stream stream = nullptr);
+  StatusOr<ForwardResult> run(const IndexerPlan &plan, const TensorView &indexQuery, const TensorView &kvCache,
+                              Stream stream = nullptr, const TensorView *topkOut = nullptr);
 
   // A decode step whose metadata stays on the indexer's device, as a CUDA graph needs: seqLens
   // int32 [D] and blockTable int32 [D, M] (rows may be strided, columns contiguous), q

@@ -4,6 +4,7 @@
 // [H, T, 16] output in place; a mixed step first joins the parts' block tables on the host.
 #include <algorithm>
 #include <iostream>
+#include <mutex>
 
 #include "core/DecodeCpPolicy.h"
 #include "core/Spec.h"
@@ -18,10 +19,71 @@ using runtime::GrowBuffer;
 
 namespace {
 
+// The device memory of the persistent plans alive (Indexer::plan): a slot a plan, back in the pool
+// when the plan is dropped (from any thread), kept for the next. A slot's next upload waits for the
+// runs of the plan that held it: both are in the backend's step order.
+class PlanSlots {
+public:
+  explicit PlanSlots(const runtime::DeviceApi *api) : api_(api) {}
+  // A slot held until the lease is dropped; the pool may be gone by then.
+  class Lease {
+  public:
+    Lease(std::weak_ptr<PlanSlots> pool, size_t index, runtime::DeviceScratch *memory)
+        : pool_(std::move(pool)), index_(index), memory_(memory) {}
+    ~Lease() {
+      if (auto pool = pool_.lock()) {
+        std::lock_guard<std::mutex> lock(pool->mutex_);
+        pool->busy_[index_] = false;
+      }
+    }
+    runtime::DeviceScratch &memory() const { return *memory_; }
+
+  private:
+    std::weak_ptr<PlanSlots> pool_;
+    size_t index_;
+    runtime::DeviceScratch *memory_;
+  };
+  static std::unique_ptr<Lease> take(const std::shared_ptr<PlanSlots> &pool) {
+    std::lock_guard<std::mutex> lock(pool->mutex_);
+    size_t i = 0;
+    while (i < pool->busy_.size() && pool->busy_[i])
+      ++i;
+    if (i == pool->busy_.size()) {
+      pool->slots_.push_back(std::make_unique<runtime::DeviceScratch>(pool->api_));
+      pool->busy_.push_back(false);
+    }
+    pool->busy_[i] = true;
+    return std::make_unique<Lease>(pool, i, pool->slots_[i].get());
+  }
+  int64_t allocations() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    int64_t n = 0;
+    for (const auto &s : slots_)
+      n += s->allocations();
+    return n;
+  }
+
+private:
+  const runtime::DeviceApi *api_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<runtime::DeviceScratch>> slots_;
+  std::vector<bool> busy_;
+};
+
+// A step planned on the GPU: its launches bound, its metadata on the device (a persistent plan's in
+// its own slot). Decode rows decode CP serves are planned per run instead (runWithCpDecode).
+struct GpuPlan final : EnginePlan {
+  bool cpDecode = false;
+  std::unique_ptr<PlanSlots::Lease> slot;
+  // Each run fills its addresses into the bound launches: runs go one at a time (the Indexer's lock).
+  mutable runtime::GpuBackend::PlannedStep step;
+};
+
 class GpuIndexerEngine final : public IndexerEngine {
 public:
   GpuIndexerEngine(const IndexerConfig &config, std::unique_ptr<runtime::GpuBackend> backend)
-      : config_(config), layout_(decodeWorkspaceFor(config, backend->tuning())), ownTopk_(&backend->api()),
+      : config_(config), layout_(decodeWorkspaceFor(config, backend->tuning())),
+        planSlots_(std::make_shared<PlanSlots>(&backend->api())), ownTopk_(&backend->api()),
         ownWorkspace_(&backend->api()), cpMetadata_(&backend->api()), ownOrder_(&backend->api()),
         backend_(std::move(backend)) {}
   ~GpuIndexerEngine() override {
@@ -44,7 +106,7 @@ public:
   }
   int64_t scratchAllocations() const override {
     return backend_->scratchAllocations() + ownTopk_.allocations() + ownWorkspace_.allocations() +
-           cpMetadata_.allocations() + joined_.allocations();
+           cpMetadata_.allocations() + joined_.allocations() + planSlots_->allocations();
   }
   Status setCommunicator(std::shared_ptr<Communicator>) override {
     return Status::error(fmt::format(
@@ -81,7 +143,9 @@ public:
         all.push_back({kernels::KernelKind::ScoreDecode, c});
     return all;
   }
-  StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
+  StatusOr<std::unique_ptr<EnginePlan>> plan(const IndexerStep &step, Stream stream, bool persistent) override;
+  StatusOr<int32_t *> run(const EnginePlan &plan, const IndexerStep &step, int32_t *topk, Stream stream,
+                          bool *usedCp) override;
   int64_t decodeWorkspaceBytes() const override { return layout_.bytes; }
   Status reserveDecode() override {
     M3IDX_RETURN_IF_ERROR(backend_->reserveDeviceDecode());
@@ -120,6 +184,7 @@ private:
   const kernels::DecodeWorkspaceLayout layout_; // for config_'s capacities
   // Before backend_, so destroyed after it: the backend waits for its last step on the way out,
   // and only then is the memory that step may write freed.
+  std::shared_ptr<PlanSlots> planSlots_; // plans hold it weakly: their slots go with the engine
   runtime::DeviceScratch ownTopk_, ownWorkspace_;
   runtime::DeviceScratch cpMetadata_; // forward()'s CP decode rows' seq_lens and block table
   // Eager steps in ownWorkspace_ (and cpMetadata_) across streams; a capture waits for nothing
@@ -228,8 +293,30 @@ const int32_t *GpuIndexerEngine::deviceTable(const IndexerStep &step) {
   return oneTable ? step.decodeDeviceTable : nullptr;
 }
 
-StatusOr<int32_t *> GpuIndexerEngine::run(const IndexerStep &step, int32_t *topk, Stream stream,
-                                          bool *usedCp) {
+StatusOr<std::unique_ptr<EnginePlan>> GpuIndexerEngine::plan(const IndexerStep &step, Stream stream,
+                                                              bool persistent) {
+  auto plan = std::make_unique<GpuPlan>();
+  const BatchView &d = step.decode;
+  // The CP decode rows run in the own decode workspace: within its capacities only.
+  plan->cpDecode = d.numRows > 0 && d.numRequests <= config_.maxNumDecodes &&
+                   d.params.decodeQueryLen <= config_.maxDecodeQueryLen && cpServes(d.params, step.dualBatchOverlap);
+  if (plan->cpDecode || step.rows == 0)
+    return std::unique_ptr<EnginePlan>(std::move(plan));
+  if (persistent)
+    plan->slot = PlanSlots::take(planSlots_);
+  StatusOr<runtime::GpuBackend::PlannedStep> planned =
+      backend_->prepareStep(joined(step), std::max(step.decodeWidth, step.prefillWidth),
+                            reinterpret_cast<uintptr_t>(deviceTable(step)),
+                            plan->slot ? &plan->slot->memory() : nullptr, stream);
+  if (!planned.ok())
+    return planned.status();
+  plan->step = std::move(*planned);
+  return std::unique_ptr<EnginePlan>(std::move(plan));
+}
+
+StatusOr<int32_t *> GpuIndexerEngine::run(const EnginePlan &planned, const IndexerStep &step, int32_t *topk,
+                                          Stream stream, bool *usedCp) {
+  const GpuPlan &plan = static_cast<const GpuPlan &>(planned);
   *usedCp = false;
   const int64_t topkBytes = config_.numIndexHeads * step.rows * spec::kTopkBlocks * 4;
   if (!topk) {
@@ -240,20 +327,15 @@ StatusOr<int32_t *> GpuIndexerEngine::run(const IndexerStep &step, int32_t *topk
   }
   if (step.rows == 0)
     return topk;
-  // The CP decode rows run in the own decode workspace: within its capacities only.
-  const BatchView &d = step.decode;
-  if (d.numRows > 0 && d.numRequests <= config_.maxNumDecodes && d.params.decodeQueryLen <= config_.maxDecodeQueryLen &&
-      cpServes(d.params, step.dualBatchOverlap))
+  if (plan.cpDecode)
     return runWithCpDecode(step, topk, stream, usedCp);
-  BatchView b = joined(step);
   runtime::RunOptions options;
   options.stream = stream;
   runtime::DeviceTensors io;
   io.q = reinterpret_cast<uintptr_t>(step.q);
   io.kv = reinterpret_cast<uintptr_t>(step.kv);
   io.topk = reinterpret_cast<uintptr_t>(topk);
-  io.blockTable = reinterpret_cast<uintptr_t>(deviceTable(step));
-  M3IDX_RETURN_IF_ERROR(backend_->enqueue(b, std::max(step.decodeWidth, step.prefillWidth), io, options));
+  M3IDX_RETURN_IF_ERROR(backend_->enqueuePlanned(plan.step, io, options));
   return topk;
 }
 

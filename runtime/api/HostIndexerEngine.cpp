@@ -24,6 +24,12 @@ void copyHeadRows(int32_t *topk, int64_t T, int64_t first, const int32_t *src, i
                 rows * spec::kTopkBlocks * sizeof(int32_t));
 }
 
+// A step's launches, each part's own (a part without rows has none). Its metadata arrays are the
+// step's, which the Indexer keeps while the plan lives.
+struct HostPlan final : EnginePlan {
+  kernels::StepPlan decode, prefill;
+};
+
 class HostIndexerEngine final : public IndexerEngine {
 public:
   explicit HostIndexerEngine(const IndexerConfig &config)
@@ -64,7 +70,9 @@ public:
       all.push_back({kernels::KernelKind::ScoreDecode, c});
     return all;
   }
-  StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream, bool *usedCp) override;
+  StatusOr<std::unique_ptr<EnginePlan>> plan(const IndexerStep &step, Stream, bool) override;
+  StatusOr<int32_t *> run(const EnginePlan &plan, const IndexerStep &step, int32_t *topk, Stream stream,
+                          bool *usedCp) override;
   int64_t decodeWorkspaceBytes() const override { return layout_.bytes; }
   Status reserveDecode() override {
     if (config_.reserveDecodeWorkspace)
@@ -92,7 +100,6 @@ public:
   StatusOr<bool> capturing(Stream) override { return false; }
 
 private:
-  Status decodeLocal(const BatchView &v, int64_t width, int32_t *topk);
   Status decodeCp(const BatchView &v, int64_t width, int32_t *topk, Stream stream);
 
   IndexerConfig config_;
@@ -105,11 +112,6 @@ private:
   GrowBuffer<float> scores_, cpSend_, cpRecv_, cpMerged_;
   GrowBuffer<uint8_t> cpGathered_, cpQuery_;
 };
-
-Status HostIndexerEngine::decodeLocal(const BatchView &v, int64_t width, int32_t *topk) {
-  float *s = scores_.ensure(std::max<int64_t>(1, v.params.numHeads * v.numRows * width));
-  return backend_.execute(v, width, s, topk, kernels::kScoreDecode | kernels::kTopkDecode);
-}
 
 // SPEC §6 on one rank: all-gather the group's decode queries, score blocks b % world == rank for
 // every head with the ordinary score kernel, all-to-all the head slices, top-k on the received
@@ -143,8 +145,32 @@ Status HostIndexerEngine::decodeCp(const BatchView &v, int64_t width, int32_t *t
   return backend_.execute(v, width, merged, topk, kernels::kTopkDecode);
 }
 
-StatusOr<int32_t *> HostIndexerEngine::run(const IndexerStep &step, int32_t *topk, Stream stream,
-                                           bool *usedCp) {
+StatusOr<std::unique_ptr<EnginePlan>> HostIndexerEngine::plan(const IndexerStep &step, Stream, bool) {
+  auto plan = std::make_unique<HostPlan>();
+  if (step.decode.numRows > 0) {
+    StatusOr<kernels::StepPlan> d =
+        backend_.plan(step.decode, step.decodeWidth, kernels::kScoreDecode | kernels::kTopkDecode);
+    if (!d.ok())
+      return d.status();
+    plan->decode = std::move(*d);
+  }
+  if (step.prefill.numRows > 0) {
+    StatusOr<kernels::StepPlan> p =
+        backend_.plan(step.prefill, step.prefillWidth, kernels::kScorePrefill | kernels::kTopkPrefill);
+    if (!p.ok())
+      return p.status();
+    plan->prefill = std::move(*p);
+  }
+  return std::unique_ptr<EnginePlan>(std::move(plan));
+}
+
+StatusOr<int32_t *> HostIndexerEngine::run(const EnginePlan &planned, const IndexerStep &step, int32_t *topk,
+                                           Stream stream, bool *usedCp) {
+  const HostPlan &plan = static_cast<const HostPlan &>(planned);
+  auto execute = [&](const kernels::StepPlan &p, const BatchView &v, int32_t *out) {
+    float *s = scores_.ensure(std::max<int64_t>(1, p.elementsOf(kernels::StepBuffer::Scores)));
+    return backend_.executePlanned(p, v, s, out);
+  };
   const int H = config_.numIndexHeads;
   const int64_t T = step.rows, decodeRows = step.decode.numRows, prefillRows = step.prefill.numRows;
   if (!topk)
@@ -163,16 +189,13 @@ StatusOr<int32_t *> HostIndexerEngine::run(const IndexerStep &step, int32_t *top
       cp = gate.useCp;
     }
     M3IDX_RETURN_IF_ERROR(cp ? decodeCp(step.decode, step.decodeWidth, tmp, stream)
-                             : decodeLocal(step.decode, step.decodeWidth, tmp));
+                             : execute(plan.decode, step.decode, tmp));
     *usedCp = cp;
     copyHeadRows(topk, T, 0, tmp, decodeRows, H);
   }
   if (prefillRows > 0) {
-    const BatchView &p = step.prefill;
-    float *s = scores_.ensure(std::max<int64_t>(1, H * prefillRows * step.prefillWidth));
     int32_t *tmp = prefillTopk_.ensure(H * prefillRows * spec::kTopkBlocks);
-    M3IDX_RETURN_IF_ERROR(
-        backend_.execute(p, step.prefillWidth, s, tmp, kernels::kScorePrefill | kernels::kTopkPrefill));
+    M3IDX_RETURN_IF_ERROR(execute(plan.prefill, step.prefill, tmp));
     copyHeadRows(topk, T, decodeRows, tmp, prefillRows, H);
   }
   return topk;

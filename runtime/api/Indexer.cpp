@@ -1,7 +1,10 @@
 #include "m3idx/Indexer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <functional>
+#include <tuple>
 #include <iostream>
 #include <mutex>
 
@@ -125,22 +128,55 @@ Status checkMaxSeqLen(const std::string &prefix, const int32_t *seqLens, int64_t
   return Status();
 }
 
-// A part of the step (decode or prefill) as the backend sees it.
-BatchView partView(const IndexerParams &params, const uint8_t *q, int64_t rows,
-                   const TensorView &kv, const TensorView &blockTable, const TensorView &seqLens,
-                   const int32_t *queryStartLoc) {
+// A part of the step (decode or prefill) over its metadata arrays; q and kv are bound per run
+// (bindTensors).
+BatchView partView(const IndexerParams &params, int64_t rows, const TensorView &blockTable,
+                   const TensorView &seqLens, const int32_t *queryStartLoc) {
   BatchView v;
   v.params = params;
-  v.q = q;
   v.numRows = rows;
-  v.kv = static_cast<const uint8_t *>(kv.data);
-  v.numPages = kv.shape[0];
   v.blockTable = static_cast<const int32_t *>(blockTable.data);
   v.numRequests = seqLens.shape[0];
   v.maxBlocks = blockTable.shape[1];
   v.seqLens = static_cast<const int32_t *>(seqLens.data);
   v.queryStartLoc = queryStartLoc;
   return v;
+}
+
+// The largest page id a row of validated `b` reads (-1: none), for a plan's O(1) check of
+// kv_cache at each run.
+int64_t largestPage(const BatchView &b) {
+  int64_t most = -1;
+  for (int64_t i = 0; i < b.numRequests; ++i) {
+    const int32_t *row = b.blockTable + i * b.maxBlocks;
+    const int64_t nblk = spec::blocksFor(b.seqLens[i]); // the last row's: every row's are among them
+    for (int64_t blk = 0; blk < nblk; ++blk)
+      most = std::max<int64_t>(most, row[blk]);
+  }
+  return most;
+}
+
+// A step's parts over index_query and kv_cache.
+void bindTensors(IndexerStep &step, const TensorView &q, const TensorView &kv, int H) {
+  step.q = static_cast<const uint8_t *>(q.data);
+  step.kv = static_cast<const uint8_t *>(kv.data);
+  for (BatchView *v : {&step.decode, &step.prefill}) {
+    v->kv = step.kv;
+    v->numPages = kv.shape[0];
+  }
+  step.decode.q = step.q;
+  step.prefill.q = step.q + step.decode.numRows * H * spec::kIndexHeadDim;
+}
+
+ForwardResult resultOf(int32_t *topk, int H, int64_t T, int64_t decodeRows, Device dev) {
+  ForwardResult r;
+  r.topk = TensorView::contiguous(topk, DType::I32, {H, T, spec::kTopkBlocks}, dev);
+  r.decodeTopk = r.topk;
+  r.decodeTopk.shape[1] = decodeRows;
+  r.prefillTopk = r.topk;
+  r.prefillTopk.data = topk + decodeRows * spec::kTopkBlocks;
+  r.prefillTopk.shape[1] = T - decodeRows;
+  return r;
 }
 
 } // namespace
@@ -205,7 +241,36 @@ public:
   }
   void reportLateCompiles();
   StatusOr<DeviceStatus> readStatus(Stream stream, bool clear); // under `mutex`
+  // The metadata checked (SPEC §7) and viewed as the step's parts (q and kv not bound). `rows`:
+  // index_query's (forward), or -1: the metadata's own (plan); `pages`: kv_cache's, or -1: any
+  // page id >= 0 (plan; run checks the plan's largest). `qsl(n)`: room for the decode part's n
+  // query_start_loc entries.
+  StatusOr<IndexerStep> checkMetadata(const IndexerMetadata &md, int64_t rows, int64_t pages,
+                                      const std::function<int32_t *(int64_t)> &qsl);
+  // Runs a plan of this indexer on checked tensors (under `mutex`).
+  StatusOr<ForwardResult> run(const EnginePlan &plan, IndexerStep step, const TensorView &q, const TensorView &kv,
+                              Stream stream, const TensorView *topkOut);
+  // Tells this indexer's plans from another's (an address could be reused).
+  const uint64_t serial = nextSerial();
+  static uint64_t nextSerial() {
+    static std::atomic<uint64_t> next{1};
+    return next++;
+  }
 };
+
+class IndexerPlan::Impl {
+public:
+  uint64_t owner = 0; // IndexerImpl::serial
+  IndexerStep step;   // over the arrays below; q and kv unbound
+  int64_t largestPage = -1;
+  std::vector<int32_t> decodeTable, decodeLens, decodeQsl, prefillTable, prefillLens, prefillQsl;
+  std::unique_ptr<EnginePlan> engine; // after the arrays: dropped first
+};
+
+IndexerPlan::IndexerPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+IndexerPlan::~IndexerPlan() = default;
+int64_t IndexerPlan::rows() const { return impl_->step.rows; }
+int64_t IndexerPlan::decodeRows() const { return impl_->step.decode.numRows; }
 
 void IndexerImpl::reportLateCompiles() {
   if (compilesAtWarmup < 0)
@@ -311,29 +376,14 @@ Status Indexer::joinDecodeCp(std::shared_ptr<DecodeCp> cp) {
   return Status();
 }
 
-StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &kv,
-                                         const IndexerMetadata &md, Stream stream,
-                                         const TensorView *topkOut) {
-  IndexerImpl &im = *impl_;
-  std::lock_guard<std::mutex> lock(im.mutex);
-  const int H = im.config.numIndexHeads;
-  const Device dev = im.device;
+StatusOr<IndexerStep> IndexerImpl::checkMetadata(const IndexerMetadata &md, int64_t rows, int64_t pages,
+                                                 const std::function<int32_t *(int64_t)> &qslOf) {
+  const int H = config.numIndexHeads;
+  const Device dev = device;
   // Metadata is read on the host (validation, launch planning), whatever the device.
   const Device host;
-  M3IDX_RETURN_IF_ERROR(expectTensor(q, "index_query", DType::U8, 3, dev));
-  M3IDX_RETURN_IF_ERROR(expectDim(q, "index_query", 1, H, "num_index_heads"));
-  M3IDX_RETURN_IF_ERROR(expectDim(q, "index_query", 2, spec::kIndexHeadDim, "index_head_dim"));
-  M3IDX_RETURN_IF_ERROR(expectTensor(kv, "kv_cache", DType::U8, 2, dev));
-  M3IDX_RETURN_IF_ERROR(expectDim(kv, "kv_cache", 1, spec::kPageBytes, "bytes per page"));
-  const int64_t T = q.shape[0];
-  // Row offsets are int32 (query_start_loc, and the decode offsets made below).
-  if (T > INT32_MAX)
-    return invalidArgument("index_query", fmt::format("at most {} rows", INT32_MAX), q.shapeString());
-
+  const int64_t numPages = pages < 0 ? int64_t{INT32_MAX} + 1 : pages;
   IndexerStep step;
-  step.rows = T;
-  step.q = static_cast<const uint8_t *>(q.data);
-  step.kv = static_cast<const uint8_t *>(kv.data);
   step.dualBatchOverlap = md.dualBatchOverlap;
   BatchView &decode = step.decode, &prefill = step.prefill;
   if (const DecodeMetadata *d = md.decode) {
@@ -348,18 +398,18 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
     if (d->decodeQueryLen < 1)
       return invalidArgument("decode.decode_query_len", ">= 1", d->decodeQueryLen);
     // D <= T first: then D x decode_query_len (< 2^31 x 2^31) cannot overflow.
-    if (D > T || D * d->decodeQueryLen > T)
+    if (rows >= 0 && (D > rows || D * d->decodeQueryLen > rows))
       return invalidArgument("index_query", fmt::format("at least {} rows ({} decodes x {})",
                                                         D * d->decodeQueryLen, D, d->decodeQueryLen),
-                             q.shapeString());
-    int32_t *qsl = im.decodeQsl.ensure(D + 1);
+                             fmt::format("[{}, {}, {}]", rows, H, spec::kIndexHeadDim));
+    int32_t *qsl = qslOf(D + 1);
     for (int64_t i = 0; i <= D; ++i)
       qsl[i] = static_cast<int32_t>(i * d->decodeQueryLen);
-    decode = partView(im.params(static_cast<int>(D), d->decodeQueryLen, H), step.q,
-                      D * d->decodeQueryLen, kv, d->blockTable, d->seqLens, qsl);
+    decode = partView(params(static_cast<int>(D), d->decodeQueryLen, H), D * d->decodeQueryLen, d->blockTable,
+                      d->seqLens, qsl);
+    decode.numPages = numPages;
     M3IDX_RETURN_IF_ERROR(prefixed("decode.", validateBatch(decode)));
-    M3IDX_RETURN_IF_ERROR(
-        checkMaxSeqLen("decode.", decode.seqLens, D, d->maxSeqLen, im.config.maxModelLen));
+    M3IDX_RETURN_IF_ERROR(checkMaxSeqLen("decode.", decode.seqLens, D, d->maxSeqLen, config.maxModelLen));
     step.decodeWidth = spec::scoreWidth(spec::blocksFor(d->maxSeqLen));
   }
   const int64_t decodeRows = decode.numRows;
@@ -372,13 +422,13 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
     if (!table.ok())
       return table.status();
     step.prefillDeviceTable = *table;
-    M3IDX_RETURN_IF_ERROR(
-        expectTensor(p->queryStartLoc, "prefill.query_start_loc", DType::I32, 1, host));
-    M3IDX_RETURN_IF_ERROR(
-        expectDim(p->queryStartLoc, "prefill.query_start_loc", 0, P + 1, "num_prefills + 1"));
-    prefill = partView(im.params(0, 4, H), step.q + decodeRows * H * spec::kIndexHeadDim,
-                       T - decodeRows, kv, p->blockTable, p->seqLens,
-                       static_cast<const int32_t *>(p->queryStartLoc.data));
+    M3IDX_RETURN_IF_ERROR(expectTensor(p->queryStartLoc, "prefill.query_start_loc", DType::I32, 1, host));
+    M3IDX_RETURN_IF_ERROR(expectDim(p->queryStartLoc, "prefill.query_start_loc", 0, P + 1, "num_prefills + 1"));
+    const auto *qsl = static_cast<const int32_t *>(p->queryStartLoc.data);
+    // Without index_query the metadata's last offset is the part's rows (validateBatch checks it
+    // as it checks every offset).
+    prefill = partView(params(0, 4, H), rows >= 0 ? rows - decodeRows : qsl[P], p->blockTable, p->seqLens, qsl);
+    prefill.numPages = numPages;
     M3IDX_RETURN_IF_ERROR(prefixed("prefill.", validateBatch(prefill)));
     for (int64_t i = 0; i < P; ++i) {
       const int64_t qLen = prefill.queryStartLoc[i + 1] - prefill.queryStartLoc[i];
@@ -387,38 +437,126 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
                                fmt::format(">= the q_len of request {} = {}", i, qLen),
                                p->maxQueryLen);
     }
-    M3IDX_RETURN_IF_ERROR(
-        checkMaxSeqLen("prefill.", prefill.seqLens, P, p->maxSeqLen, im.config.maxModelLen));
+    M3IDX_RETURN_IF_ERROR(checkMaxSeqLen("prefill.", prefill.seqLens, P, p->maxSeqLen, config.maxModelLen));
     step.prefillWidth = spec::scoreWidth(spec::blocksFor(p->maxSeqLen));
-  } else if (T != decodeRows) {
+  } else if (rows >= 0 && rows != decodeRows) {
     return invalidArgument("index_query", fmt::format("{} rows (the decode rows; no prefill "
                                                       "metadata)",
                                                       decodeRows),
-                           q.shapeString());
+                           fmt::format("[{}, {}, {}]", rows, H, spec::kIndexHeadDim));
   }
+  step.rows = decodeRows + prefill.numRows;
+  // Row offsets are int32 (query_start_loc, and the decode offsets made above).
+  if (step.rows > INT32_MAX)
+    return invalidArgument("index_query", fmt::format("at most {} rows", INT32_MAX), step.rows);
+  return step;
+}
 
-  StatusOr<int32_t *> out = topkBuffer(topkOut, H, T, dev);
+StatusOr<ForwardResult> IndexerImpl::run(const EnginePlan &plan, IndexerStep step, const TensorView &q,
+                                         const TensorView &kv, Stream stream, const TensorView *topkOut) {
+  const int H = config.numIndexHeads;
+  StatusOr<int32_t *> out = topkBuffer(topkOut, H, step.rows, device);
   if (!out.ok())
     return out.status();
-  int32_t *topk = *out;
-  im.lastCp = false;
+  bindTensors(step, q, kv, H);
+  lastCp = false;
   bool usedCp = false;
-  StatusOr<int32_t *> written = im.engine->run(step, topk, stream, &usedCp);
+  StatusOr<int32_t *> written = engine->run(plan, step, *out, stream, &usedCp);
   if (!written.ok())
     return written.status();
-  topk = *written;
-  im.lastCp = usedCp;
-  im.reportLateCompiles();
+  lastCp = usedCp;
+  reportLateCompiles();
+  return resultOf(*written, H, step.rows, step.decode.numRows, device);
+}
 
-  const int64_t prefillRows = T - decodeRows;
-  ForwardResult r;
-  r.topk = TensorView::contiguous(topk, DType::I32, {H, T, spec::kTopkBlocks}, dev);
-  r.decodeTopk = r.topk;
-  r.decodeTopk.shape[1] = decodeRows;
-  r.prefillTopk = r.topk;
-  r.prefillTopk.data = topk + decodeRows * spec::kTopkBlocks;
-  r.prefillTopk.shape[1] = prefillRows;
-  return r;
+namespace {
+
+// index_query [T, H, 128] and kv_cache [pages, 9216] on the indexer's device.
+Status checkTensors(const TensorView &q, const TensorView &kv, int H, Device dev) {
+  M3IDX_RETURN_IF_ERROR(expectTensor(q, "index_query", DType::U8, 3, dev));
+  M3IDX_RETURN_IF_ERROR(expectDim(q, "index_query", 1, H, "num_index_heads"));
+  M3IDX_RETURN_IF_ERROR(expectDim(q, "index_query", 2, spec::kIndexHeadDim, "index_head_dim"));
+  M3IDX_RETURN_IF_ERROR(expectTensor(kv, "kv_cache", DType::U8, 2, dev));
+  M3IDX_RETURN_IF_ERROR(expectDim(kv, "kv_cache", 1, spec::kPageBytes, "bytes per page"));
+  // Row offsets are int32 (query_start_loc, and the decode offsets).
+  if (q.shape[0] > INT32_MAX)
+    return invalidArgument("index_query", fmt::format("at most {} rows", INT32_MAX), q.shapeString());
+  return Status();
+}
+
+} // namespace
+
+StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &kv,
+                                         const IndexerMetadata &md, Stream stream,
+                                         const TensorView *topkOut) {
+  IndexerImpl &im = *impl_;
+  std::lock_guard<std::mutex> lock(im.mutex);
+  M3IDX_RETURN_IF_ERROR(checkTensors(q, kv, im.config.numIndexHeads, im.device));
+  // The metadata's arrays are the caller's for the call: the plan reads them in place.
+  StatusOr<IndexerStep> step =
+      im.checkMetadata(md, q.shape[0], kv.shape[0], [&](int64_t n) { return im.decodeQsl.ensure(n); });
+  if (!step.ok())
+    return step.status();
+  StatusOr<std::unique_ptr<EnginePlan>> plan = im.engine->plan(*step, stream, /*persistent=*/false);
+  if (!plan.ok())
+    return plan.status();
+  return im.run(**plan, *step, q, kv, stream, topkOut);
+}
+
+StatusOr<std::shared_ptr<const IndexerPlan>> Indexer::plan(const IndexerMetadata &md, Stream stream) {
+  IndexerImpl &im = *impl_;
+  std::lock_guard<std::mutex> lock(im.mutex);
+  auto p = std::make_unique<IndexerPlan::Impl>();
+  p->owner = im.serial;
+  StatusOr<IndexerStep> checked = im.checkMetadata(md, -1, -1, [&](int64_t n) {
+    p->decodeQsl.assign(n, 0);
+    return p->decodeQsl.data();
+  });
+  if (!checked.ok())
+    return checked.status();
+  // The plan's own copies of the checked arrays (contiguous: checkMetadata required it).
+  IndexerStep &step = p->step = *checked;
+  auto keep = [](std::vector<int32_t> &own, const int32_t *from, int64_t n) {
+    own.assign(from, from + n);
+    return own.data();
+  };
+  for (auto [part, table, lens] : {std::tuple{&step.decode, &p->decodeTable, &p->decodeLens},
+                                   std::tuple{&step.prefill, &p->prefillTable, &p->prefillLens}}) {
+    if (part->numRows == 0)
+      continue;
+    part->blockTable = keep(*table, part->blockTable, part->numRequests * part->maxBlocks);
+    part->seqLens = keep(*lens, part->seqLens, part->numRequests);
+    p->largestPage = std::max(p->largestPage, largestPage(*part));
+  }
+  if (step.prefill.numRows > 0)
+    step.prefill.queryStartLoc = keep(p->prefillQsl, step.prefill.queryStartLoc, step.prefill.numRequests + 1);
+  StatusOr<std::unique_ptr<EnginePlan>> engine = im.engine->plan(step, stream, /*persistent=*/true);
+  if (!engine.ok())
+    return engine.status();
+  p->engine = std::move(*engine);
+  return std::shared_ptr<const IndexerPlan>(std::make_shared<IndexerPlan>(std::move(p)));
+}
+
+StatusOr<ForwardResult> Indexer::run(const IndexerPlan &plan, const TensorView &q, const TensorView &kv,
+                                     Stream stream, const TensorView *topkOut) {
+  IndexerImpl &im = *impl_;
+  std::lock_guard<std::mutex> lock(im.mutex);
+  const IndexerPlan::Impl &p = plan.impl();
+  if (p.owner != im.serial)
+    return invalidArgument("plan", "a plan made by this indexer's plan()", "another indexer's");
+  M3IDX_RETURN_IF_ERROR(checkTensors(q, kv, im.config.numIndexHeads, im.device));
+  if (q.shape[0] != p.step.rows)
+    return invalidArgument("index_query", fmt::format("{} rows (the plan's: {} decode, {} prefill)", p.step.rows,
+                                                      p.step.decode.numRows, p.step.prefill.numRows),
+                           q.shapeString());
+  if (p.largestPage >= kv.shape[0]) { // name the first page id kv_cache lacks, as forward() does
+    for (auto [part, prefix] : {std::pair{p.step.decode, "decode."}, std::pair{p.step.prefill, "prefill."}}) {
+      part.numPages = kv.shape[0];
+      if (part.numRows > 0)
+        M3IDX_RETURN_IF_ERROR(prefixed(prefix, validateBatch(part)));
+    }
+  }
+  return im.run(*p.engine, p.step, q, kv, stream, topkOut);
 }
 
 int64_t Indexer::decodeWorkspaceBytes() const {

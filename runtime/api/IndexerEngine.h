@@ -33,6 +33,13 @@ struct IndexerStep {
   bool dualBatchOverlap = false;
 };
 
+// A step as an engine planned it (IndexerEngine::plan): what each run of it reuses. Runs only
+// read it; an engine's plans are used under the Indexer's lock.
+class EnginePlan {
+public:
+  virtual ~EnginePlan() = default;
+};
+
 class IndexerEngine {
 public:
   virtual ~IndexerEngine() = default;
@@ -52,9 +59,15 @@ public:
   virtual Status joinPeerGroup(std::shared_ptr<DecodeCp> cp) = 0;
   // Kernels a CP step needs besides the configured ones (none without CP).
   virtual std::vector<std::pair<kernels::KernelKind, kernels::KernelConfig>> cpKernels() const = 0;
-  // Writes every row's top-k into `topk` ([H, rows, 16] on the device), or into the engine's own
-  // buffer when it is null, and returns where. `usedCp` says whether decode CP served the step.
-  virtual StatusOr<int32_t *> run(const IndexerStep &step, int32_t *topk, Stream stream,
+  // Plans a step from its metadata (its q and kv are not read): the launches, grids and
+  // arguments, and on a GPU the metadata uploaded on `stream`. `persistent` (Indexer::plan): the
+  // plan outlives the call, runs any number of times from any stream, and owns what it uploaded;
+  // else (forward) it runs once, next, and may use the engine's scratch.
+  virtual StatusOr<std::unique_ptr<EnginePlan>> plan(const IndexerStep &step, Stream stream, bool persistent) = 0;
+  // Runs `plan`, made by this engine from `step`'s metadata, on step's q and kv: writes every
+  // row's top-k into `topk` ([H, rows, 16] on the device), or into the engine's own buffer when it
+  // is null, and returns where. `usedCp` says whether decode CP served the step.
+  virtual StatusOr<int32_t *> run(const EnginePlan &plan, const IndexerStep &step, int32_t *topk, Stream stream,
                                   bool *usedCp) = 0;
 
   // The device-metadata decode (Indexer::decode). Its scratch is a workspace laid out for the

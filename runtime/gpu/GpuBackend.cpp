@@ -314,14 +314,23 @@ Status GpuBackend::enqueueDeviceDecodeShare(const BatchView &shape, int64_t W, i
 
 Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &io,
                            const RunOptions &options, bool timed) {
+  StatusOr<PlannedStep> step = prepareStep(b, W, io.blockTable, nullptr, options.stream,
+                                           {options.decodeBlockBegin, options.decodeBlockStep});
+  if (!step.ok())
+    return step.status();
+  return enqueuePlanned(*step, io, options, timed);
+}
+
+StatusOr<GpuBackend::PlannedStep> GpuBackend::prepareStep(const BatchView &b, int64_t W, uint64_t deviceBlockTable,
+                                                          DeviceScratch *metadata, void *stream,
+                                                          kernels::DecodeBlocks blocks) {
   using kernels::StepBuffer;
   const int H = b.params.numHeads, Q = b.params.decodeQueryLen;
   const kernels::StepTuning stepTuning = tuning_.forStep(H, Q, b.params.numDecodes);
   // A CP share runs the score kernels only: the exchange completes the rows before any top-k.
-  const bool cpShare = options.decodeBlockStep > 1;
-  StatusOr<kernels::StepPlan> plan =
-      kernels::planStep(b, W, stepTuning, cpShare ? kernels::kScoreDecode | kernels::kScorePrefill : kernels::kAllParts,
-                        {options.decodeBlockBegin, options.decodeBlockStep});
+  const bool cpShare = blocks.step > 1;
+  StatusOr<kernels::StepPlan> plan = kernels::planStep(
+      b, W, stepTuning, cpShare ? kernels::kScoreDecode | kernels::kScorePrefill : kernels::kAllParts, blocks);
   if (!plan.ok())
     return plan.status();
   // Every function first (a compile or module load), so nothing below waits on the host.
@@ -332,14 +341,14 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
   int64_t at[kernels::kStepBufferCount] = {}, total = 0;
   for (StepBuffer role : {StepBuffer::BlockTable, StepBuffer::SeqLens, StepBuffer::QueryStartLoc,
                           StepBuffer::TileRequest, StepBuffer::TileRowBegin, StepBuffer::RowBlocks}) {
-    if (role == StepBuffer::BlockTable && io.blockTable)
+    if (role == StepBuffer::BlockTable && deviceBlockTable)
       continue;
     at[static_cast<int>(role)] = total;
     total = (total + plan->elementsOf(role) + 3) / 4 * 4;
   }
   int32_t *host = staging_.ensure(std::max<int64_t>(total, 1));
   auto sectionOf = [&](StepBuffer role) { return host + at[static_cast<int>(role)]; };
-  if (!io.blockTable)
+  if (!deviceBlockTable)
     std::copy_n(b.blockTable, plan->elementsOf(StepBuffer::BlockTable), sectionOf(StepBuffer::BlockTable));
   std::copy_n(b.seqLens, plan->elementsOf(StepBuffer::SeqLens), sectionOf(StepBuffer::SeqLens));
   std::copy_n(b.queryStartLoc, plan->elementsOf(StepBuffer::QueryStartLoc), sectionOf(StepBuffer::QueryStartLoc));
@@ -350,41 +359,51 @@ Status GpuBackend::enqueue(const BatchView &b, int64_t W, const DeviceTensors &i
     std::fill_n(sectionOf(StepBuffer::RowBlocks), b.numRows, 0);
     kernels::fillPrefillRowBlocks(b, sectionOf(StepBuffer::RowBlocks));
   }
-  StatusOr<uint64_t> meta = metadata_.ensure(std::max<int64_t>(total, 1) * 4),
-                     scores = scores_.ensure(plan->elementsOf(StepBuffer::Scores) * 4),
-                     partial = partial_.ensure(8 * std::max<int64_t>(plan->elementsOf(StepBuffer::Partial), 1)),
-                     arrivals = arrivals_.ensureZeroed(4 * std::max<int64_t>(plan->elementsOf(StepBuffer::Arrivals), 1));
-  for (const StatusOr<uint64_t> *p : {&meta, &scores, &partial, &arrivals})
-    if (!p->ok())
-      return p->status();
-  uint64_t address[kernels::kStepBufferCount] = {};
+  StatusOr<uint64_t> meta = (metadata ? *metadata : metadata_).ensure(std::max<int64_t>(total, 1) * 4);
+  if (!meta.ok())
+    return meta.status();
+  PlannedStep step;
   for (StepBuffer role : {StepBuffer::BlockTable, StepBuffer::SeqLens, StepBuffer::QueryStartLoc,
                           StepBuffer::TileRequest, StepBuffer::TileRowBegin, StepBuffer::RowBlocks})
-    address[static_cast<int>(role)] = *meta + 4 * at[static_cast<int>(role)];
-  if (io.blockTable)
-    address[static_cast<int>(StepBuffer::BlockTable)] = io.blockTable;
+    step.address[static_cast<int>(role)] = *meta + 4 * at[static_cast<int>(role)];
+  if (deviceBlockTable)
+    step.address[static_cast<int>(StepBuffer::BlockTable)] = deviceBlockTable;
+  step.scores = plan->elementsOf(StepBuffer::Scores);
+  step.partial = plan->elementsOf(StepBuffer::Partial);
+  step.arrivals = plan->elementsOf(StepBuffer::Arrivals);
+  step.flags = plan->elementsOf(StepBuffer::ProgramFlags);
+  StatusOr<BoundPlan> bound = bindPlan(*plan);
+  if (!bound.ok())
+    return bound.status();
+  step.bound = std::move(*bound);
+  M3IDX_RETURN_IF_ERROR(stepOrder_.before(stream));
+  M3IDX_RETURN_IF_ERROR(api_->check(api_->uploadAsync(*meta, host, total * 4, stream), "host-to-device copy"));
+  M3IDX_RETURN_IF_ERROR(stepOrder_.after(stream));
+  return step;
+}
+
+Status GpuBackend::enqueuePlanned(PlannedStep &step, const DeviceTensors &io, const RunOptions &options, bool timed) {
+  using kernels::StepBuffer;
+  StatusOr<uint64_t> scores = scores_.ensure(step.scores * 4),
+                     partial = partial_.ensure(8 * std::max<int64_t>(step.partial, 1)),
+                     arrivals = arrivals_.ensureZeroed(4 * std::max<int64_t>(step.arrivals, 1)),
+                     flags = stepFlags_.ensure(4 * std::max<int64_t>(step.flags, 1)), status = statusWords();
+  for (const StatusOr<uint64_t> *p : {&scores, &partial, &arrivals, &flags, &status})
+    if (!p->ok())
+      return p->status();
+  uint64_t address[kernels::kStepBufferCount];
+  std::copy_n(step.address, kernels::kStepBufferCount, address);
   address[static_cast<int>(StepBuffer::Q)] = io.q;
   address[static_cast<int>(StepBuffer::Kv)] = io.kv;
   address[static_cast<int>(StepBuffer::Scores)] = *scores;
   address[static_cast<int>(StepBuffer::Topk)] = io.topk;
   address[static_cast<int>(StepBuffer::Partial)] = *partial;
   address[static_cast<int>(StepBuffer::Arrivals)] = *arrivals;
-  StatusOr<uint64_t> flags = stepFlags_.ensure(4 * std::max<int64_t>(plan->elementsOf(StepBuffer::ProgramFlags), 1)),
-                     status = statusWords();
-  for (const StatusOr<uint64_t> *p : {&flags, &status})
-    if (!p->ok())
-      return p->status();
   address[static_cast<int>(StepBuffer::Status)] = *status;
   address[static_cast<int>(StepBuffer::ProgramFlags)] = *flags;
-
   void *stream = options.stream;
   M3IDX_RETURN_IF_ERROR(stepOrder_.before(stream));
-  M3IDX_RETURN_IF_ERROR(
-      api_->check(api_->uploadAsync(*meta, host, total * 4, stream), "host-to-device copy"));
-  StatusOr<BoundPlan> bound = bindPlan(*plan);
-  if (!bound.ok())
-    return bound.status();
-  M3IDX_RETURN_IF_ERROR(launchPlan(*bound, address, stream, timed, options.beforeLaunches));
+  M3IDX_RETURN_IF_ERROR(launchPlan(step.bound, address, stream, timed, options.beforeLaunches));
   return stepOrder_.after(stream);
 }
 

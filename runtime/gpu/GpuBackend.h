@@ -147,6 +147,27 @@ private:
     std::vector<BoundLaunch> launches;
   };
   StatusOr<BoundPlan> bindPlan(const kernels::StepPlan &plan);
+
+public:
+  // enqueue() in two halves, for a step planned once and run many times (Indexer::plan): the
+  // plan of a validated step, its metadata uploaded on `stream` into `metadata` (null: this
+  // backend's scratch, which the next step's plan reuses) and its launches bound; then runs of it
+  // on the step's q, kv and top-k, on any stream. Both halves take part in the step order (a step
+  // on another stream than the last first waits for the last), so a run on another stream than
+  // its plan's upload waits for it, and an upload into memory a former plan's runs read waits
+  // for them. Runs fill their addresses into the plan's bound launches (one run at a time).
+  // `blocks`: a decode-CP share's blocks (RunOptions::decodeBlockBegin / Step; its score kernels
+  // only).
+  struct PlannedStep {
+    BoundPlan bound;
+    uint64_t address[kernels::kStepBufferCount] = {}; // the metadata's roles
+    int64_t scores = 0, partial = 0, arrivals = 0, flags = 0; // scratch elements its runs need
+  };
+  StatusOr<PlannedStep> prepareStep(const BatchView &batch, int64_t width, uint64_t deviceBlockTable,
+                                    DeviceScratch *metadata, void *stream, kernels::DecodeBlocks blocks = {});
+  Status enqueuePlanned(PlannedStep &step, const DeviceTensors &io, const RunOptions &options, bool timed = false);
+
+private:
   // The bound plan kept under `key` in `kept`, else one made by `plan()`, refused inside a capture
   // where it would set up (refuseSetupInCapture), bound and kept (up to kMaxDecodePlans: an
   // engine's shapes repeat, a sweep's need not). The device decodes' plan caches.

@@ -315,6 +315,55 @@ TEST(GpuIndexerEngine, StepOnAnotherStreamWaitsForTheLastAndSteadyStateAllocates
   EXPECT_EQ(s.indexer->compilesAfterWarmup(), 0);
 }
 
+// Indexer::plan uploads a step's metadata once, into the plan's own memory; its runs (layers) only
+// launch, each as forward() would, a run on another stream than the upload first waiting for it.
+// A dropped plan's memory serves the next plan.
+TEST(GpuIndexerEngine, APlanUploadsOnceAndItsRunsOnlyLaunch) {
+  EngineStep s(3, 2);
+  ASSERT_TRUE(s.forward(fakeStream(7)).ok());
+  const std::vector<FakeDevice::Launch> forwardLaunches = s.device.launches;
+  const auto &fs = forwardLaunches[1]; // score_prefill reads the table, seq_lens and query_start_loc
+  ASSERT_EQ(fs.kernel, "score_prefill");
+  const std::vector<int32_t> wantTable = s.array(fs, 10), wantLens = s.array(fs, 15), wantQsl = s.array(fs, 20);
+  s.device.launches.clear();
+  s.device.uploads = 0;
+  s.device.uploadStreams.clear();
+  s.device.waits.clear();
+  auto plan = s.indexer->plan(s.split.metadata(), fakeStream(7));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(s.device.uploads, 1);
+  EXPECT_TRUE(s.device.launches.empty());
+  for (void *stream : {fakeStream(7), fakeStream(7), fakeStream(9)}) {
+    s.device.launches.clear();
+    ASSERT_TRUE(s.indexer->run(**plan, s.q, s.kv, stream).ok());
+    EXPECT_EQ(s.device.uploads, 1); // runs upload nothing
+    ASSERT_EQ(s.device.launches.size(), forwardLaunches.size());
+    for (size_t i = 0; i < forwardLaunches.size(); ++i) {
+      EXPECT_EQ(s.device.launches[i].kernel, forwardLaunches[i].kernel);
+      EXPECT_EQ(s.device.launches[i].programs, forwardLaunches[i].programs);
+      EXPECT_EQ(s.device.launches[i].stream, stream);
+    }
+    const auto &score = s.device.launches[1];
+    EXPECT_EQ(s.array(score, 10), wantTable);
+    EXPECT_EQ(s.array(score, 15), wantLens);
+    EXPECT_EQ(s.array(score, 20), wantQsl);
+  }
+  ASSERT_EQ(s.device.waits.size(), 1u); // the run on stream 9 waited for the step before it
+  EXPECT_EQ(s.device.waits[0].first, fakeStream(9));
+  // A second plan while the first lives gets memory of its own; a plan made after one is dropped
+  // takes the dropped one's.
+  auto second = s.indexer->plan(s.split.metadata(), fakeStream(9));
+  ASSERT_TRUE(second.ok());
+  const int allocations = s.device.allocations;
+  plan->reset();
+  auto third = s.indexer->plan(s.split.metadata(), fakeStream(9));
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(s.device.allocations, allocations);
+  s.device.launches.clear();
+  ASSERT_TRUE(s.indexer->run(**third, s.q, s.kv, fakeStream(9)).ok());
+  EXPECT_EQ(s.array(s.device.launches[1], 10), wantTable);
+}
+
 TEST(GpuIndexerEngine, DeviceBlockTableIsReadInPlaceAndOnlySmallArraysGoUp) {
   for (auto [decodes, prefills] : {std::pair{4, 0}, std::pair{0, 2}, std::pair{4, 2}}) {
     EngineStep host(decodes, prefills), s(decodes, prefills);

@@ -6,7 +6,8 @@
 // turns on the host (a lock held while a call validates and queues its step, microseconds on a
 // GPU), and each gets its own step's answer. On the device:
 // - forward() steps share the indexer's scratch; one queued on another stream than the last first
-//   waits for the last (correct, not overlapped).
+//   waits for the last (correct, not overlapped). run() steps likewise, in the scratch of their
+//   plan's maker (IndexerPlan).
 // - decode() steps work in a decode workspace (decodeWorkspaceBytes(); caller-owned device
 //   memory, zeroed once). Steps given different workspaces are independent and overlap across
 //   streams; steps that share one must be ordered, as steps on one stream are: so one workspace
@@ -155,8 +156,11 @@ class IndexerImpl;
 // Indexer::run (as FlashInfer's plan / run). It holds copies of the host arrays it was made from
 // (the caller may reuse them at once) and, on a GPU, its own device copy of them; a device block
 // table given in the metadata is read in place by every run, so it must keep its values while the
-// plan is run. Immutable: one plan may be run from several threads and streams (the Indexer's
-// thread and stream rules apply to the runs). It may outlive its Indexer, but runs only on it.
+// plan is run. Any Indexer of the maker's configuration (heads, init_blocks, local_blocks, device)
+// runs it, so an engine's layers share one plan a step: runs go through the maker's engine and
+// scratch (kept alive by the plan, also past the maker), taking turns under its lock, so the
+// maker's thread and stream rules apply to them. Immutable: one plan may be run from several
+// threads and streams at once.
 class IndexerPlan {
 public:
   int64_t rows() const;        // index_query rows a run takes: decode rows, then prefill rows

@@ -14,12 +14,14 @@ extern "C" {
 /* 2: device_block_table in the metadata structs; 3: decode(); 4: decode workspaces
  * (m3idx_indexer_decode's workspace, reserve_decode_workspace, decode_workspace_bytes);
  * 5: decode CP across processes (join_decode_cp, decode_cp_active); 6: one decode CP group a
- * process, shared by its indexers (m3idx_decode_cp_create; join_decode_cp takes it) */
-#define M3IDX_API_VERSION 6
+ * process, shared by its indexers (m3idx_decode_cp_create; join_decode_cp takes it); 7: a step
+ * planned once and run per layer (m3idx_indexer_plan, m3idx_indexer_run, m3idx_plan) */
+#define M3IDX_API_VERSION 7
 
 typedef struct m3idx_indexer m3idx_indexer;
 typedef struct m3idx_error m3idx_error;
 typedef struct m3idx_decode_cp m3idx_decode_cp;
+typedef struct m3idx_plan m3idx_plan;
 
 typedef enum { M3IDX_DTYPE_U8 = 0, M3IDX_DTYPE_I32 = 1, M3IDX_DTYPE_F32 = 2 } m3idx_dtype;
 typedef enum { M3IDX_DEVICE_HOST = 0, M3IDX_DEVICE_CUDA = 1, M3IDX_DEVICE_HIP = 2 } m3idx_device_kind;
@@ -93,6 +95,19 @@ m3idx_error *m3idx_indexer_forward(m3idx_indexer *indexer, const m3idx_tensor *i
                                    const m3idx_tensor *topk_out, m3idx_tensor *topk,
                                    m3idx_tensor *decode_topk, m3idx_tensor *prefill_topk);
 
+/* forward in two halves (Indexer::plan / Indexer::run): plan checks and plans a step's metadata
+ * once (copying its host arrays; on a GPU uploading them on `stream`) into *out, the caller's to
+ * m3idx_plan_destroy (any time: runs queued already are unaffected); run checks index_query,
+ * kv_cache and topk_out against it and only binds and launches, writing the views as forward
+ * does. A plan is immutable: runs from several threads and streams may share it. */
+m3idx_error *m3idx_indexer_plan(m3idx_indexer *indexer, const m3idx_decode_metadata *decode,
+                                const m3idx_prefill_metadata *prefill, void *stream, m3idx_plan **out);
+m3idx_error *m3idx_indexer_run(m3idx_indexer *indexer, const m3idx_plan *plan, const m3idx_tensor *index_query,
+                               const m3idx_tensor *kv_cache, void *stream, const m3idx_tensor *topk_out,
+                               m3idx_tensor *topk, m3idx_tensor *decode_topk, m3idx_tensor *prefill_topk);
+void m3idx_plan_destroy(m3idx_plan *plan);
+/* index_query rows a run of the plan takes (-1 for NULL). */
+int64_t m3idx_plan_rows(const m3idx_plan *plan);
 /* The graph-safe decode (Indexer::decode): seq_lens int32 [D] and block_table int32 [D, M] on
  * the indexer's device, index_query [D x Q, H, 128]; no host read, wait, allocation or copy.
  * workspace may be NULL (the indexer's own), else uint8 [>= decode_workspace_bytes] on the device,

@@ -7,6 +7,6 @@
 The package is Python over libm3idx.so's C ABI (ctypes), found inside it (the wheel), next to it
 in the archive (lib/libm3idx.so), in a checkout's build/lib/, or at M3IDX_LIBRARY."""
 from ._capi import LibraryError, library_path
-from ._indexer import DecodeCp, Error, Indexer
+from ._indexer import DecodeCp, Error, Indexer, Plan
 
-__all__ = ["DecodeCp", "Error", "Indexer", "LibraryError", "library_path"]
+__all__ = ["DecodeCp", "Error", "Indexer", "LibraryError", "Plan", "library_path"]

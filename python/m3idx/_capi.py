@@ -6,7 +6,7 @@ wheel's m3idx/libm3idx.so, the archive's lib/libm3idx.so or a build's build/lib/
 import ctypes
 import os
 
-API_VERSION = 6
+API_VERSION = 7
 
 DTYPE_U8, DTYPE_I32, DTYPE_F32 = 0, 1, 2
 DEVICE_HOST, DEVICE_CUDA, DEVICE_HIP = 0, 1, 2
@@ -71,6 +71,16 @@ def _declare(lib):
                                           P(PrefillMetadata), ctypes.c_void_p, P(Tensor), P(Tensor),
                                           P(Tensor), P(Tensor)]
     lib.m3idx_indexer_forward.restype = ctypes.c_void_p
+    lib.m3idx_indexer_plan.argtypes = [ctypes.c_void_p, P(DecodeMetadata), P(PrefillMetadata), ctypes.c_void_p,
+                                       P(ctypes.c_void_p)]
+    lib.m3idx_indexer_plan.restype = ctypes.c_void_p
+    lib.m3idx_indexer_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, P(Tensor), P(Tensor), ctypes.c_void_p,
+                                      P(Tensor), P(Tensor), P(Tensor), P(Tensor)]
+    lib.m3idx_indexer_run.restype = ctypes.c_void_p
+    lib.m3idx_plan_destroy.argtypes = [ctypes.c_void_p]
+    lib.m3idx_plan_destroy.restype = None
+    lib.m3idx_plan_rows.argtypes = [ctypes.c_void_p]
+    lib.m3idx_plan_rows.restype = ctypes.c_int64
     lib.m3idx_indexer_decode.argtypes = [ctypes.c_void_p, P(Tensor), P(Tensor), P(Tensor), P(Tensor),
                                          ctypes.c_void_p, P(Tensor), P(Tensor), P(Tensor)]
     lib.m3idx_indexer_decode.restype = ctypes.c_void_p

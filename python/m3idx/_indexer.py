@@ -239,6 +239,7 @@ class Indexer:
         # decode()'s call without argtypes, every argument already a ctypes object: ctypes'
         # conversions of the eight arguments were 1.6-1.8 us of a 12-14 us call on the H200.
         self._decode_untyped = _capi.untyped(lib, "m3idx_indexer_decode", ctypes.c_void_p)
+        self._run_untyped = _capi.untyped(lib, "m3idx_indexer_run", ctypes.c_void_p)
         self._torch = None
         if self.device_kind == _capi.DEVICE_CUDA:
             import torch
@@ -317,24 +318,121 @@ class Indexer:
         """Top-k block ids, int32 [H, T, 16] (-1 past a row's visible blocks), of a step whose
         first num_decodes requests are decodes of decode_query_len rows (SPEC §3 shapes: q uint8
         [T, H, 128], kv_cache uint8 [pages, 9216], block_table int32 [R, M], seq_lens int32 [R],
-        query_start_loc int32 [R + 1]). Into `out` when given."""
+        query_start_loc int32 [R + 1]). Into `out` when given. The same as
+        run(plan(block_table, seq_lens, query_start_loc, num_decodes, decode_query_len), q,
+        kv_cache, out), which an engine uses to plan a step once for all its layers."""
         if not self._handle:
             raise Error("forward: the indexer is closed")
-        args = _NumpyArgs() if self.device_kind == _capi.DEVICE_HOST else _TorchArgs(self.device_index)
-        np = args.np
+        args = self._args()
         q = args.array("q", q, "uint8", 3)
         kv_cache = args.array("kv_cache", kv_cache, "uint8", 2)
-        block_table = args.host("block_table", block_table, "int32", 2)
-        seq_lens = args.host("seq_lens", seq_lens, "int32", 1)
-        query_start_loc = args.host("query_start_loc", query_start_loc, "int32", 1)
-        R, T, H = seq_lens.shape[0], q.shape[0], self.num_index_heads
+        T, H = q.shape[0], self.num_index_heads
         if tuple(q.shape[1:]) != (H, HEAD_DIM) or not args.contiguous(q):
             raise Error(f"q: expected a contiguous [T, {H}, {HEAD_DIM}] tensor, got shape {tuple(q.shape)}"
                         f"{'' if args.contiguous(q) else ' (a strided view)'}")
         if kv_cache.shape[1] != PAGE_BYTES or not args.contiguous(kv_cache):
             raise Error(f"kv_cache: expected a contiguous [pages, {PAGE_BYTES}] tensor, got shape "
                         f"{tuple(kv_cache.shape)}{'' if args.contiguous(kv_cache) else ' (a strided view)'}")
-        D, Q = int(num_decodes), int(decode_query_len)
+        decode, prefill = self._metadata(args, block_table, seq_lens, query_start_loc, num_decodes,
+                                         decode_query_len)
+        if out is None:
+            out = args.empty((H, T, TOPK_BLOCKS))
+        else:
+            out = args.array("out", out, "int32", 3)
+        topk = _capi.Tensor()
+        _check(_capi.library().m3idx_indexer_forward(
+            self._handle, ctypes.byref(args.tensor(q)), ctypes.byref(args.tensor(kv_cache)),
+            ctypes.byref(decode) if decode else None, ctypes.byref(prefill) if prefill else None,
+            self._stream_arg(), ctypes.byref(args.tensor(out)), ctypes.byref(topk), None, None))
+        return out
+
+    def plan(self, block_table, seq_lens, query_start_loc, num_decodes=0, decode_query_len=4):
+        """A step's metadata checked and planned once (on "cuda" also uploaded, on the current
+        stream), for run() of every layer of the step: an m3idx.Plan. Arguments as forward()'s.
+        The plan keeps copies of the arrays (the caller may reuse them at once); it may be run from
+        several threads and streams."""
+        if not self._handle:
+            raise Error("plan: the indexer is closed")
+        args = self._args()
+        decode, prefill = self._metadata(args, block_table, seq_lens, query_start_loc, num_decodes,
+                                         decode_query_len)
+        handle = ctypes.c_void_p()
+        _check(self._lib.m3idx_indexer_plan(self._handle, ctypes.byref(decode) if decode else None,
+                                            ctypes.byref(prefill) if prefill else None, self._stream_arg(),
+                                            ctypes.byref(handle)))
+        return Plan(handle, self._lib)
+
+    def run(self, plan, q, kv_cache, out=None):
+        """Top-k block ids, int32 [H, T, 16], of one layer of a planned step (plan()): q uint8
+        [T, H, 128] with the plan's T rows, kv_cache uint8 [pages, 9216]; into `out` when given.
+        Only checks shapes, binds and launches (on "cuda" on the current stream)."""
+        if not isinstance(plan, Plan):
+            raise Error(f"plan: expected an m3idx.Plan (Indexer.plan), got {type(plan).__name__}")
+        if not plan._handle:
+            raise Error("plan: the plan is closed")
+        if not self._handle:
+            raise Error("run: the indexer is closed")
+        try:
+            args = self._per_thread.run_args
+        except AttributeError:
+            args = self._per_thread.run_args = _DecodeArgs()
+        torch = self._torch
+        if torch is None:
+            np_ = _NumpyArgs()
+            if out is None:
+                out = np_.empty((self.num_index_heads, plan.rows, TOPK_BLOCKS))
+            for i, name, a in ((0, "q", q), (1, "kv_cache", kv_cache), (4, "out", out)):
+                if not isinstance(a, np_.np.ndarray):
+                    raise TypeError(f"{name}: expected a numpy.ndarray (device 'cpu'), got {type(a).__name__}")
+                dtype = _NUMPY_DTYPES.get(a.dtype.name)
+                if dtype is None:
+                    raise Error(f"{name}: expected dtype {'int32' if i == 4 else 'uint8'}, got {a.dtype}")
+                if any(st < 0 or st % a.itemsize for st in a.strides):
+                    raise Error(f"{name}: strides {a.strides} are not whole, non-negative elements; pass a copy")
+                args.pack(i, a.ctypes.data, dtype, a.shape, [st // a.itemsize for st in a.strides],
+                          _capi.DEVICE_HOST, 0)
+            stream_arg = None
+        else:
+            if out is None:
+                if not isinstance(q, torch.Tensor):
+                    raise TypeError(f"q: expected a torch.Tensor (device 'cuda'), got {type(q).__name__}")
+                out = torch.empty((self.num_index_heads, plan.rows, TOPK_BLOCKS), dtype=torch.int32, device=q.device)
+            # As decode(): a slot that holds the tensor's pointer, shape, strides and dtype already
+            # is not packed again (an engine's layers pass the same kv_cache, often the same out).
+            packed = args.packed
+            for i, a in ((0, q), (1, kv_cache), (4, out)):
+                try:
+                    key = (a.data_ptr(), a.shape, a.stride(), a.dtype)
+                except AttributeError:
+                    key = None
+                if key is None or key != packed[i]:
+                    self._pack_torch(args, i, a, key)
+            stream = self._stream()
+            if stream != args.stream_key:
+                args.stream_key, args.stream_arg = stream, ctypes.c_void_p(stream)
+            stream_arg = args.stream_arg
+        raw = args.raw
+        err = self._run_untyped(self._handle, plan._handle, raw[0], raw[1], stream_arg, raw[4], None, None, None)
+        if err:
+            _check(err)
+        return out
+
+    def _args(self):
+        return _NumpyArgs() if self.device_kind == _capi.DEVICE_HOST else _TorchArgs(self.device_index)
+
+    def _stream_arg(self):
+        return ctypes.c_void_p(self._stream()) if self._torch is not None else None
+
+    def _metadata(self, args, block_table, seq_lens, query_start_loc, num_decodes, decode_query_len):
+        """vLLM's step metadata (requests' block_table, seq_lens, query_start_loc; the first
+        num_decodes of decode_query_len rows) as the C ABI's decode and prefill structs (None:
+        no such rows); the arrays are kept alive by `args`."""
+        np = args.np
+        block_table = args.host("block_table", block_table, "int32", 2)
+        seq_lens = args.host("seq_lens", seq_lens, "int32", 1)
+        query_start_loc = args.host("query_start_loc", query_start_loc, "int32", 1)
+        R = seq_lens.shape[0]
+        D, Q = _c_int("num_decodes", num_decodes, 32), _c_int("decode_query_len", decode_query_len, 32)
         if query_start_loc.shape[0] != R + 1:
             raise Error(f"query_start_loc: expected {R + 1} entries (requests + 1), got {query_start_loc.shape[0]}")
         if block_table.shape[0] != R:
@@ -348,11 +446,6 @@ class Indexer:
         if int(query_start_loc[0]) != 0 or int(query_start_loc[D]) != D * Q:
             raise Error(f"query_start_loc: expected [0] == 0 and [{D}] == {D * Q} ({D} decode requests of "
                         f"{Q} rows first), got {int(query_start_loc[0])} and {int(query_start_loc[D])}")
-        if out is None:
-            out = args.empty((H, T, TOPK_BLOCKS))
-        else:
-            out = args.array("out", out, "int32", 3)
-        lib = _capi.library()
         decode = prefill = None
         if D:
             decode = _capi.DecodeMetadata()
@@ -368,17 +461,7 @@ class Indexer:
             prefill.seq_lens = args.tensor(seq_lens[D:])
             prefill.max_query_len = int(np.diff(qsl).max())
             prefill.max_seq_len = int(seq_lens[D:].max())
-        stream = None
-        if self.device_kind == _capi.DEVICE_CUDA:
-            stream = args.torch.cuda.current_stream(self.device_index).cuda_stream
-        topk = _capi.Tensor()
-        _check(lib.m3idx_indexer_forward(self._handle, ctypes.byref(args.tensor(q)),
-                                         ctypes.byref(args.tensor(kv_cache)),
-                                         ctypes.byref(decode) if decode else None,
-                                         ctypes.byref(prefill) if prefill else None,
-                                         ctypes.c_void_p(stream) if stream else None,
-                                         ctypes.byref(args.tensor(out)), ctypes.byref(topk), None, None))
-        return out
+        return decode, prefill
 
     def decode(self, q, kv_cache, block_table, seq_lens, out=None, workspace=None):
         """Top-k block ids, int32 [H, D x Q, 16], of a decode step whose metadata stays on the
@@ -506,6 +589,31 @@ class Indexer:
 
     def _current_stream(self):
         return self._stream() if self._torch is not None else None
+
+
+class Plan:
+    """One step's metadata as Indexer.plan() checked and planned it, for Indexer.run() of every
+    layer of the step. Immutable; freed by close() or when dropped (runs queued already are
+    unaffected). `rows`: the q rows a run takes."""
+
+    def __init__(self, handle, lib):
+        self._handle = handle
+        self._lib = lib
+        self.rows = int(lib.m3idx_plan_rows(handle))
+
+    def close(self):
+        if self._handle:
+            self._lib.m3idx_plan_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 class DecodeCp:

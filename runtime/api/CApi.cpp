@@ -15,6 +15,10 @@ struct m3idx_indexer {
   std::unique_ptr<m3idx::Indexer> impl;
 };
 
+struct m3idx_plan {
+  std::shared_ptr<const m3idx::IndexerPlan> impl;
+};
+
 struct m3idx_decode_cp {
   std::shared_ptr<m3idx::DecodeCp> impl; // the indexers that joined it share it
 };
@@ -84,6 +88,41 @@ void fromTensor(const TensorView &v, m3idx_tensor *t) {
   }
   t->device_kind = static_cast<int32_t>(v.device.kind);
   t->device_index = v.device.index;
+}
+
+// The metadata structs as the C++ API's (views of the same arrays); false with `error` set.
+bool toMetadata(const m3idx_decode_metadata *decode, const m3idx_prefill_metadata *prefill, DecodeMetadata &d,
+                PrefillMetadata &p, IndexerMetadata &md, std::string &error) {
+  if (decode) {
+    if (!toTensor(&decode->block_table, "decode.block_table", d.blockTable, error) ||
+        !toTensor(&decode->seq_lens, "decode.seq_lens", d.seqLens, error))
+      return false;
+    if (decode->device_block_table.data &&
+        !toTensor(&decode->device_block_table, "decode.device_block_table", d.deviceBlockTable, error))
+      return false;
+    d.decodeQueryLen = decode->decode_query_len;
+    d.maxSeqLen = decode->max_seq_len;
+    md.decode = &d;
+  }
+  if (prefill) {
+    if (!toTensor(&prefill->block_table, "prefill.block_table", p.blockTable, error) ||
+        !toTensor(&prefill->query_start_loc, "prefill.query_start_loc", p.queryStartLoc, error) ||
+        !toTensor(&prefill->seq_lens, "prefill.seq_lens", p.seqLens, error))
+      return false;
+    if (prefill->device_block_table.data &&
+        !toTensor(&prefill->device_block_table, "prefill.device_block_table", p.deviceBlockTable, error))
+      return false;
+    p.maxQueryLen = prefill->max_query_len;
+    p.maxSeqLen = prefill->max_seq_len;
+    md.prefill = &p;
+  }
+  return true;
+}
+
+void fromResult(const ForwardResult &r, m3idx_tensor *topk, m3idx_tensor *decodeTopk, m3idx_tensor *prefillTopk) {
+  fromTensor(r.topk, topk);
+  fromTensor(r.decodeTopk, decodeTopk);
+  fromTensor(r.prefillTopk, prefillTopk);
 }
 
 template <typename Fn> m3idx_error *guarded(Fn fn) {
@@ -187,39 +226,62 @@ m3idx_error *m3idx_indexer_forward(m3idx_indexer *indexer, const m3idx_tensor *i
     DecodeMetadata d;
     PrefillMetadata p;
     IndexerMetadata md;
-    if (decode) {
-      if (!toTensor(&decode->block_table, "decode.block_table", d.blockTable, error) ||
-          !toTensor(&decode->seq_lens, "decode.seq_lens", d.seqLens, error))
-        return makeError(error);
-      if (decode->device_block_table.data &&
-          !toTensor(&decode->device_block_table, "decode.device_block_table", d.deviceBlockTable, error))
-        return makeError(error);
-      d.decodeQueryLen = decode->decode_query_len;
-      d.maxSeqLen = decode->max_seq_len;
-      md.decode = &d;
-    }
-    if (prefill) {
-      if (!toTensor(&prefill->block_table, "prefill.block_table", p.blockTable, error) ||
-          !toTensor(&prefill->query_start_loc, "prefill.query_start_loc", p.queryStartLoc,
-                    error) ||
-          !toTensor(&prefill->seq_lens, "prefill.seq_lens", p.seqLens, error))
-        return makeError(error);
-      if (prefill->device_block_table.data &&
-          !toTensor(&prefill->device_block_table, "prefill.device_block_table", p.deviceBlockTable, error))
-        return makeError(error);
-      p.maxQueryLen = prefill->max_query_len;
-      p.maxSeqLen = prefill->max_seq_len;
-      md.prefill = &p;
-    }
+    if (!toMetadata(decode, prefill, d, p, md, error))
+      return makeError(error);
     auto r = indexer->impl->forward(q, kv, md, stream, topk_out ? &out : nullptr);
     if (!r.ok())
       return fromStatus(r.status());
-    fromTensor(r->topk, topk);
-    fromTensor(r->decodeTopk, decode_topk);
-    fromTensor(r->prefillTopk, prefill_topk);
+    fromResult(*r, topk, decode_topk, prefill_topk);
     return nullptr;
   });
 }
+
+m3idx_error *m3idx_indexer_plan(m3idx_indexer *indexer, const m3idx_decode_metadata *decode,
+                                const m3idx_prefill_metadata *prefill, void *stream, m3idx_plan **out) {
+  return guarded([&]() -> m3idx_error * {
+    if (!indexer)
+      return makeError("m3idx_indexer_plan: expected an indexer, got NULL");
+    if (!out)
+      return makeError("m3idx_indexer_plan: expected somewhere to put the plan, got NULL");
+    *out = nullptr;
+    std::string error;
+    DecodeMetadata d;
+    PrefillMetadata p;
+    IndexerMetadata md;
+    if (!toMetadata(decode, prefill, d, p, md, error))
+      return makeError(error);
+    auto plan = indexer->impl->plan(md, stream);
+    if (!plan.ok())
+      return fromStatus(plan.status());
+    *out = new m3idx_plan{std::move(plan).value()};
+    return nullptr;
+  });
+}
+
+m3idx_error *m3idx_indexer_run(m3idx_indexer *indexer, const m3idx_plan *plan, const m3idx_tensor *index_query,
+                               const m3idx_tensor *kv_cache, void *stream, const m3idx_tensor *topk_out,
+                               m3idx_tensor *topk, m3idx_tensor *decode_topk, m3idx_tensor *prefill_topk) {
+  return guarded([&]() -> m3idx_error * {
+    if (!indexer)
+      return makeError("m3idx_indexer_run: expected an indexer, got NULL");
+    if (!plan)
+      return makeError("plan: expected a plan (m3idx_indexer_plan), got NULL");
+    std::string error;
+    TensorView q, kv, out;
+    if (!toTensor(index_query, "index_query", q, error) || !toTensor(kv_cache, "kv_cache", kv, error) ||
+        (topk_out && !toTensor(topk_out, "topk_out", out, error)))
+      return makeError(error);
+    auto r = indexer->impl->run(*plan->impl, q, kv, stream, topk_out ? &out : nullptr);
+    if (!r.ok())
+      return fromStatus(r.status());
+    fromResult(*r, topk, decode_topk, prefill_topk);
+    return nullptr;
+  });
+}
+
+void m3idx_plan_destroy(m3idx_plan *plan) { delete plan; }
+
+int64_t m3idx_plan_rows(const m3idx_plan *plan) { return plan ? plan->impl->rows() : -1; }
 
 m3idx_error *m3idx_indexer_decode(m3idx_indexer *indexer, const m3idx_tensor *index_query,
                                   const m3idx_tensor *kv_cache, const m3idx_tensor *block_table,

@@ -217,18 +217,30 @@ std::string unsupportedReason(const IndexerConfig &c, DeviceKind target) {
   return "";
 }
 
+// An indexer's engine with the lock every call that touches it holds: calls from several threads
+// take turns (Indexer.h's thread rule); a GPU step's device work is not waited for under it. Its
+// plans hold it too, so a plan's runs -- from any indexer of the same configuration, even after
+// its maker is gone -- go through the engine and the memory it was made with, in turn.
+class EngineCore {
+public:
+  std::mutex mutex;
+  std::unique_ptr<IndexerEngine> engine;
+  int64_t compilesAtWarmup = -1; // kernels obtained by warmup() (-1: not warmed up)
+  int64_t reportedCompiles = 0;
+  void reportLateCompiles(); // under `mutex`
+};
+
 class IndexerImpl {
 public:
   IndexerConfig config;
   Device device;
-  std::unique_ptr<IndexerEngine> engine;
-  int64_t compilesAtWarmup = -1;
-  int64_t reportedCompiles = 0;
-  bool lastCp = false;
+  std::shared_ptr<EngineCore> core = std::make_shared<EngineCore>();
+  std::mutex &mutex = core->mutex; // guards the core and the fields below
+  std::unique_ptr<IndexerEngine> &engine = core->engine;
+  int64_t &compilesAtWarmup = core->compilesAtWarmup;
+  int64_t &reportedCompiles = core->reportedCompiles;
+  std::atomic<bool> lastCp{false}; // set by this indexer's runs of a plan under the plan's maker's lock
   GrowBuffer<int32_t> decodeQsl;
-  // Held by every call that touches the engine or the fields above: calls from several threads
-  // take turns (Indexer.h's thread rule); a GPU step's device work is not waited for under it.
-  std::mutex mutex;
 
   IndexerParams params(int numDecodes, int decodeQueryLen, int heads) const {
     return IndexerParams{heads, config.initBlocks, config.localBlocks, numDecodes, decodeQueryLen};
@@ -239,7 +251,7 @@ public:
     const char *env = std::getenv("M3IDX_CHECK_DECODE");
     return config.checkDecodeSync || (env && std::string(env) == "1");
   }
-  void reportLateCompiles();
+  void reportLateCompiles() { core->reportLateCompiles(); }
   StatusOr<DeviceStatus> readStatus(Stream stream, bool clear); // under `mutex`
   // The metadata checked (SPEC §7) and viewed as the step's parts (q and kv not bound). `rows`:
   // index_query's (forward), or -1: the metadata's own (plan); `pages`: kv_cache's, or -1: any
@@ -247,20 +259,17 @@ public:
   // query_start_loc entries.
   StatusOr<IndexerStep> checkMetadata(const IndexerMetadata &md, int64_t rows, int64_t pages,
                                       const std::function<int32_t *(int64_t)> &qsl);
-  // Runs a plan of this indexer on checked tensors (under `mutex`).
-  StatusOr<ForwardResult> run(const EnginePlan &plan, IndexerStep step, const TensorView &q, const TensorView &kv,
-                              Stream stream, const TensorView *topkOut);
-  // Tells this indexer's plans from another's (an address could be reused).
-  const uint64_t serial = nextSerial();
-  static uint64_t nextSerial() {
-    static std::atomic<uint64_t> next{1};
-    return next++;
-  }
+  // Runs a plan made on `core` (this indexer's, or another's of the same configuration) on checked
+  // tensors, under core.mutex.
+  StatusOr<ForwardResult> run(EngineCore &core, const EnginePlan &plan, IndexerStep step, const TensorView &q,
+                              const TensorView &kv, Stream stream, const TensorView *topkOut);
 };
 
 class IndexerPlan::Impl {
 public:
-  uint64_t owner = 0; // IndexerImpl::serial
+  std::shared_ptr<EngineCore> core; // the maker's engine, which runs it
+  IndexerParams params;             // the maker's heads, init_blocks and local_blocks
+  Device device;
   IndexerStep step;   // over the arrays below; q and kv unbound
   int64_t largestPage = -1;
   std::vector<int32_t> decodeTable, decodeLens, decodeQsl, prefillTable, prefillLens, prefillQsl;
@@ -272,7 +281,7 @@ IndexerPlan::~IndexerPlan() = default;
 int64_t IndexerPlan::rows() const { return impl_->step.rows; }
 int64_t IndexerPlan::decodeRows() const { return impl_->step.decode.numRows; }
 
-void IndexerImpl::reportLateCompiles() {
+void EngineCore::reportLateCompiles() {
   if (compilesAtWarmup < 0)
     return;
   for (const std::string &note : engine->kernelNotes(std::max(compilesAtWarmup, reportedCompiles)))
@@ -452,7 +461,7 @@ StatusOr<IndexerStep> IndexerImpl::checkMetadata(const IndexerMetadata &md, int6
   return step;
 }
 
-StatusOr<ForwardResult> IndexerImpl::run(const EnginePlan &plan, IndexerStep step, const TensorView &q,
+StatusOr<ForwardResult> IndexerImpl::run(EngineCore &on, const EnginePlan &plan, IndexerStep step, const TensorView &q,
                                          const TensorView &kv, Stream stream, const TensorView *topkOut) {
   const int H = config.numIndexHeads;
   StatusOr<int32_t *> out = topkBuffer(topkOut, H, step.rows, device);
@@ -461,11 +470,11 @@ StatusOr<ForwardResult> IndexerImpl::run(const EnginePlan &plan, IndexerStep ste
   bindTensors(step, q, kv, H);
   lastCp = false;
   bool usedCp = false;
-  StatusOr<int32_t *> written = engine->run(plan, step, *out, stream, &usedCp);
+  StatusOr<int32_t *> written = on.engine->run(plan, step, *out, stream, &usedCp);
   if (!written.ok())
     return written.status();
   lastCp = usedCp;
-  reportLateCompiles();
+  on.reportLateCompiles();
   return resultOf(*written, H, step.rows, step.decode.numRows, device);
 }
 
@@ -500,14 +509,16 @@ StatusOr<ForwardResult> Indexer::forward(const TensorView &q, const TensorView &
   StatusOr<std::unique_ptr<EnginePlan>> plan = im.engine->plan(*step, stream, /*persistent=*/false);
   if (!plan.ok())
     return plan.status();
-  return im.run(**plan, *step, q, kv, stream, topkOut);
+  return im.run(*im.core, **plan, *step, q, kv, stream, topkOut);
 }
 
 StatusOr<std::shared_ptr<const IndexerPlan>> Indexer::plan(const IndexerMetadata &md, Stream stream) {
   IndexerImpl &im = *impl_;
   std::lock_guard<std::mutex> lock(im.mutex);
   auto p = std::make_unique<IndexerPlan::Impl>();
-  p->owner = im.serial;
+  p->core = im.core;
+  p->params = im.params(0, 1, im.config.numIndexHeads);
+  p->device = im.device;
   StatusOr<IndexerStep> checked = im.checkMetadata(md, -1, -1, [&](int64_t n) {
     p->decodeQsl.assign(n, 0);
     return p->decodeQsl.data();
@@ -540,10 +551,16 @@ StatusOr<std::shared_ptr<const IndexerPlan>> Indexer::plan(const IndexerMetadata
 StatusOr<ForwardResult> Indexer::run(const IndexerPlan &plan, const TensorView &q, const TensorView &kv,
                                      Stream stream, const TensorView *topkOut) {
   IndexerImpl &im = *impl_;
-  std::lock_guard<std::mutex> lock(im.mutex);
   const IndexerPlan::Impl &p = plan.impl();
-  if (p.owner != im.serial)
-    return invalidArgument("plan", "a plan made by this indexer's plan()", "another indexer's");
+  const IndexerParams own = im.params(0, 1, im.config.numIndexHeads);
+  if (p.params.numHeads != own.numHeads || p.params.initBlocks != own.initBlocks ||
+      p.params.localBlocks != own.localBlocks || p.device.kind != im.device.kind || p.device.index != im.device.index)
+    return invalidArgument(
+        "plan", "a plan of an indexer of this configuration (heads, init_blocks, local_blocks, device)",
+        fmt::format("one of {} heads, init_blocks {}, local_blocks {} on {}:{}", p.params.numHeads, p.params.initBlocks,
+                    p.params.localBlocks, deviceName(p.device.kind), p.device.index));
+  // The plan's maker's engine runs it (its lock; this indexer's own config and device are equal).
+  std::lock_guard<std::mutex> lock(p.core->mutex);
   M3IDX_RETURN_IF_ERROR(checkTensors(q, kv, im.config.numIndexHeads, im.device));
   if (q.shape[0] != p.step.rows)
     return invalidArgument("index_query", fmt::format("{} rows (the plan's: {} decode, {} prefill)", p.step.rows,
@@ -556,7 +573,7 @@ StatusOr<ForwardResult> Indexer::run(const IndexerPlan &plan, const TensorView &
         M3IDX_RETURN_IF_ERROR(prefixed(prefix, validateBatch(part)));
     }
   }
-  return im.run(*p.engine, p.step, q, kv, stream, topkOut);
+  return im.run(*p.core, *p.engine, p.step, q, kv, stream, topkOut);
 }
 
 int64_t Indexer::decodeWorkspaceBytes() const {

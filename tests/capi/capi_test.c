@@ -109,6 +109,38 @@ int main(int argc, char **argv) {
   }
   EXPECT(m3idx_indexer_compiles_after_warmup(indexer) == 0);
 
+  /* The same step planned once and run twice, into a caller buffer, after the metadata arrays
+   * were reused (the plan holds copies); a run with too few kv pages names the page. */
+  m3idx_plan *plan = NULL;
+  error = m3idx_indexer_plan(indexer, &decode, NULL, NULL, &plan);
+  EXPECT(error == NULL && plan != NULL && m3idx_plan_rows(plan) == 4 && m3idx_plan_rows(NULL) == -1);
+  if (plan) {
+    block_table[1] = 77;
+    seq_lens[0] = 1;
+    int32_t out[4 * 16];
+    const int64_t out_shape[3] = {1, 4, 16};
+    m3idx_tensor tout = tensor(out, M3IDX_DTYPE_I32, 3, out_shape);
+    const int32_t want[16] = {4, 1, 2, 3, 0, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    for (int layer = 0; layer < 2; ++layer) {
+      memset(out, 0, sizeof out);
+      error = m3idx_indexer_run(indexer, plan, &tq, &tkv, NULL, &tout, &topk, NULL, NULL);
+      EXPECT(error == NULL && topk.data == out);
+      for (int r = 0; r < 4; ++r)
+        EXPECT(memcmp(out + r * 16, want, sizeof want) == 0);
+    }
+    block_table[1] = 1;
+    seq_lens[0] = 640;
+    const int64_t few_pages[2] = {2, PAGE};
+    m3idx_tensor small_kv = tensor(kv, M3IDX_DTYPE_U8, 2, few_pages);
+    error = m3idx_indexer_run(indexer, plan, &tq, &small_kv, NULL, NULL, &topk, NULL, NULL);
+    EXPECT(error != NULL && strstr(m3idx_error_message(error), "decode.block_table[0][2]") != NULL);
+    m3idx_error_free(error);
+    error = m3idx_indexer_run(indexer, NULL, &tq, &tkv, NULL, NULL, &topk, NULL, NULL);
+    EXPECT(error != NULL && strstr(m3idx_error_message(error), "plan: expected a plan") != NULL);
+    m3idx_error_free(error);
+    m3idx_plan_destroy(plan);
+  }
+
   /* Decode CP across processes: a group of two ranks (threads here) on the stand-in CUDA driver
    * (argv[1]); a host indexer cannot join it, named; NULLs and a host device are errors. */
   EXPECT(m3idx_indexer_decode_cp_active(indexer) == 0 && m3idx_indexer_decode_cp_active(NULL) == -1);

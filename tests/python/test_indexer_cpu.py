@@ -324,3 +324,97 @@ def test_cli_module_is_the_librarys_cli(tmp_path):
     assert bad.returncode == 1 and "m3idx: error: CASE" in bad.stderr, bad.stderr
     usage = subprocess.run(cli, capture_output=True, text=True)
     assert usage.returncode != 0 and "subcommand is required" in usage.stdout + usage.stderr
+
+
+def plan_for(idx, meta, a):
+    return idx.plan(a["block_table"], a["seq_lens"], a["query_start_loc"], num_decodes=meta["num_decodes"],
+                    decode_query_len=meta["decode_query_len"])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_plan_then_run_equals_forward_on_golden_cases(case):
+    _, meta, a = load(case)
+    with indexer_for(meta) as idx:
+        want = forward(idx, meta, a)
+        with plan_for(idx, meta, a) as plan:
+            assert plan.rows == a["q"].shape[0]
+            np.testing.assert_array_equal(idx.run(plan, a["q"], a["kv"]), want)
+
+
+def test_one_plan_serves_every_layer_after_the_arrays_are_reused(mixed):
+    idx, meta, a = mixed
+    rng = np.random.default_rng(5)
+    layers = [rng.integers(0, 256, a["q"].shape, dtype=np.uint8) & 0x77 for _ in range(3)]  # finite E4M3
+    want = [forward(idx, meta, dict(a, q=q)) for q in layers]
+    assert not np.array_equal(want[0], want[1])
+    arrays = {k: a[k].copy() for k in ("block_table", "seq_lens", "query_start_loc")}
+    plan = plan_for(idx, meta, arrays)
+    for v in arrays.values():  # the engine's next step reuses its buffers: the plan holds copies
+        v.fill(-7)
+    out = np.empty_like(want[0])
+    for q, w in zip(layers * 2, want * 2):
+        assert idx.run(plan, q, a["kv"], out=out) is out
+        np.testing.assert_array_equal(out, w)
+
+
+def test_plan_and_run_bad_input_names_the_argument(mixed):
+    idx, meta, a = mixed
+    table = a["block_table"].copy()
+    table[0, 0] = -1
+    with pytest.raises(m3idx.Error, match=r"decode\.block_table\[0\]\[0\]"):
+        plan_for(idx, meta, dict(a, block_table=table))
+    with pytest.raises(m3idx.Error, match="num_decodes: expected 0.."):
+        idx.plan(a["block_table"], a["seq_lens"], a["query_start_loc"], num_decodes=99)
+    plan = plan_for(idx, meta, a)
+    with pytest.raises(m3idx.Error, match=f"index_query: expected {a['q'].shape[0]} rows"):
+        idx.run(plan, a["q"][:-1], a["kv"])
+    with pytest.raises(m3idx.Error, match=r"block_table\["):
+        idx.run(plan, a["q"], a["kv"][:1])  # pages the plan's table names are missing
+    with pytest.raises(m3idx.Error, match="out"):
+        idx.run(plan, a["q"], a["kv"], out=np.zeros((1, 1, 16), dtype=np.int32))
+    with pytest.raises(m3idx.Error, match="index_query: expected dtype uint8"):
+        idx.run(plan, a["q"].astype(np.float32), a["kv"])
+    with pytest.raises(TypeError, match="kv_cache: expected a numpy.ndarray"):
+        idx.run(plan, a["q"], a["kv"].tolist())
+    with pytest.raises(m3idx.Error, match="plan: expected an m3idx.Plan"):
+        idx.run("plan", a["q"], a["kv"])
+    with m3idx.Indexer(num_index_heads=1, device="cpu") as other:
+        with pytest.raises(m3idx.Error, match="plan: expected a plan of an indexer of this configuration"):
+            other.run(plan, a["q"], a["kv"])
+    plan.close()
+    with pytest.raises(m3idx.Error, match="plan: the plan is closed"):
+        idx.run(plan, a["q"], a["kv"])
+
+
+def test_layers_indexers_share_the_steps_plan(mixed):
+    idx, meta, a = mixed
+    want = forward(idx, meta, a)
+    layers = [indexer_for(meta) for _ in range(3)]
+    plan = plan_for(layers[0], meta, a)
+    for layer in layers:
+        np.testing.assert_array_equal(layer.run(plan, a["q"], a["kv"]), want)
+    layers[0].close()  # the plan keeps its maker's engine
+    np.testing.assert_array_equal(layers[1].run(plan, a["q"], a["kv"]), want)
+    for layer in layers:
+        layer.close()
+
+
+def test_two_threads_share_one_plan(mixed):
+    idx, meta, a = mixed
+    want = forward(idx, meta, a)
+    plan = plan_for(idx, meta, a)
+    wrong = []
+
+    def layers():
+        out = np.empty_like(want)
+        for _ in range(10):
+            out.fill(12345)
+            idx.run(plan, a["q"], a["kv"], out=out)
+            wrong.append(not np.array_equal(out, want))
+
+    threads = [threading.Thread(target=layers) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wrong) == 30 and not any(wrong)

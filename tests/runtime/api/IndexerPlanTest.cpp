@@ -1,6 +1,7 @@
 // Indexer::plan / Indexer::run on the host engine: every golden case and generated mixed steps
 // through plan + run equal forward(); one plan run for several layers (other q), from several
-// threads, after the caller reused its arrays; bad input naming the argument.
+// threads, by every indexer of the configuration, after the caller reused its arrays; bad input
+// naming the argument.
 #include <algorithm>
 #include <cstring>
 #include <thread>
@@ -207,7 +208,7 @@ TEST(IndexerPlan, BadInputNamesTheArgument) {
   }
   auto plan = indexer->plan(s->split.metadata());
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  // run(): index_query's rows, kv_cache's pages, topk_out's shape, another indexer's plan.
+  // run(): index_query's rows, kv_cache's pages, topk_out's shape, a plan of another configuration.
   TensorView q = s->q;
   q.shape[0] -= 1;
   expectError(indexer->run(**plan, q, s->kv).status(), "index_query: expected " + std::to_string(s->q.shape[0]) + " rows");
@@ -217,10 +218,23 @@ TEST(IndexerPlan, BadInputNamesTheArgument) {
   std::vector<int32_t> out(16);
   const TensorView small = TensorView::contiguous(out.data(), DType::I32, {1, 1, 16});
   expectError(indexer->run(**plan, s->q, s->kv, nullptr, &small).status(), "topk_out");
-  auto other = indexerFor(s->c);
-  expectError(other->run(**plan, s->q, s->kv).status(), "plan: expected a plan made by this indexer's plan()");
-  // The plan outlives its indexer, harmlessly.
-  auto kept = *plan;
-  indexer.reset();
-  EXPECT_EQ(kept->rows(), s->q.shape[0]);
+  Case otherHeads = s->c;
+  otherHeads.params.numHeads = 2;
+  expectError(indexerFor(otherHeads)->run(**plan, s->q, s->kv).status(),
+              "plan: expected a plan of an indexer of this configuration");
+}
+
+// An engine holds an Indexer a layer: each runs the step's one plan, also after its maker is gone.
+TEST(IndexerPlan, EveryIndexerOfTheConfigurationRunsAPlan) {
+  auto s = generated(36, 2, 3, 2);
+  std::vector<std::unique_ptr<Indexer>> layers;
+  for (int i = 0; i < 3; ++i)
+    layers.push_back(indexerFor(s->c));
+  const std::vector<int32_t> want = topkOf(layers[0]->forward(s->q, s->kv, s->split.metadata()));
+  auto plan = layers[0]->plan(s->split.metadata());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  for (auto &layer : layers)
+    EXPECT_EQ(topkOf(layer->run(**plan, s->q, s->kv)), want);
+  layers[0].reset();
+  EXPECT_EQ(topkOf(layers[1]->run(**plan, s->q, s->kv)), want);
 }

@@ -31,6 +31,10 @@
 #            Python tests, torch.ops.m3idx.decode and bench/graph_decode.py from the installed copy
 #   graph    bench/graph_decode.py: forward(), decode() plain and graph-replayed, host us a call,
 #            next to vLLM's path plain and graph-replayed (carry/peers), one process
+#   prompts  bench/prompt_steps.py: fresh and chunked prompt steps x H 1/2/4 through plan() + run()
+#            (and forward()), an engine step's layers from one plan, host us of plan() and run(), next
+#            to vLLM's prefill and the f16 floor, each checked against bench/torch_reference.py
+#            (prompt_steps.md, prompt_steps.png; $PROMPT_ARGS passes --shapes / --heads / --runs)
 #   host-time  bench/decode_host_time.py: decode()'s host time per shape next to the floors of its moment
 #   envelope bench/decode_envelope.py: decode graph replays over R x L x H (capacity 1M and L) next to
 #            vLLM's graph, each checked against bench/torch_reference.py; envelope.md and envelope.png
@@ -191,6 +195,9 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       } 2>&1 | tee "$OUT/gpu-wheel.log" ;;
     graph)
       PYTHONPATH=$root/python python3 bench/graph_decode.py --peers carry/peers 2>&1 | tee "$OUT/gpu-graph.log" ;;
+    prompts)
+      PYTHONPATH=$root/python:bench python3 bench/prompt_steps.py --peers carry/peers --out "$OUT" ${PROMPT_ARGS:-} 2>&1 |
+        tee "$OUT/gpu-prompts.log" ;;
     host-time)
       PYTHONPATH=$root/python python3 bench/decode_host_time.py 2>&1 | tee "$OUT/gpu-host-time.log" ;;
     envelope) # a subset ($ENVELOPE_SHAPES) writes under $OUT/subset: a whole grid's files in one call stay

@@ -1,6 +1,6 @@
 """m3idx.Indexer(device="cuda") from Python with PyTorch tensors: every golden case and generated
 steps through forward() on torch.cuda.current_stream(), the output written in place, checked by
-`m3idx check`. Skipped (with the reason) where PyTorch or a CUDA device is missing, as in CI here;
+`m3idx check`, and through plan() + run() (two indexers, two streams), equal to forward(). Skipped (with the reason) where PyTorch or a CUDA device is missing, as in CI here;
 on the GPU machine `bench/gpu.sh python` runs it as a script (no pytest needed there)."""
 import json
 import os
@@ -59,6 +59,28 @@ def check_cases():
                 r = subprocess.run([os.environ["M3IDX_CLI"], "check", folder, outdir], capture_output=True, text=True)
                 assert r.returncode == 0, f"{name} ({where}): {r.stdout}{r.stderr}"
                 print(f"ok {name} ({where}): {r.stdout.strip().splitlines()[-1] if r.stdout.strip() else 'checked'}")
+            # plan + run: equal to forward, by two layers' indexers, on another stream than the
+            # plan's upload, after the caller reused its arrays.
+            want = out.clone()
+            arrays = {k: v.clone() for k, v in meta_on.items()}
+            layer = m3idx.Indexer(num_index_heads=H, init_blocks=meta["init_blocks"],
+                                  local_blocks=meta["local_blocks"], device="cuda",
+                                  max_decode_query_len=max(4, meta["decode_query_len"]))
+            plan = idx.plan(arrays["block_table"], arrays["seq_lens"], arrays["query_start_loc"],
+                            num_decodes=meta["num_decodes"], decode_query_len=meta["decode_query_len"])
+            for v in arrays.values():
+                v.fill_(-7)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            for who, stream in ((idx, torch.cuda.current_stream()), (layer, side), (idx, side)):
+                with torch.cuda.stream(stream):
+                    out.fill_(0x7B7B7B7B)
+                    assert who.run(plan, cuda["q"], cuda["kv"], out=out) is out
+                    stream.synchronize()
+                    assert torch.equal(out, want), f"{name}: plan + run differs from forward"
+            print(f"ok {name}: plan + run equal forward (two indexers, two streams)")
+            plan.close()
+            layer.close()
             try:
                 idx.forward(cuda["q"].cpu(), cuda["kv"], meta_on["block_table"], meta_on["seq_lens"],
                             meta_on["query_start_loc"], num_decodes=meta["num_decodes"],

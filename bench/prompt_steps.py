@@ -1,0 +1,186 @@
+"""Prompt steps as an engine runs them (issue 38's benchmark), one process on the H200: the archive's
+Python package next to vLLM's Triton prefill (../shared/peers, carried as carry/peers).
+
+Shapes: fresh prompts P x L in {1 x 1K, 1 x 8K, 1 x 128K, 16 x 4K, 64 x 2K, 4 x 32K}, and chunked
+prefill (4 x 512 new rows on 16K of context, 4 x 2K on 64K, 2 x 8K on 128K), each at H = 1, 2, 4.
+Per shape:
+  kernels   GPU ms of one run() of a ready plan (its launches alone)
+  forward   GPU ms of forward() (plan + run in one call: the host work the GPU waits for)
+  layers    GPU ms a layer of LAYERS layers, each its own q and kv_cache, run back to back from one
+            plan (plan() first, inside the timing), against `kernels`: the GPU idle between layers
+  plan us / run us   host wall time of plan() and of one run() (median; run() with the GPU busy)
+  vLLM      GPU ms of minimax_m3_index_prefill on its own fp8 inputs of the shape
+  floor     the causal q.k FLOPs at the f16 tensor-core peak measured in the same process
+  check     m3idx's top-k rows equal to bench/torch_reference.py's (exact fp32 sums) on every row
+GPU times: CUDA events, 512 MiB memset before each (L2 flushed), median of RUNS (bench/cuda_timing.py).
+
+Usage: PYTHONPATH=<archive>/python python3 bench/prompt_steps.py --peers carry/peers --out DIR"""
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import m3idx
+from cuda_timing import time_steps
+import torch_reference as ref
+
+dev = "cuda"
+FRESH = [(1, 1024), (1, 8192), (1, 131072), (16, 4096), (64, 2048), (4, 32768)]
+CHUNKED = [(4, 512, 16384), (4, 2048, 65536), (2, 8192, 131072)]  # P, new rows, context
+LAYERS = 8
+
+
+def make_step(P, qlen, ctx, H, seed):
+    """m3idx's inputs: P requests of `qlen` new rows on `ctx` tokens of context, own shuffled pages."""
+    L = ctx + qlen
+    nblk = math.ceil(L / 128)
+    g = torch.Generator(device=dev).manual_seed(seed)
+    kv = torch.randint(0, 256, (P * nblk, 9216), dtype=torch.uint8, device=dev, generator=g)
+    q = torch.randint(0, 256, (P * qlen, H, 128), dtype=torch.uint8, device=dev, generator=g)
+    q = torch.where((q & 0x7F) == 0x7F, torch.zeros_like(q), q)  # no NaN queries
+    bt = torch.randperm(P * nblk, device=dev, generator=g).int().reshape(P, nblk)
+    sl = torch.full((P,), L, dtype=torch.int32)
+    qsl = torch.arange(P + 1, dtype=torch.int32) * qlen
+    return q, kv, bt.cpu(), sl, qsl
+
+
+def vllm_inputs(P, qlen, ctx, H, seed):
+    L = ctx + qlen
+    nb = math.ceil(L / 128)
+    g = torch.Generator(device=dev).manual_seed(seed)
+    kv = (torch.randn(P * nb, 128, 128, device=dev, generator=g) * 2).to(torch.float8_e4m3fn)
+    q = (torch.randn(P * qlen, H, 128, device=dev, generator=g) * 2).to(torch.float8_e4m3fn)
+    bt = torch.randperm(P * nb, device=dev, generator=g).to(torch.int32).view(P, nb)
+    cu = torch.arange(0, (P + 1) * qlen, qlen, dtype=torch.int32, device=dev)
+    sl = torch.full((P,), L, dtype=torch.int32, device=dev)
+    pre = torch.full((P,), ctx, dtype=torch.int32, device=dev)
+    return q, kv, bt, cu, sl, pre, qlen, L
+
+
+def host_us(fn, calls):
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e6, times
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peers", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--runs", type=int, default=25)
+    ap.add_argument("--heads", default="1,2,4")
+    ap.add_argument("--shapes", default="", help="only these, P:qlen:ctx comma-separated")
+    args = ap.parse_args()
+    sys.path.insert(0, args.peers)
+    from vllm_m3_index_topk import minimax_m3_index_prefill
+
+    shapes = [(P, L, 0) for P, L in FRESH] + CHUNKED
+    if args.shapes:
+        shapes = [tuple(int(x) for x in s.split(":")) for s in args.shapes.split(",")]
+    heads = [int(h) for h in args.heads.split(",")]
+    a = torch.randn(8192, 8192, device=dev, dtype=torch.float16)
+    b = torch.randn(8192, 8192, device=dev, dtype=torch.float16)
+    peak_ms = ref.timed_ms(lambda: a @ b, runs=20)
+    f16_tflops = 2 * 8192**3 / peak_ms / 1e9
+    del a, b
+    print(f"f16 tensor-core peak (torch.matmul 8192^3): {f16_tflops:.0f} TFLOP/s", flush=True)
+    lut = torch.tensor(ref.E2M1, device=dev)
+    rows = []
+    idx = {H: [m3idx.Indexer(num_index_heads=H, init_blocks=0, local_blocks=1, device="cuda")
+               for _ in range(LAYERS)] for H in heads}
+    for P, qlen, ctx in shapes:
+        for H in heads:
+            layers = idx[H]
+            steps = [make_step(P, qlen, ctx, H, seed=100 * layer + H) for layer in range(LAYERS)]
+            q, kv, bt, sl, qsl = steps[0]
+            out = torch.empty((H, q.shape[0], 16), dtype=torch.int32, device=dev)
+            plan = layers[0].plan(bt, sl, qsl)
+            run = lambda: layers[0].run(plan, q, kv, out=out)
+            forward = lambda: layers[0].forward(q, kv, bt, sl, qsl, out=out)
+            outs = [torch.empty_like(out) for _ in range(LAYERS)]
+
+            def step():  # an engine step: one plan, every layer's indexer runs it
+                p = layers[0].plan(bt, sl, qsl)
+                for layer in range(LAYERS):
+                    layers[layer].run(p, steps[layer][0], steps[layer][1], out=outs[layer])
+
+            vq, vkv, vbt, vcu, vsl, vpre, vmq, vms = vllm_inputs(P, qlen, ctx, H, seed=H)
+            vllm = lambda: minimax_m3_index_prefill(vq, vkv, vbt, vcu, vsl, vpre, vmq, vms, 16, 0, 1)
+            kernels_ms, forward_ms, step_ms, vllm_ms = time_steps([run, forward, step, vllm], args.runs)
+            plan_us, _ = host_us(lambda: layers[0].plan(bt, sl, qsl), 25)
+            torch.cuda.synchronize()
+            # run() with the GPU busy: a burst of runs behind a long one, as a step's layers are
+            busy = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+            run_us = []
+            for _ in range(5):
+                busy.zero_()
+                _, t = host_us(run, 20)
+                run_us += t
+            torch.cuda.synchronize()
+            run_us = statistics.median(run_us) * 1e6
+            # correctness: forward's rows against the reference, and every layer's run against forward
+            got = layers[0].forward(q, kv, bt, sl, qsl).cpu()
+            want = ref.indexer_step(ref.decode_step, q, kv, bt.to(dev), sl.to(dev), qsl.to(dev), 0, 4, 0, 1, lut,
+                                    chunk=max(1, min(qlen, (1 << 26) // (ctx + qlen) // H))).cpu()
+            equal_rows = int((got == want).all(dim=2).sum())
+            step()
+            torch.cuda.synchronize()
+            layers_equal = all(torch.equal(outs[layer], layers[0].forward(*steps[layer][:2], bt, sl, qsl))
+                               for layer in range(LAYERS))
+            flop = 2 * 128 * H * P * sum(ctx + r + 1 for r in range(qlen))
+            floor_ms = flop / (f16_tflops * 1e9)
+            r = dict(P=P, qlen=qlen, ctx=ctx, H=H, kernels=kernels_ms, forward=forward_ms, layer=step_ms / LAYERS,
+                     plan_us=plan_us, run_us=run_us, vllm=vllm_ms, floor=floor_ms, rows=H * q.shape[0],
+                     equal=equal_rows, layers_equal=layers_equal)
+            rows.append(r)
+            print(f"{P} x {qlen} on {ctx}, H={H}: kernels {kernels_ms:.3f} ms, forward {forward_ms:.3f}, "
+                  f"layer {r['layer']:.3f} ({r['layer'] / kernels_ms - 1:+.1%}), plan {plan_us:.0f} us, "
+                  f"run {run_us:.1f} us, vLLM {vllm_ms:.3f} ({vllm_ms / r['layer']:.2f}x), "
+                  f"floor {floor_ms:.3f} ({kernels_ms / floor_ms:.2f}x), rows equal {equal_rows}/{r['rows']}, "
+                  f"layers equal forward {layers_equal}", flush=True)
+            del steps, q, kv, out, outs, vq, vkv, plan, busy
+            torch.cuda.empty_cache()
+    write(rows, f16_tflops, args.out)
+
+
+def write(rows, f16_tflops, out):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "prompt_steps.md"), "w") as f:
+        f.write(f"f16 tensor-core peak in this process: {f16_tflops:.0f} TFLOP/s\n\n")
+        f.write("| step | H | kernels ms | forward ms | layer ms (vs kernels) | plan us | run us | vLLM ms | "
+                "vLLM / m3idx layer | kernels / f16 floor | rows equal | layers = forward |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            name = f"{r['P']} x {r['qlen']}" + (f" on {r['ctx']}" if r["ctx"] else "")
+            f.write(f"| {name} | {r['H']} | {r['kernels']:.3f} | {r['forward']:.3f} | {r['layer']:.3f} "
+                    f"({r['layer'] / r['kernels'] - 1:+.1%}) | {r['plan_us']:.0f} | {r['run_us']:.1f} | "
+                    f"{r['vllm']:.3f} | {r['vllm'] / r['layer']:.2f}x | {r['kernels'] / r['floor']:.2f}x | "
+                    f"{r['equal']}/{r['rows']} | {r['layers_equal']} |\n")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    labels = [f"{r['P']}x{r['qlen']}" + (f"@{r['ctx'] // 1024}K" if r["ctx"] else "") + f" H{r['H']}" for r in rows]
+    x = range(len(rows))
+    ax.bar(x, [r["vllm"] / r["layer"] for r in rows], color=["tab:green" if r["vllm"] > r["layer"] else "tab:red"
+                                                             for r in rows])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(list(x), labels, rotation=70, fontsize=7)
+    ax.set_ylabel("vLLM ms / m3idx ms (a layer of a planned step)")
+    ax.set_title("Prompt steps on the H200: above 1, m3idx is faster")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "prompt_steps.png"), dpi=120)
+
+
+if __name__ == "__main__":
+    main()

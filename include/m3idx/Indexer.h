@@ -211,6 +211,7 @@ public:
   // each run, in O(1)), plans the launches and, on a GPU, uploads the metadata on `stream` (runs
   // on other streams wait for it); run() checks index_query, kv_cache and topkOut against the
   // plan, then only binds and launches. forward() is plan() then run(). Errors name the argument.
+  // Without topkOut the top-k lies in the plan's maker's own buffer, until that indexer's next step.
   StatusOr<std::shared_ptr<const IndexerPlan>> plan(const IndexerMetadata &metadata, Stream stream = nullptr);
   StatusOr<ForwardResult> run(const IndexerPlan &plan, const TensorView &indexQuery, const TensorView &kvCache,
                               Stream stream = nullptr, const TensorView *topkOut = nullptr);

@@ -531,15 +531,14 @@ StatusOr<std::shared_ptr<const IndexerPlan>> Indexer::plan(const IndexerMetadata
     own.assign(from, from + n);
     return own.data();
   };
+  // Every part's, also one without rows, so that no view of the plan points at the caller's arrays.
   for (auto [part, table, lens] : {std::tuple{&step.decode, &p->decodeTable, &p->decodeLens},
                                    std::tuple{&step.prefill, &p->prefillTable, &p->prefillLens}}) {
-    if (part->numRows == 0)
-      continue;
     part->blockTable = keep(*table, part->blockTable, part->numRequests * part->maxBlocks);
     part->seqLens = keep(*lens, part->seqLens, part->numRequests);
     p->largestPage = std::max(p->largestPage, largestPage(*part));
   }
-  if (step.prefill.numRows > 0)
+  if (md.prefill)
     step.prefill.queryStartLoc = keep(p->prefillQsl, step.prefill.queryStartLoc, step.prefill.numRequests + 1);
   StatusOr<std::unique_ptr<EnginePlan>> engine = im.engine->plan(step, stream, /*persistent=*/true);
   if (!engine.ok())

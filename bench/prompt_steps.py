@@ -6,12 +6,16 @@ prefill (4 x 512 new rows on 16K of context, 4 x 2K on 64K, 2 x 8K on 128K), eac
 Per shape:
   kernels   GPU ms of one run() of a ready plan (its launches alone)
   forward   GPU ms of forward() (plan + run in one call: the host work the GPU waits for)
-  layers    GPU ms a layer of LAYERS layers, each its own q and kv_cache, run back to back from one
-            plan (plan() first, inside the timing), against `kernels`: the GPU idle between layers
+  layer     GPU ms a layer of LAYERS layers, each its own q and kv_cache, run back to back from one
+            plan (queued before the timing starts), against `kernels`: the GPU idle between layers
+  step      GPU ms of plan() and the LAYERS runs, a layer's share (the plan's host work uncovered)
   plan us / run us   host wall time of plan() and of one run() (median; run() with the GPU busy)
+  top-k     the top-k kernel's share of the kernels (torch.profiler's CUDA kernel times, 5 runs)
   vLLM      GPU ms of minimax_m3_index_prefill on its own fp8 inputs of the shape
   floor     the causal q.k FLOPs at the f16 tensor-core peak measured in the same process
-  check     m3idx's top-k rows equal to bench/torch_reference.py's (exact fp32 sums) on every row
+  check     m3idx's top-k rows against bench/torch_reference.py's (fp32 sums, another order): rows
+            equal, and every differing row (up to 64 a shape) a near tie: the blocks in one set only
+            score within 1e-5 relative of the row's 16th score, in float64
 GPU times: CUDA events, 512 MiB memset before each (L2 flushed), median of RUNS (bench/cuda_timing.py).
 
 Usage: PYTHONPATH=<archive>/python python3 bench/prompt_steps.py --peers carry/peers --out DIR"""
@@ -59,6 +63,44 @@ def vllm_inputs(P, qlen, ctx, H, seed):
     sl = torch.full((P,), L, dtype=torch.int32, device=dev)
     pre = torch.full((P,), ctx, dtype=torch.int32, device=dev)
     return q, kv, bt, cu, sl, pre, qlen, L
+
+
+def near_tie_rows(got, want, q, kv, bt, qlen, ctx, lut, most=64):
+    """(rows checked, rows that are not near ties) among the rows where got and want differ."""
+    bad = (got != want).any(dim=2).nonzero().tolist()[:most]
+    wrong = 0
+    for h, t in bad:
+        r = t % qlen
+        causal = ctx + r + 1
+        nblk = (causal + 127) // 128
+        keys = ref.decode_keys(kv[bt[t // qlen, :nblk].long().to(dev)], lut).double().reshape(-1, 128)
+        dots = keys @ q[t, h].view(torch.float8_e4m3fn).double()
+        dots = torch.where(torch.isnan(dots), torch.tensor(float("-inf"), dtype=torch.float64, device=dev), dots)
+        dots[causal:] = float("-inf")
+        scores = dots.reshape(nblk, 128).amax(-1)
+        scores[nblk - 1] = float("inf")  # local_blocks = 1: always in
+        kth = scores.sort(descending=True).values[min(16, nblk) - 1]
+        differ = set(got[h, t].tolist()) ^ set(want[h, t].tolist())
+        tol = 1e-5 * max(1.0, abs(float(kth)))
+        wrong += any(abs(float(scores[b]) - float(kth)) > tol for b in differ if b >= 0)
+    return len(bad), wrong
+
+
+def kernel_shares(fn, runs=5):
+    """GPU ms a call of each kernel fn() launches, by name (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None)
+        if us is None:
+            us = e.cuda_time_total
+        if us > 0 and e.key in ("score_prefill", "topk_prefill", "score_decode", "topk_decode"):
+            out[e.key] = us / 1e3 / runs
+    return out
 
 
 def host_us(fn, calls):
@@ -111,9 +153,15 @@ def main():
                 for layer in range(LAYERS):
                     layers[layer].run(p, steps[layer][0], steps[layer][1], out=outs[layer])
 
+            def runs_only():  # the step's layers behind a plan queued before the timing
+                for layer in range(LAYERS):
+                    layers[layer].run(plan, steps[layer][0], steps[layer][1], out=outs[layer])
+
             vq, vkv, vbt, vcu, vsl, vpre, vmq, vms = vllm_inputs(P, qlen, ctx, H, seed=H)
             vllm = lambda: minimax_m3_index_prefill(vq, vkv, vbt, vcu, vsl, vpre, vmq, vms, 16, 0, 1)
-            kernels_ms, forward_ms, step_ms, vllm_ms = time_steps([run, forward, step, vllm], args.runs)
+            kernels_ms, forward_ms, layers_ms, step_ms, vllm_ms = time_steps([run, forward, runs_only, step, vllm],
+                                                                             args.runs)
+            shares = kernel_shares(run)
             plan_us, _ = host_us(lambda: layers[0].plan(bt, sl, qsl), 25)
             torch.cuda.synchronize()
             # run() with the GPU busy: a burst of runs behind a long one, as a step's layers are
@@ -130,21 +178,25 @@ def main():
             want = ref.indexer_step(ref.decode_step, q, kv, bt.to(dev), sl.to(dev), qsl.to(dev), 0, 4, 0, 1, lut,
                                     chunk=max(1, min(qlen, (1 << 26) // (ctx + qlen) // H))).cpu()
             equal_rows = int((got == want).all(dim=2).sum())
+            differing, not_ties = near_tie_rows(got, want, q, kv, bt, qlen, ctx, lut)
             step()
             torch.cuda.synchronize()
             layers_equal = all(torch.equal(outs[layer], layers[0].forward(*steps[layer][:2], bt, sl, qsl))
                                for layer in range(LAYERS))
             flop = 2 * 128 * H * P * sum(ctx + r + 1 for r in range(qlen))
             floor_ms = flop / (f16_tflops * 1e9)
-            r = dict(P=P, qlen=qlen, ctx=ctx, H=H, kernels=kernels_ms, forward=forward_ms, layer=step_ms / LAYERS,
-                     plan_us=plan_us, run_us=run_us, vllm=vllm_ms, floor=floor_ms, rows=H * q.shape[0],
-                     equal=equal_rows, layers_equal=layers_equal)
+            topk_ms = shares.get("topk_prefill", 0.0)
+            r = dict(P=P, qlen=qlen, ctx=ctx, H=H, kernels=kernels_ms, forward=forward_ms, layer=layers_ms / LAYERS,
+                     step=step_ms / LAYERS, plan_us=plan_us, run_us=run_us, vllm=vllm_ms, floor=floor_ms,
+                     topk=topk_ms / max(1e-9, sum(shares.values())), rows=H * q.shape[0], equal=equal_rows,
+                     differing=differing, not_ties=not_ties, layers_equal=layers_equal)
             rows.append(r)
-            print(f"{P} x {qlen} on {ctx}, H={H}: kernels {kernels_ms:.3f} ms, forward {forward_ms:.3f}, "
-                  f"layer {r['layer']:.3f} ({r['layer'] / kernels_ms - 1:+.1%}), plan {plan_us:.0f} us, "
-                  f"run {run_us:.1f} us, vLLM {vllm_ms:.3f} ({vllm_ms / r['layer']:.2f}x), "
-                  f"floor {floor_ms:.3f} ({kernels_ms / floor_ms:.2f}x), rows equal {equal_rows}/{r['rows']}, "
-                  f"layers equal forward {layers_equal}", flush=True)
+            print(f"{P} x {qlen} on {ctx}, H={H}: kernels {kernels_ms:.3f} ms (top-k {r['topk']:.0%}), forward "
+                  f"{forward_ms:.3f}, layer {r['layer']:.3f} ({r['layer'] / kernels_ms - 1:+.1%}), step {r['step']:.3f} "
+                  f"a layer, plan {plan_us:.0f} us, run {run_us:.1f} us, vLLM {vllm_ms:.3f} "
+                  f"({vllm_ms / r['layer']:.2f}x), floor {floor_ms:.3f} ({kernels_ms / floor_ms:.2f}x), rows equal "
+                  f"{equal_rows}/{r['rows']} (of {differing} differing checked, {not_ties} not near ties), layers "
+                  f"equal forward {layers_equal}", flush=True)
             del steps, q, kv, out, outs, vq, vkv, plan, busy
             torch.cuda.empty_cache()
     write(rows, f16_tflops, args.out)
@@ -154,15 +206,17 @@ def write(rows, f16_tflops, out):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "prompt_steps.md"), "w") as f:
         f.write(f"f16 tensor-core peak in this process: {f16_tflops:.0f} TFLOP/s\n\n")
-        f.write("| step | H | kernels ms | forward ms | layer ms (vs kernels) | plan us | run us | vLLM ms | "
-                "vLLM / m3idx layer | kernels / f16 floor | rows equal | layers = forward |\n")
-        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        f.write("| step | H | kernels ms | top-k | forward ms | layer ms (vs kernels) | step ms a layer | plan us | "
+                "run us | vLLM ms | vLLM / m3idx layer | kernels / f16 floor | rows equal | not near ties | "
+                "layers = forward |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             name = f"{r['P']} x {r['qlen']}" + (f" on {r['ctx']}" if r["ctx"] else "")
-            f.write(f"| {name} | {r['H']} | {r['kernels']:.3f} | {r['forward']:.3f} | {r['layer']:.3f} "
-                    f"({r['layer'] / r['kernels'] - 1:+.1%}) | {r['plan_us']:.0f} | {r['run_us']:.1f} | "
-                    f"{r['vllm']:.3f} | {r['vllm'] / r['layer']:.2f}x | {r['kernels'] / r['floor']:.2f}x | "
-                    f"{r['equal']}/{r['rows']} | {r['layers_equal']} |\n")
+            f.write(f"| {name} | {r['H']} | {r['kernels']:.3f} | {r['topk']:.0%} | {r['forward']:.3f} | "
+                    f"{r['layer']:.3f} ({r['layer'] / r['kernels'] - 1:+.1%}) | {r['step']:.3f} | {r['plan_us']:.0f} | "
+                    f"{r['run_us']:.1f} | {r['vllm']:.3f} | {r['vllm'] / r['layer']:.2f}x | "
+                    f"{r['kernels'] / r['floor']:.2f}x | {r['equal']}/{r['rows']} | {r['not_ties']}/{r['differing']} | "
+                    f"{r['layers_equal']} |\n")
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -185,7 +185,21 @@ class _DecodeArgs:
                           device_kind, device_index)
 
 
-class Indexer:
+class _Closing:
+    """An object over a library handle that close() frees: also when dropped, or at the end of a
+    `with` block."""
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Indexer(_Closing):
     """The lightning indexer of one layer: per query row and head, the top 16 logical block ids.
 
     Indexer(num_index_heads=H, init_blocks=I, local_blocks=L, device="cpu" | "cuda",
@@ -265,15 +279,6 @@ class Indexer:
         if self._handle:
             _capi.library().m3idx_indexer_destroy(self._handle)
             self._handle = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def _open_handle(self, what):
         # A closed indexer's NULL handle would read as the C ABI's -1 / 0 answers: refuse instead.
@@ -591,7 +596,7 @@ class Indexer:
         return self._stream() if self._torch is not None else None
 
 
-class Plan:
+class Plan(_Closing):
     """One step's metadata as Indexer.plan() checked and planned it, for Indexer.run() of every
     layer of the step. Immutable; freed by close() or when dropped (runs queued already are
     unaffected). `rows`: the q rows a run takes."""
@@ -606,17 +611,8 @@ class Plan:
             self._lib.m3idx_plan_destroy(self._handle)
             self._handle = None
 
-    def __del__(self):
-        self.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class DecodeCp:
+class DecodeCp(_Closing):
     """Decode context parallelism across the processes of a tensor-parallel group on one host
     (SPEC §6; vLLM's init_rocm_nvfp4_indexer_decode_cp(max_model_len)): one a process, shared by
     its indexers (one a layer). Collectively, on every rank's process:
@@ -670,6 +666,3 @@ class DecodeCp:
         if self._handle:
             _capi.library().m3idx_decode_cp_destroy(self._handle)
             self._handle = None
-
-    def __del__(self):
-        self.close()

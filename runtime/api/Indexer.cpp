@@ -4,9 +4,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <functional>
-#include <tuple>
 #include <iostream>
 #include <mutex>
+#include <tuple>
 
 #include "core/Spec.h"
 #include "kernels_src/DecodeWorkspace.h"

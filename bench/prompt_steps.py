@@ -7,8 +7,11 @@ Per shape:
   kernels   GPU ms of one run() of a ready plan (its launches alone)
   forward   GPU ms of forward() (plan + run in one call: the host work the GPU waits for)
   layer     GPU ms a layer of LAYERS layers, each its own q and kv_cache, run back to back from one
-            plan (queued before the timing starts), against `kernels`: the GPU idle between layers
-  step      GPU ms of plan() and the LAYERS runs, a layer's share (the plan's host work uncovered)
+            plan (queued before the timing starts), against `kernels`: the GPU idle between layers.
+            The GPU is idle when the first is issued (a synchronize after the flush), so a layer whose
+            kernels take less than run()'s host time shows the wait (median of RUNS)
+  step      GPU ms of plan() and the LAYERS runs, issued as `layer`, a layer's share (the plan's host
+            work uncovered)
   plan us / run us   host wall time of plan() and of one run() (median; run() with the GPU busy)
   top-k     the top-k kernel's share of the kernels (torch.profiler's CUDA kernel times, 5 runs)
   vLLM      GPU ms of minimax_m3_index_prefill on its own fp8 inputs of the shape
@@ -103,6 +106,24 @@ def kernel_shares(fn, runs=5):
     return out
 
 
+def issued_live_ms(fn, runs):
+    """Median GPU ms of fn() issued onto an idle GPU after an L2 flush: the host's issue rate shows
+    where it is slower than the GPU (time_steps' flush would give it a head start)."""
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
+    fn()
+    times = []
+    for _ in range(runs):
+        flush.zero_()
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(True), torch.cuda.Event(True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
 def host_us(fn, calls):
     times = []
     for _ in range(calls):
@@ -159,8 +180,8 @@ def main():
 
             vq, vkv, vbt, vcu, vsl, vpre, vmq, vms = vllm_inputs(P, qlen, ctx, H, seed=H)
             vllm = lambda: minimax_m3_index_prefill(vq, vkv, vbt, vcu, vsl, vpre, vmq, vms, 16, 0, 1)
-            kernels_ms, forward_ms, layers_ms, step_ms, vllm_ms = time_steps([run, forward, runs_only, step, vllm],
-                                                                             args.runs)
+            kernels_ms, forward_ms, vllm_ms = time_steps([run, forward, vllm], args.runs)
+            layers_ms, step_ms = issued_live_ms(runs_only, args.runs), issued_live_ms(step, args.runs)
             shares = kernel_shares(run)
             plan_us, _ = host_us(lambda: layers[0].plan(bt, sl, qsl), 25)
             torch.cuda.synchronize()

@@ -1,7 +1,8 @@
 // The Indexer's GPU engine: a step's plan is one GpuBackend::prepareStep (its metadata uploaded in
 // one copy on the plan's stream), each run one enqueuePlanned on the caller's stream (the score
-// and top-k kernels), and forward() (both) returns without waiting. Decode and prefill parts go as one batch, so every kernel writes its rows of the
-// [H, T, 16] output in place; a mixed step first joins the parts' block tables on the host.
+// and top-k kernels), and forward() (both) returns without waiting. Decode and prefill parts go
+// as one batch, so every kernel writes its rows of the [H, T, 16] output in place; a mixed step
+// first joins the parts' block tables on the host.
 #include <algorithm>
 #include <iostream>
 #include <mutex>

@@ -176,13 +176,25 @@ class _DecodeArgs:
         self.packed = [None] * 6  # (data_ptr, shape, stride, dtype) each slot holds (torch tensors)
         self.stream_key, self.stream_arg = None, None  # the last stream, as an int and a c_void_p
 
-    def pack(self, i, data, dtype, shape, strides, device_kind, device_index):
-        n = len(shape)
+    def pack_numpy(self, i, a):
+        """Host NumPy array `a` into slot i, named and typed as the slot (_SLOT_NAMES: uint8 q,
+        kv_cache and workspace, int32 the others); the library checks the rest."""
+        name = _SLOT_NAMES[i]
+        dtype = _NUMPY_DTYPES.get(a.dtype.name)
+        if dtype is None:
+            raise Error(f"{name}: expected dtype {'uint8' if i in (0, 1, 5) else 'int32'}, got {a.dtype}")
+        if any(st < 0 or st % a.itemsize for st in a.strides):
+            raise Error(f"{name}: strides {a.strides} are not whole, non-negative elements; pass a copy")
+        n = a.ndim
         if n > 4:
             raise Error(f"tensor of {n} dimensions (at most 4)")
         pad = (0,) * (4 - n)
-        _TENSOR.pack_into(self.buf, i * _TENSOR.size, data, dtype, n, *shape, *pad, *strides, *pad,
-                          device_kind, device_index)
+        _TENSOR.pack_into(self.buf, i * _TENSOR.size, a.ctypes.data, dtype, n, *a.shape, *pad,
+                          *[st // a.itemsize for st in a.strides], *pad, _capi.DEVICE_HOST, 0)
+
+
+# The tensors of decode() (and, slots 0, 1 and 4, of run()), in _DecodeArgs' slot order.
+_SLOT_NAMES = ("q", "kv_cache", "block_table", "seq_lens", "out", "workspace")
 
 
 class _Closing:
@@ -386,16 +398,11 @@ class Indexer(_Closing):
             np_ = _NumpyArgs()
             if out is None:
                 out = np_.empty((self.num_index_heads, plan.rows, TOPK_BLOCKS))
-            for i, name, a in ((0, "q", q), (1, "kv_cache", kv_cache), (4, "out", out)):
+            for i, a in ((0, q), (1, kv_cache), (4, out)):
                 if not isinstance(a, np_.np.ndarray):
-                    raise TypeError(f"{name}: expected a numpy.ndarray (device 'cpu'), got {type(a).__name__}")
-                dtype = _NUMPY_DTYPES.get(a.dtype.name)
-                if dtype is None:
-                    raise Error(f"{name}: expected dtype {'int32' if i == 4 else 'uint8'}, got {a.dtype}")
-                if any(st < 0 or st % a.itemsize for st in a.strides):
-                    raise Error(f"{name}: strides {a.strides} are not whole, non-negative elements; pass a copy")
-                args.pack(i, a.ctypes.data, dtype, a.shape, [st // a.itemsize for st in a.strides],
-                          _capi.DEVICE_HOST, 0)
+                    raise TypeError(f"{_SLOT_NAMES[i]}: expected a numpy.ndarray (device 'cpu'), "
+                                    f"got {type(a).__name__}")
+                args.pack_numpy(i, a)
             stream_arg = None
         else:
             if out is None:
@@ -513,14 +520,8 @@ class Indexer(_Closing):
             if workspace is not None and not isinstance(workspace, np_.np.ndarray):
                 raise TypeError(f"workspace: expected a numpy.ndarray (device 'cpu'), got {type(workspace).__name__}")
             tensors = (q, kv_cache, block_table, seq_lens, out) + ((workspace,) if workspace is not None else ())
-            for i, (name, a) in enumerate(zip(self._SLOT_NAMES, tensors)):
-                dtype = _NUMPY_DTYPES.get(a.dtype.name)
-                if dtype is None:
-                    raise Error(f"{name}: expected dtype {'uint8' if i in (0, 1, 5) else 'int32'}, got {a.dtype}")
-                if any(st < 0 or st % a.itemsize for st in a.strides):
-                    raise Error(f"{name}: strides {a.strides} are not whole, non-negative elements; pass a copy")
-                args.pack(i, a.ctypes.data, dtype, a.shape, [st // a.itemsize for st in a.strides],
-                          _capi.DEVICE_HOST, 0)
+            for i, a in enumerate(tensors):
+                args.pack_numpy(i, a)
         else:
             if out is None:
                 if not isinstance(q, torch.Tensor):
@@ -554,12 +555,10 @@ class Indexer(_Closing):
             _check(err)
         return out
 
-    _SLOT_NAMES = ("q", "kv_cache", "block_table", "seq_lens", "out", "workspace")
-
     def _pack_torch(self, args, i, a, key):
         """Tensor `a` as m3idx_tensor i of this thread's decode buffer `args` (`key`: its (data_ptr,
         shape, stride, dtype), None when it is not a tensor); the library checks what it holds."""
-        name = self._SLOT_NAMES[i]
+        name = _SLOT_NAMES[i]
         try:
             if key is None:
                 raise AttributeError

@@ -106,24 +106,6 @@ def kernel_shares(fn, runs=5):
     return out
 
 
-def issued_live_ms(fn, runs):
-    """Median GPU ms of fn() issued onto an idle GPU after an L2 flush: the host's issue rate shows
-    where it is slower than the GPU (time_steps' flush would give it a head start)."""
-    flush = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
-    fn()
-    times = []
-    for _ in range(runs):
-        flush.zero_()
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(True), torch.cuda.Event(True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
-
-
 def host_us(fn, calls):
     times = []
     for _ in range(calls):
@@ -181,7 +163,7 @@ def main():
             vq, vkv, vbt, vcu, vsl, vpre, vmq, vms = vllm_inputs(P, qlen, ctx, H, seed=H)
             vllm = lambda: minimax_m3_index_prefill(vq, vkv, vbt, vcu, vsl, vpre, vmq, vms, 16, 0, 1)
             kernels_ms, forward_ms, vllm_ms = time_steps([run, forward, vllm], args.runs)
-            layers_ms, step_ms = issued_live_ms(runs_only, args.runs), issued_live_ms(step, args.runs)
+            layers_ms, step_ms = time_steps([runs_only, step], args.runs, idle_start=True)
             shares = kernel_shares(run)
             plan_us, _ = host_us(lambda: layers[0].plan(bt, sl, qsl), 25)
             torch.cuda.synchronize()

@@ -12,27 +12,15 @@
 #include "casefile/CaseGenerator.h"
 #include "m3idx/Indexer.h"
 #include "runtime/api/BatchMetadata.h"
+#include "tests/runtime/api/StepCase.h"
 #include "tests/TestCases.h"
 
 using namespace m3idx;
 
 namespace {
 
-struct Step {
-  Case c;
-  runtime::BatchMetadata split;
-  TensorView q, kv;
-};
-
-std::unique_ptr<Step> stepOf(Case c) {
-  auto s = std::make_unique<Step>();
-  s->c = std::move(c);
-  const BatchView v = s->c.view();
-  runtime::splitBatch(v, s->split);
-  s->q = TensorView::contiguous(s->c.q.bytes.data(), DType::U8, {v.numRows, v.params.numHeads, 128});
-  s->kv = TensorView::contiguous(s->c.kv.bytes.data(), DType::U8, {v.numPages, 9216});
-  return s;
-}
+using Step = m3idx::testing::StepCase;
+using m3idx::testing::stepCaseOf;
 
 std::unique_ptr<Step> generated(uint64_t seed, int heads, int decodes, int prefills, int decodeQueryLen = 4) {
   GenOptions o;
@@ -48,16 +36,11 @@ std::unique_ptr<Step> generated(uint64_t seed, int heads, int decodes, int prefi
   o.prefillContext = {1, 3000};
   auto c = generateCase(o);
   EXPECT_TRUE(c.ok()) << c.status().message();
-  return stepOf(std::move(c).value());
+  return stepCaseOf(std::move(c).value());
 }
 
 std::unique_ptr<Indexer> indexerFor(const Case &c) {
-  IndexerConfig config;
-  config.numIndexHeads = c.params.numHeads;
-  config.initBlocks = c.params.initBlocks;
-  config.localBlocks = c.params.localBlocks;
-  config.decodeQueryLens = {c.params.decodeQueryLen};
-  auto indexer = Indexer::create(config, Device{});
+  auto indexer = Indexer::create(m3idx::testing::indexerConfigOf(c), Device{});
   EXPECT_TRUE(indexer.ok()) << indexer.status().message();
   return std::move(indexer).value();
 }
@@ -73,8 +56,8 @@ std::vector<int32_t> topkOf(const StatusOr<ForwardResult> &r) {
 // The plan's answer equals forward's, step by step.
 void expectPlanEqualsForward(const Step &s, const std::string &what) {
   auto indexer = indexerFor(s.c);
-  const std::vector<int32_t> want = topkOf(indexer->forward(s.q, s.kv, s.split.metadata()));
-  auto plan = indexer->plan(s.split.metadata());
+  const std::vector<int32_t> want = topkOf(indexer->forward(s.q, s.kv, s.md()));
+  auto plan = indexer->plan(s.md());
   ASSERT_TRUE(plan.ok()) << what << ": " << plan.status().message();
   EXPECT_EQ((*plan)->rows(), s.q.shape[0]) << what;
   EXPECT_EQ((*plan)->decodeRows(), int64_t{s.c.params.numDecodes} * s.c.params.decodeQueryLen) << what;
@@ -91,7 +74,7 @@ TEST(IndexerPlan, EveryGoldenCaseEqualsForward) {
   for (const char *name : {"decode_exact", "prefill_exact", "decode_edge_nan_scales", "mixed_realistic"}) {
     StatusOr<Case> c = loadCase(m3idx::testing::goldenDir(name));
     ASSERT_TRUE(c.ok()) << c.status().message();
-    expectPlanEqualsForward(*stepOf(std::move(c).value()), name);
+    expectPlanEqualsForward(*stepCaseOf(std::move(c).value()), name);
   }
 }
 
@@ -118,10 +101,10 @@ TEST(IndexerPlan, OnePlanServesEveryLayerAfterTheArraysAreReused) {
   for (auto &q : qs) {
     TensorView view = s->q;
     view.data = q.data();
-    want.push_back(topkOf(indexer->forward(view, s->kv, s->split.metadata())));
+    want.push_back(topkOf(indexer->forward(view, s->kv, s->md())));
   }
   ASSERT_NE(want[0], want[1]);
-  auto plan = indexer->plan(s->split.metadata());
+  auto plan = indexer->plan(s->md());
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   // The caller reuses its metadata arrays for the next step at once: the plan holds copies.
   runtime::BatchMetadata &m = s->split;
@@ -140,7 +123,7 @@ TEST(IndexerPlan, SteadyStateRunsNeitherCompileNorAllocate) {
   auto s = generated(32, 1, 3, 2);
   auto indexer = indexerFor(s->c);
   ASSERT_TRUE(indexer->warmup().ok());
-  auto plan = indexer->plan(s->split.metadata());
+  auto plan = indexer->plan(s->md());
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ASSERT_TRUE(indexer->run(**plan, s->q, s->kv).ok());
   const int64_t compiles = indexer->compilesAfterWarmup(), allocations = indexer->scratchAllocations();
@@ -153,10 +136,10 @@ TEST(IndexerPlan, SteadyStateRunsNeitherCompileNorAllocate) {
 TEST(IndexerPlan, ThreadsShareOnePlan) {
   auto a = generated(33, 2, 3, 2), b = generated(34, 2, 2, 1);
   auto indexer = indexerFor(a->c);
-  auto planA = indexer->plan(a->split.metadata()), planB = indexer->plan(b->split.metadata());
+  auto planA = indexer->plan(a->md()), planB = indexer->plan(b->md());
   ASSERT_TRUE(planA.ok() && planB.ok());
-  const std::vector<int32_t> wantA = topkOf(indexer->forward(a->q, a->kv, a->split.metadata()));
-  const std::vector<int32_t> wantB = topkOf(indexer->forward(b->q, b->kv, b->split.metadata()));
+  const std::vector<int32_t> wantA = topkOf(indexer->forward(a->q, a->kv, a->md()));
+  const std::vector<int32_t> wantB = topkOf(indexer->forward(b->q, b->kv, b->md()));
   ASSERT_NE(wantA, wantB);
   auto run = [&](const IndexerPlan &plan, const Step &s, const std::vector<int32_t> &want, int *wrong) {
     std::vector<int32_t> out(want.size());
@@ -206,7 +189,7 @@ TEST(IndexerPlan, BadInputNamesTheArgument) {
     m.decode.blockTable.data = table.data();
     expectError(indexer->plan(m.metadata()).status(), "decode.block_table[0][0]");
   }
-  auto plan = indexer->plan(s->split.metadata());
+  auto plan = indexer->plan(s->md());
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   // run(): index_query's rows, kv_cache's pages, topk_out's shape, a plan of another configuration.
   TensorView q = s->q;
@@ -230,8 +213,8 @@ TEST(IndexerPlan, EveryIndexerOfTheConfigurationRunsAPlan) {
   std::vector<std::unique_ptr<Indexer>> layers;
   for (int i = 0; i < 3; ++i)
     layers.push_back(indexerFor(s->c));
-  const std::vector<int32_t> want = topkOf(layers[0]->forward(s->q, s->kv, s->split.metadata()));
-  auto plan = layers[0]->plan(s->split.metadata());
+  const std::vector<int32_t> want = topkOf(layers[0]->forward(s->q, s->kv, s->md()));
+  auto plan = layers[0]->plan(s->md());
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   for (auto &layer : layers)
     EXPECT_EQ(topkOf(layer->run(**plan, s->q, s->kv)), want);

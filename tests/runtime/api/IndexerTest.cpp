@@ -11,17 +11,13 @@
 #include "m3idx/Indexer.h"
 #include "reference/ReferenceIndexer.h"
 #include "runtime/api/BatchMetadata.h"
+#include "tests/runtime/api/StepCase.h"
 
 using namespace m3idx;
 
 namespace {
 
-struct Step {
-  Case c;
-  runtime::BatchMetadata split;
-  TensorView q, kv;
-  IndexerMetadata md() const { return split.metadata(); }
-};
+using Step = m3idx::testing::StepCase;
 
 std::unique_ptr<Step> makeStep(uint64_t seed, int heads, int decodes, int prefills,
                                ValueMode mode = ValueMode::Exact) {
@@ -35,22 +31,10 @@ std::unique_ptr<Step> makeStep(uint64_t seed, int heads, int decodes, int prefil
   o.localBlocks = 1;
   o.decodeContext = {0, 3000};
   o.prefillQueryLen = {1, 40};
-  auto s = std::make_unique<Step>();
-  s->c = *generateCase(o);
-  const BatchView v = s->c.view();
-  runtime::splitBatch(v, s->split);
-  s->q = TensorView::contiguous(s->c.q.bytes.data(), DType::U8, {v.numRows, heads, 128});
-  s->kv = TensorView::contiguous(s->c.kv.bytes.data(), DType::U8, {v.numPages, 9216});
-  return s;
+  return m3idx::testing::stepCaseOf(*generateCase(o));
 }
 
-IndexerConfig configFor(const Step &s) {
-  IndexerConfig c;
-  c.numIndexHeads = s.c.params.numHeads;
-  c.initBlocks = s.c.params.initBlocks;
-  c.localBlocks = s.c.params.localBlocks;
-  return c;
-}
+IndexerConfig configFor(const Step &s) { return m3idx::testing::indexerConfigOf(s.c); }
 
 std::unique_ptr<Indexer> warmIndexer(const IndexerConfig &config) {
   auto indexer = Indexer::create(config, Device{});

@@ -145,7 +145,12 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
   auto topkLaunch = [&](KernelKind kind, int64_t rowBegin, int64_t rows) -> Status {
     const TopkSplit split = topkSplit(H * rows, W, t.topkPrograms);
     const int64_t partial = split.partialKeys(H * T);
-    LaunchBuilder l(plan, kind, t.config(kind), H * rows * split.segments);
+    // Unsplit prefill rows, several a program while topkPrograms programs remain.
+    const int64_t rowsPerProgram = kind == KernelKind::TopkPrefill && split.segments == 1
+                                       ? std::clamp<int64_t>(H * rows / std::max<int64_t>(t.topkPrograms, 1), 1,
+                                                             std::max<int64_t>(t.topkPrefillRows, 1))
+                                       : 1;
+    LaunchBuilder l(plan, kind, t.config(kind), (H * rows + rowsPerProgram - 1) / rowsPerProgram * split.segments);
     l.buffer(StepBuffer::Scores, scores);
     if (kind == KernelKind::TopkDecode)
       l.buffer(StepBuffer::SeqLens, R)
@@ -160,7 +165,8 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
                      .scalar("flag_ranks", flags.ranks).scalar("flag_rank_stride", flags.rankStride),
                  flags);
     else
-      l.scalar("row_begin", rowBegin).scalar("prefill_rows", rows);
+      l.scalar("row_begin", rowBegin).scalar("prefill_rows", rows).scalar("rows_per_program", rowsPerProgram)
+          .scalar("head_rows", H * rows);
     l.scalar("segments", split.segments);
     return l.add();
   };

@@ -40,6 +40,7 @@ struct StepTuning {
   int64_t decodeScorePrograms = 1, decodeActivePrograms = 1, decodeMaxBlocksPerProgram = 8;
   int64_t prefillScorePrograms = 1, prefillMaxBlocksPerProgram = 8, prefillMinBlocksPerProgram = 1;
   int64_t topkPrograms = 1;
+  int64_t topkPrefillRows = 1; // rows a topk_prefill program takes at most (TargetTuning's)
   const KernelConfig &config(KernelKind k) const { return configs[static_cast<int>(k)]; }
 };
 

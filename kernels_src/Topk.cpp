@@ -240,12 +240,15 @@ constexpr int kFlaggedArrivalShift = 16;
 // scalar, built inside the program's segment) says whether this program's share of its request's
 // checks failed; the row gets no blocks if any of its used segments' did.
 void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer out, const Segments &sg,
-                 Value headRow, Value segment, const std::function<Value(Value used)> &flagged) {
+                 Value headRow, Value segment, const std::function<Value(Value used)> &flagged,
+                 bool awaitGrids = true) {
   Value used = usedSegments(b, nblk, sg.segments);
   b.ifThen(segment < used, [&] {
     // The scores, flags and arrivals are this step's: the work above (metadata reads, a row's
-    // length) overlaps the score kernel's end where the target starts this kernel early.
-    b.awaitEarlierGrids();
+    // length) overlaps the score kernel's end where the target starts this kernel early. A program
+    // of several rows awaits once, before its first (awaitGrids false: grid.await is once a program).
+    if (awaitGrids)
+      b.awaitEarlierGrids();
     Value segmentBlocks = (ceilDivUnlessOne(b, nblk, used) + (kScanTile - 1)) / kScanTile * kScanTile;
     Value first = segment * segmentBlocks;
     Value keys = topkKeys(b, scores, base, b.minS(first, nblk), b.minS(first + segmentBlocks, nblk));
@@ -364,14 +367,23 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   Value width = b.scalarArg("width", Elem::I64);
   Value rowBegin = b.scalarArg("row_begin", Elem::I64);
   Value prefillRows = b.scalarArg("prefill_rows", Elem::I64);
+  // Head rows a program takes, one after another (1 where rows are cut into segments): a short
+  // row's top-k is short next to a program's start (LaunchPlan's topkPrefillRows).
+  Value rowsPerProgram = b.scalarArg("rows_per_program", Elem::I64);
+  Value headRows = b.scalarArg("head_rows", Elem::I64); // heads x prefill_rows
   sg.segments = b.scalarArg("segments", Elem::I64);
   Value pid = b.programId();
-  Value segment = pid % sg.segments, rowId = pid / sg.segments;
-  Value head = rowId / prefillRows, row = rowBegin + rowId % prefillRows;
-  Value nblk = b.load(rowBlocks, row).to(Elem::I64);
-  Value headRow = head * numRows + row;
-  topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment,
-              [&](Value) { return b.constInt(0, Elem::I1); }); // validated on the host
+  Value segment = pid % sg.segments, first = pid / sg.segments * rowsPerProgram;
+  b.awaitEarlierGrids(); // the scores are this step's (once a program: topkSegment's comment)
+  b.forLoop(first, b.minS(first + rowsPerProgram, headRows), b.constInt(1), Values{}, [&](Value rowId, const Values &) {
+    Value head = rowId / prefillRows, row = rowBegin + rowId % prefillRows;
+    Value nblk = b.load(rowBlocks, row).to(Elem::I64);
+    Value headRow = head * numRows + row;
+    topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment,
+                [&](Value) { return b.constInt(0, Elem::I1); }, // validated on the host
+                /*awaitGrids=*/false);
+    return Values{};
+  });
   return b.finish();
 }
 

@@ -38,7 +38,8 @@ struct BenchArgs {
   int decodeColumns = -1, scoreUnroll = -1, decodeNarrowAbove = -1, topkPrograms = -1, tilesAhead = -1,
       decodeWarpgroupAbove = -1;
   bool decodeWarpgroupPad = false;
-  int64_t decodePrograms = -1, decodeActive = -1, decodeWarpgroupRequests = -1, decodeSmallActive = -1;
+  int64_t decodePrograms = -1, decodeActive = -1, decodeWarpgroupRequests = -1, decodeSmallActive = -1,
+          topkPrefillRows = -1;
 };
 
 // "R:L:H" or "R:L:H:Q" -> positive numbers (Q, the decode rows a request, 4 when absent).
@@ -122,13 +123,13 @@ int runBench(const BenchArgs &a) {
   const BatchView v = c->view();
   if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0 ||
       a.tilesAhead >= 0 || a.decodePrograms >= 0 || a.decodeWarpgroupAbove >= 0 || a.decodeActive >= 0 ||
-      a.decodeWarpgroupPad || a.decodeWarpgroupRequests >= 0 || a.decodeSmallActive >= 0) {
+      a.decodeWarpgroupPad || a.decodeWarpgroupRequests >= 0 || a.decodeSmallActive >= 0 || a.topkPrefillRows >= 0) {
     // a variant of the target's table, to measure it
     auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
     if (!gpu)
       return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs/--tiles-ahead/"
                   "--decode-programs/--decode-active/--decode-warpgroup-above/--decode-warpgroup-pad/"
-                  "--decode-warpgroup-requests/--decode-small-active: expected --backend cuda or hip");
+                  "--decode-warpgroup-requests/--decode-small-active/--topk-prefill-rows: expected --backend cuda or hip");
     tuning::TargetTuning t = gpu->tuning();
     if (a.decodeColumns >= 0)
       t.decodeMaxColumns = a.decodeColumns;
@@ -138,6 +139,8 @@ int runBench(const BenchArgs &a) {
       t.decodeNarrowAbove = a.decodeNarrowAbove;
     if (a.topkPrograms >= 1)
       t.topkPrograms = a.topkPrograms;
+    if (a.topkPrefillRows >= 1)
+      t.topkPrefillRows = a.topkPrefillRows;
     if (a.tilesAhead >= 1 || a.decodePrograms >= 1) // one value for every width of program
       for (tuning::TargetTuning::DecodeForm &f : t.decodeForms) {
         f.tilesAhead = a.tilesAhead >= 1 ? a.tilesAhead : f.tilesAhead;
@@ -268,6 +271,9 @@ void addBenchCommand(CLI::App &app, Runner &run) {
                   "GPU: measure a tuning variant: score_decode programs of more columns compare masks in i32");
   cmd->add_option("--topk-programs", args->topkPrograms,
                   "GPU: measure a tuning variant: the top-k grid's target (fewer rows are cut into segments)");
+  cmd->add_option("--topk-prefill-rows", args->topkPrefillRows,
+                  "GPU: measure a tuning variant: rows a topk_prefill program takes at most (while the grid keeps "
+                  "--topk-programs programs)");
   cmd->add_option("--tiles-ahead", args->tilesAhead,
                   "GPU: measure a tuning variant: score_decode's key tiles loaded ahead of the one dotted");
   cmd->add_option("--decode-programs", args->decodePrograms,

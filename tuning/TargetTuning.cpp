@@ -167,6 +167,7 @@ kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen, int6
   s.prefillMaxBlocksPerProgram = prefill.maxBlocksPerProgram;
   s.prefillMinBlocksPerProgram = prefill.minBlocksPerProgram;
   s.topkPrograms = topkPrograms;
+  s.topkPrefillRows = topkPrefillRows;
   return s;
 }
 

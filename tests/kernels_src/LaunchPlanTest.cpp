@@ -201,6 +201,46 @@ TEST(StepPlan, EveryLaunchBindsToItsKernelByName) {
     }
 }
 
+// topk_prefill programs take several unsplit rows while the grid keeps topkPrograms programs, at
+// most topkPrefillRows, the last program the rest; split rows (segments) keep one a program.
+TEST(StepPlan, PrefillTopkProgramsTakeSeveralRows) {
+  const m3idx::Case c = mixedCase(2);
+  const m3idx::BatchView v = c.view();
+  const int64_t prefillRows = v.numRows - int64_t{v.params.numDecodes} * v.params.decodeQueryLen;
+  StepTuning t = hostTuning().forStep(2, 4, TargetTuning::kLargeStep);
+  auto topkPrefill = [&](int64_t width) {
+    auto plan = planStep(v, width, t);
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    for (const Launch &l : plan->launches)
+      if (l.kind == KernelKind::TopkPrefill)
+        return l;
+    ADD_FAILURE() << "no topk_prefill launch";
+    return Launch{};
+  };
+  auto scalar = [](const Launch &l, const std::string &name) {
+    for (const LaunchArg &a : l.args)
+      if (!a.isBuffer && name == a.name)
+        return a.value;
+    ADD_FAILURE() << name;
+    return int64_t{-1};
+  };
+  for (auto [programs, most, want] : {std::tuple{int64_t{1}, int64_t{5}, int64_t{5}}, std::tuple{int64_t{1}, int64_t{1}, int64_t{1}},
+                                      std::tuple{2 * prefillRows, int64_t{8}, int64_t{1}},
+                                      std::tuple{prefillRows / 3, int64_t{64}, int64_t{6}}}) {
+    t.topkPrograms = programs;
+    t.topkPrefillRows = most;
+    const Launch l = topkPrefill(320);
+    EXPECT_EQ(scalar(l, "rows_per_program"), want) << programs << ", " << most;
+    EXPECT_EQ(scalar(l, "head_rows"), 2 * prefillRows);
+    EXPECT_EQ(l.programs, (2 * prefillRows + want - 1) / want * scalar(l, "segments"));
+  }
+  t.topkPrograms = 4096; // few long rows: cut into segments, one row a program
+  t.topkPrefillRows = 8;
+  const Launch l = topkPrefill(4096);
+  EXPECT_GT(scalar(l, "segments"), 1);
+  EXPECT_EQ(scalar(l, "rows_per_program"), 1);
+}
+
 TEST(StepPlan, BindingNamesAMissingOrUnknownArgument) {
   const m3idx::Case c = mixedCase(1);
   auto plan = planStep(c.view(), 320, hostTuning().forStep(1, 4, TargetTuning::kLargeStep));

@@ -196,6 +196,29 @@ INSTANTIATE_TEST_SUITE_P(Families, HostVsReference, ::testing::ValuesIn(families
                                   info.param.name;
                          });
 
+// topk_prefill programs of several rows one after another (5 a program, the last fewer), on
+// prompts long and short and a mixed step.
+TEST(HostBackend, PrefillTopkProgramsOfSeveralRowsMatchTheReference) {
+  tuning::TargetTuning form = tuning::hostTuning();
+  form.topkPrograms = 1;
+  form.topkPrefillRows = 5;
+  runtime::HostBackend host(form);
+  GenOptions prompts = base(21, 2, 0, 3), mixed = base(22, 4, 3, 2);
+  prompts.prefillQueryLen = {30, 300};
+  prompts.prefillContext = {1, 3000};
+  for (GenOptions *o : {&prompts, &mixed})
+    o->mode = ValueMode::Exact; // every score bit comparable
+  for (const GenOptions &o : {prompts, mixed}) {
+    StatusOr<Case> c = generateCase(o);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    StatusOr<IndexerOutput> got = host.run(c->view(), runtime::RunOptions{true});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    StatusOr<IndexerOutput> want = reference::runReference(c->view(), true);
+    ASSERT_TRUE(want.ok());
+    expectSameExactOutput(*got, *want, "seed " + std::to_string(o.seed));
+  }
+}
+
 TEST(HostBackend, EmptyBatch) {
   GenOptions o = base(1, 2, 0, 0);
   StatusOr<Case> c = generateCase(o);

@@ -49,6 +49,8 @@
 #            $VARIANT_SHAPES) under each tuning variant of $VARIANTS (';'-separated `m3idx bench` knobs, '' the
 #            table's own), side by side in one process per shape and variant; each variant also
 #            checked against exact scores on small steps (1, 4 heads; 4, 6, 8 rows; or $VARIANT_CHECK_SHAPES)
+#   prefill-variants  prompt steps ($PREFILL_VARIANT_SHAPES) under each tuning variant of $VARIANTS, side
+#            by side as `variants` does for decode
 #   profile  Nsight Compute (clocks left alone) on the score kernels of the bench shapes and on the
 #            score and top-k of prefill 4 x 32K (or $PROFILE_DECODE / $PROFILE_PREFILL): speed of light, pipes,
 #            occupancy, warp stalls
@@ -226,6 +228,14 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
           echo "== variant [$v] $shape"; "$m3idx" bench --backend cuda --decode "$shape" --repeat 25 $v || true
         done; done
       } 2>&1 | tee "$OUT/gpu-variants.log" ;;
+    prefill-variants) # prompt steps ($PREFILL_VARIANT_SHAPES) under each `m3idx bench` knob set of $VARIANTS
+      IFS=';' read -r -a variants <<<"${VARIANTS:-}"
+      [[ ${#variants[@]} -eq 0 ]] && variants=("")
+      read -r -a pshapes <<<"${PREFILL_VARIANT_SHAPES:-1:1024:1 1:8192:2 16:4096:1 64:2048:1 64:2048:4 4:32768:1 1:131072:1}"
+      for shape in "${pshapes[@]}"; do for v in "${variants[@]}"; do
+        # shellcheck disable=SC2086
+        echo "== variant [$v] $shape"; "$m3idx" bench --backend cuda --prefill "$shape" --repeat 25 $v || true
+      done; done 2>&1 | tee "$OUT/gpu-prefill-variants.log" ;;
     profile) # PROFILE_DECODE / PROFILE_PREFILL: the shapes (bench's decode steps and 4 x 32K by default)
       ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis

@@ -356,6 +356,7 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
 }
 
 StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
+  const int S = kScanTile;
   KernelBuilder b("topk_prefill");
   Buffer scores = b.buffer("scores", Elem::F32, Access::Read);
   Buffer rowBlocks = b.buffer("row_nblk", Elem::I32, Access::Read);
@@ -366,23 +367,54 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   Value numRows = b.scalarArg("num_rows", Elem::I64);
   Value width = b.scalarArg("width", Elem::I64);
   Value rowBegin = b.scalarArg("row_begin", Elem::I64);
-  Value prefillRows = b.scalarArg("prefill_rows", Elem::I64);
+  Divisor prefillRows = b.divisorArg("prefill_rows");
   // Head rows a program takes, one after another (1 where rows are cut into segments): a short
-  // row's top-k is short next to a program's start (LaunchPlan's topkPrefillRows).
+  // row's top-k is short next to a program's start and its loads' latency (LaunchPlan's
+  // topkPrefillRows).
   Value rowsPerProgram = b.scalarArg("rows_per_program", Elem::I64);
   Value headRows = b.scalarArg("head_rows", Elem::I64); // heads x prefill_rows
   sg.segments = b.scalarArg("segments", Elem::I64);
   Value pid = b.programId();
   Value segment = pid % sg.segments, first = pid / sg.segments * rowsPerProgram;
+  Value last = b.minS(first + rowsPerProgram, headRows);
+  // Head row i of the launch (head-major): its row of the batch and its row of the score buffer.
+  auto rowOf = [&](Value i) { return rowBegin + divideWithRemainder(i, prefillRows).remainder; };
+  auto headRowOf = [&](Value i) {
+    const QuotientRemainder hr = divideWithRemainder(i, prefillRows);
+    return hr.quotient * numRows + rowBegin + hr.remainder;
+  };
+  auto nblkOf = [&](Value i) { return b.load(rowBlocks, rowOf(b.minS(i, last - 1))).to(Elem::I64); };
+  // A row's first kScanTile scores, none past its nblk (entries past it were never written).
+  auto firstScores = [&](Value i, Value nblk) {
+    return b.loadTile(scores, headRowOf(b.minS(i, last - 1)) * width, S, b.minS(nblk, b.constInt(S)));
+  };
+  Value lanes = b.iota(S);
+  // Rows of at most kScanTile blocks (prompts up to 4K tokens, a long prompt's first rows) are
+  // one sort of their one tile of scores. A program's rows run as a software pipeline over them:
+  // row i + 1's scores and row i + 2's length are in flight while row i is sorted, since one
+  // row's sort is short next to a load's latency (a row's scores depend on its length, so the
+  // lengths run one row further ahead). Longer rows (and segments of split rows) stream their
+  // scores through topkSegment.
+  Value n0 = nblkOf(first), n1 = nblkOf(first + 1);
   b.awaitEarlierGrids(); // the scores are this step's (once a program: topkSegment's comment)
-  b.forLoop(first, b.minS(first + rowsPerProgram, headRows), b.constInt(1), Values{}, [&](Value rowId, const Values &) {
-    Value head = rowId / prefillRows, row = rowBegin + rowId % prefillRows;
-    Value nblk = b.load(rowBlocks, row).to(Elem::I64);
-    Value headRow = head * numRows + row;
-    topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment,
-                [&](Value) { return b.constInt(0, Elem::I1); }, // validated on the host
-                /*awaitGrids=*/false);
-    return Values{};
+  Values init = {n0, n1, firstScores(first, n0)};
+  b.forLoop(first, last, b.constInt(1), init, [&](Value i, const Values &it) {
+    Value nblk = it[0], nextNblk = it[1];
+    Value afterNext = nblkOf(i + 2);
+    Value next = firstScores(i + 1, nextNblk);
+    Value headRow = headRowOf(i);
+    Value isShort = b.select(segment == 0, nblk <= b.constInt(S), segment == 0);
+    b.ifElse(isShort, [&] {
+      Value keys = b.select(lanes < nblk, b.packScoreKey(it[2], lanes), b.constInt(0));
+      b.storeTile(out, headRow * K, blockIds(b, firstK(b, bitonicSort(b, keys, /*descending=*/true))));
+      return Values{};
+    }, [&] {
+      topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment,
+                  [&](Value) { return b.constInt(0, Elem::I1); }, // validated on the host
+                  /*awaitGrids=*/false);
+      return Values{};
+    });
+    return Values{nextNblk, afterNext, next};
   });
   return b.finish();
 }

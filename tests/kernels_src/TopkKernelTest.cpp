@@ -98,15 +98,24 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
   // Whole rows, and rows cut into segments (each row's own length over the count: runs of 32 for
   // 256 segments, empty trailing segments where a row is short), the programs run first to last
   // and last to first: the merge is the last arriving segment's, whichever it is.
-  for (int64_t segments : {int64_t{1}, int64_t{3}, int64_t{37}, int64_t{256}})
+  // Unsplit rows also run several a program (3: programs whose rows are long and short, and a
+  // last program of fewer rows).
+  struct Grid {
+    int64_t segments, rowsPerProgram;
+  };
+  for (Grid g : {Grid{1, 1}, Grid{1, 3}, Grid{3, 1}, Grid{37, 1}, Grid{256, 1}})
     for (bool reversed : {false, true}) {
+      const int64_t segments = g.segments;
       std::vector<int32_t> out(T * spec::kTopkBlocks, 12345), arrivals(T, 0);
       std::vector<int64_t> partial(segments > 1 ? T * segments * spec::kTopkBlocks : 1, 777);
       runtime::KernelArgs args;
       args.buffer(scores.data(), T * W).buffer(nblk.data(), T).buffer(out.data(), T * spec::kTopkBlocks)
           .buffer(partial.data(), static_cast<int64_t>(partial.size())).buffer(arrivals.data(), T);
-      args.scalar(T).scalar(W).scalar(0).scalar(T).scalar(segments); // num_rows, width, row_begin, prefill_rows, segments
-      const int64_t programs = T * segments;
+      // num_rows, width, row_begin, prefill_rows (a divisor: its word after it), rows_per_program,
+      // head_rows, segments
+      args.scalar(T).scalar(W).scalar(0).scalar(T).scalar(*dsl::divisorWord(T)).scalar(g.rowsPerProgram).scalar(T)
+          .scalar(segments);
+      const int64_t programs = (T + g.rowsPerProgram - 1) / g.rowsPerProgram * segments;
       for (int64_t i = 0; i < programs; ++i) {
         const int64_t p = reversed ? programs - 1 - i : i;
         args.call(*topk, p, p + 1);
@@ -114,7 +123,8 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
       for (int64_t r = 0; r < T; ++r) {
         std::vector<int32_t> got(out.begin() + r * spec::kTopkBlocks,
                                  out.begin() + (r + 1) * spec::kTopkBlocks);
-        EXPECT_EQ(got, expectedTopk(rows[r])) << "row " << r << ", " << segments << " segments"
+        EXPECT_EQ(got, expectedTopk(rows[r])) << "row " << r << ", " << segments << " segments, "
+                                              << g.rowsPerProgram << " rows a program"
                                               << (reversed ? ", last to first" : "");
       }
       EXPECT_EQ(arrivals, std::vector<int32_t>(T, 0)) << segments << " segments";

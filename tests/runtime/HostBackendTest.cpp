@@ -205,7 +205,7 @@ TEST(HostBackend, PrefillTopkProgramsOfSeveralRowsMatchTheReference) {
   runtime::HostBackend host(form);
   GenOptions prompts = base(21, 2, 0, 3), mixed = base(22, 4, 3, 2);
   prompts.prefillQueryLen = {30, 300};
-  prompts.prefillContext = {1, 3000};
+  prompts.prefillContext = {1, 6000}; // rows of up to 49 blocks: short and long rows in one program
   for (GenOptions *o : {&prompts, &mixed})
     o->mode = ValueMode::Exact; // every score bit comparable
   for (const GenOptions &o : {prompts, mixed}) {

@@ -43,14 +43,14 @@ Value compareExchange(KernelBuilder &b, Value keys, int j, Value keepMin) {
   return b.select(gtU(partner, keys) ^ keepMin, partner, keys);
 }
 
-// `keys` sorted by a bitonic network, descending or ascending.
-Value bitonicSort(KernelBuilder &b, Value keys, bool descending) {
-  const int S = kScanTile;
-  for (int k = 2; k <= S; k *= 2)
+// `keys` sorted by a bitonic network, descending or ascending: each group of `width` lanes (a
+// power of two dividing kScanTile) sorted on its own.
+Value bitonicSort(KernelBuilder &b, Value keys, bool descending, int width = kScanTile) {
+  for (int k = 2; k <= width; k *= 2)
     for (int j = k / 2; j >= 1; j /= 2) {
       // Ascending, lane i is the lower of its pair when bit j is clear and keeps the smaller key
-      // when its block of k lanes ascends (bit k clear; all lanes at k == S): bit j == bit k.
-      Value bitJ = laneBitSet(b, j), bitK = laneBitSet(b, k);
+      // when its block of k lanes ascends (bit k clear; all lanes at k == width): bit j == bit k.
+      Value bitJ = laneBitSet(b, j), bitK = laneBitSet(b, k == width ? kScanTile : k);
       keys = compareExchange(b, keys, j, descending ? bitJ != bitK : bitJ == bitK);
     }
   return keys;
@@ -389,32 +389,64 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
     return b.loadTile(scores, headRowOf(b.minS(i, last - 1)) * width, S, b.minS(nblk, b.constInt(S)));
   };
   Value lanes = b.iota(S);
+  const int H = S / 2; // a half tile: a row of at most H blocks
   // Rows of at most kScanTile blocks (prompts up to 4K tokens, a long prompt's first rows) are
-  // one sort of their one tile of scores. A program's rows run as a software pipeline over them:
-  // row i + 1's scores and row i + 2's length are in flight while row i is sorted, since one
-  // row's sort is short next to a load's latency (a row's scores depend on its length, so the
-  // lengths run one row further ahead). Longer rows (and segments of split rows) stream their
-  // scores through topkSegment.
-  Value n0 = nblkOf(first), n1 = nblkOf(first + 1);
+  // one sort of their one tile of scores; two rows of at most H blocks share one tile, a half
+  // each, sorted in one network of half the stages (prompts up to 2K tokens). A program's rows
+  // run two a trip as a software pipeline: the next two rows' scores and the two after's lengths
+  // are in flight while these are sorted, since a sort is short next to a load's latency (a row's
+  // scores depend on its length, so the lengths run a trip further ahead). The longer rows (and
+  // segments of split rows) follow in a second loop.
+  auto shortRow = [&](Value tile, Value nblk, Value headRow) {
+    Value keys = b.select(lanes < nblk, b.packScoreKey(tile, lanes), b.constInt(0));
+    b.storeTile(out, headRow * K, blockIds(b, firstK(b, bitonicSort(b, keys, /*descending=*/true))));
+  };
+  // Rows i and i + 1 (valid: below `last`) as one tile: lanes [0, H) row i's blocks, [H, S) row
+  // i + 1's, each half sorted descending: its H keys are its row's top 16.
+  auto rowPair = [&](Value tileA, Value nA, Value tileB, Value nB, Value i) {
+    std::vector<int32_t> halves;
+    for (int l = 0; l < S; ++l)
+      halves.push_back(l < H ? l : S + l - H);
+    Value half = lanes & (H - 1), inB = lanes >= b.constInt(H);
+    Value nblk = b.select(inB, nB, nA);
+    Value keys = b.select(half < nblk, b.packScoreKey(b.shuffle(tileA, tileB, halves), half), b.constInt(0));
+    Value ids = blockIds(b, bitonicSort(b, keys, /*descending=*/true, H));
+    static_assert(H == K, "a half tile sorted is a row's top 16");
+    Value at = b.select(inB, headRowOf(b.minS(i + 1, last - 1)), headRowOf(i)) * K + half;
+    b.storeScatter(out, at, ids, b.select(inB, i + 1 < last, lanes >= b.constInt(0)));
+  };
+  Value n0 = nblkOf(first), n1 = nblkOf(first + 1), n2 = nblkOf(first + 2), n3 = nblkOf(first + 3);
   b.awaitEarlierGrids(); // the scores are this step's (once a program: topkSegment's comment)
-  Values init = {n0, n1, firstScores(first, n0)};
-  b.forLoop(first, last, b.constInt(1), init, [&](Value i, const Values &it) {
-    Value nblk = it[0], nextNblk = it[1];
-    Value afterNext = nblkOf(i + 2);
-    Value next = firstScores(i + 1, nextNblk);
-    Value headRow = headRowOf(i);
-    Value isShort = b.select(segment == 0, nblk <= b.constInt(S), segment == 0);
-    b.ifElse(isShort, [&] {
-      Value keys = b.select(lanes < nblk, b.packScoreKey(it[2], lanes), b.constInt(0));
-      b.storeTile(out, headRow * K, blockIds(b, firstK(b, bitonicSort(b, keys, /*descending=*/true))));
+  Values init = {n0, n1, firstScores(first, n0), firstScores(first + 1, n1), n2, n3};
+  b.forLoop(first, last, b.constInt(2), init, [&](Value i, const Values &it) {
+    Value nA = it[0], nB = it[1], nextA = it[4], nextB = it[5];
+    Values ahead = {nextA, nextB, firstScores(i + 2, nextA), firstScores(i + 3, nextB), nblkOf(i + 4), nblkOf(i + 5)};
+    Value whole = segment == 0;
+    b.ifElse(b.select(whole, b.maxS(nA, nB) <= b.constInt(H), whole), [&] {
+      rowPair(it[2], nA, it[3], nB, i);
       return Values{};
-    }, [&] {
+    }, [&] { // each short row of the two alone (one copy of its code)
+      b.forLoop(i, b.minS(i + 2, last), b.constInt(1), Values{}, [&](Value r, const Values &) {
+        Value second = r != i, nblk = b.select(second, nB, nA);
+        b.ifThen(b.select(whole, nblk <= b.constInt(S), whole),
+                 [&] { shortRow(b.select(second, it[3], it[2]), nblk, headRowOf(r)); });
+        return Values{};
+      });
+      return Values{};
+    });
+    return ahead;
+  });
+  // Then the longer rows (and split rows' segments), each streamed by topkSegment: a loop of its
+  // own, since the pipeline's loads live across the stream had ptxas spill.
+  b.forLoop(first, last, b.constInt(1), Values{}, [&](Value r, const Values &) {
+    Value nblk = nblkOf(r);
+    b.ifThen(b.select(segment == 0, nblk > b.constInt(S), segment != 0), [&] {
+      Value headRow = headRowOf(r);
       topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment,
                   [&](Value) { return b.constInt(0, Elem::I1); }, // validated on the host
                   /*awaitGrids=*/false);
-      return Values{};
     });
-    return Values{nextNblk, afterNext, next};
+    return Values{};
   });
   return b.finish();
 }

@@ -22,6 +22,7 @@ TargetTuning makeHost() {
   t.prefill.programs = 256;
   t.decodeScorePrograms = 256;
   t.topkPrograms = 64;
+  t.topkPrefillRows = 8; // as on GPUs: every host test of a large prompt step runs programs of several rows
   return t;
 }
 

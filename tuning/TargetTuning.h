@@ -41,9 +41,9 @@ struct TargetTuning {
   // score_decode programs of more columns than this compare masked tiles in i32 (narrowMask).
   int decodeNarrowAbove = 1 << 30;
   int64_t topkPrograms = 4096;
-  // A topk_prefill program takes up to this many rows (one after another) while at least
-  // topkPrograms programs remain, where rows are not cut into segments: a short row's top-k is
-  // short next to a program's start on a GPU.
+  // A topk_prefill program takes up to this many rows (a pipeline over them, two a trip) while
+  // at least topkPrograms programs remain, where rows are not cut into segments: a short row's
+  // top-k is short next to a program's start and its loads' latency on a GPU.
   int64_t topkPrefillRows = 1;
   int scoreUnroll = 4; // the unmasked block loop's unroll hint (KernelConfig::blockUnroll)
   int decodeTilesAhead = 1; // score_decode's key tiles in flight (KernelConfig::tilesAhead)

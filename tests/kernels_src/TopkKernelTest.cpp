@@ -84,6 +84,14 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
   for (int inLane5 : {3, 4, 16})
     make(1000, [&](int i) { return i % 32 == 5 && i / 32 < inLane5 ? 500.0f + i : uni(rng); });
   make(1000, [](int i) { return i % 32 == 5 ? 1000.0f - i : 0.0f; }); // lane 5 leads, ascending ids
+  // Rows of at most 16 blocks, which programs of several rows sort two a tile (with 3 rows a
+  // program: rows 21 and 22, 24 and 25 share a tile; 20 and 23 are sorted alone).
+  make(16, [&](int) { return uni(rng); });
+  make(12, [&](int i) { return i % 3 == 0 ? nan : (i % 3 == 1 ? -inf : uni(rng)); });
+  make(16, [](int) { return 2.0f; });
+  make(3, [](int i) { return i == 1 ? -0.0f : 0.0f; });
+  make(16, [](int i) { return i == 15 ? 1e30f : (i == 0 ? 1e29f : -1.0f); });
+  make(15, [&](int) { return uni(rng); });
 
   auto topk = compileTopk(kernels::KernelKind::TopkPrefill, 1, 4);
   ASSERT_TRUE(topk);

@@ -319,6 +319,8 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
           --prefills 0 --extra-pages 3 >/dev/null # few long rows: the top-k split and its merge
         "$m3idx" gen --out "$sc/decode_64k_h2" --seed 52 --heads 2 --decodes 2 --context 60000:65536 \
           --prefills 0 --nan-scales 0.01 --extra-pages 3 >/dev/null # rows in segments, short enough for all four tools
+        "$m3idx" gen --out "$sc/prefill_rows_h2" --seed 53 --heads 2 --decodes 0 --prefills 2 --prefill-len 4000:5000 \
+          --prefill-context 4000:6000 --nan-scales 0.01 --extra-pages 3 >/dev/null # topk_prefill programs of several rows, short and long
       fi
       for c in "$sc"/*/; do "$m3idx" run "$c" --backend cuda --out /tmp/m3idx-sanitize-warm >/dev/null; done
       for tool in memcheck racecheck initcheck synccheck; do

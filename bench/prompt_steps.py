@@ -12,7 +12,9 @@ Per shape:
             kernels take less than run()'s host time shows the wait (median of RUNS)
   step      GPU ms of plan() and the LAYERS runs, issued as `layer`, a layer's share (the plan's host
             work uncovered)
-  plan us / run us   host wall time of plan() and of one run() (median; run() with the GPU busy)
+  plan us / run us   host wall time of plan() and of one run() (median; run() with the GPU busy),
+            run() next to two empty cuLaunchKernel from ctypes timed the same way just before it (a
+            prompt step's two launches without m3idx: the host's launch cost drifts within minutes)
   top-k     the top-k kernel's share of the kernels (torch.profiler's CUDA kernel times, 5 runs)
   vLLM      GPU ms of minimax_m3_index_prefill on its own fp8 inputs of the shape
   floor     the causal q.k FLOPs at the f16 tensor-core peak measured in the same process
@@ -33,6 +35,7 @@ import torch
 
 import m3idx
 from cuda_timing import time_steps
+from graph_decode import empty_launch
 import torch_reference as ref
 
 dev = "cuda"
@@ -137,6 +140,8 @@ def main():
     del a, b
     print(f"f16 tensor-core peak (torch.matmul 8192^3): {f16_tflops:.0f} TFLOP/s", flush=True)
     lut = torch.tensor(ref.E2M1, device=dev)
+    one_launch = empty_launch()
+    two_launches = lambda: (one_launch(), one_launch())
     rows = []
     idx = {H: [m3idx.Indexer(num_index_heads=H, init_blocks=0, local_blocks=1, device="cuda")
                for _ in range(LAYERS)] for H in heads}
@@ -169,13 +174,16 @@ def main():
             torch.cuda.synchronize()
             # run() with the GPU busy: a burst of runs behind a long one, as a step's layers are
             busy = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
-            run_us = []
-            for _ in range(5):
-                busy.zero_()
-                _, t = host_us(run, 20)
-                run_us += t
-            torch.cuda.synchronize()
-            run_us = statistics.median(run_us) * 1e6
+            def busy_us(fn):
+                times = []
+                for _ in range(5):
+                    busy.zero_()
+                    times += host_us(fn, 20)[1]
+                torch.cuda.synchronize()
+                return statistics.median(times) * 1e6
+
+            launches_us = busy_us(two_launches)
+            run_us = busy_us(run)
             # correctness: forward's rows against the reference, and every layer's run against forward
             got = layers[0].forward(q, kv, bt, sl, qsl).cpu()
             want = ref.indexer_step(ref.decode_step, q, kv, bt.to(dev), sl.to(dev), qsl.to(dev), 0, 4, 0, 1, lut,
@@ -190,13 +198,13 @@ def main():
             floor_ms = flop / (f16_tflops * 1e9)
             topk_ms = shares.get("topk_prefill", 0.0)
             r = dict(P=P, qlen=qlen, ctx=ctx, H=H, kernels=kernels_ms, forward=forward_ms, layer=layers_ms / LAYERS,
-                     step=step_ms / LAYERS, plan_us=plan_us, run_us=run_us, vllm=vllm_ms, floor=floor_ms,
+                     step=step_ms / LAYERS, plan_us=plan_us, run_us=run_us, launches_us=launches_us, vllm=vllm_ms, floor=floor_ms,
                      topk=topk_ms / max(1e-9, sum(shares.values())), rows=H * q.shape[0], equal=equal_rows,
                      differing=differing, not_ties=not_ties, layers_equal=layers_equal)
             rows.append(r)
             print(f"{P} x {qlen} on {ctx}, H={H}: kernels {kernels_ms:.3f} ms (top-k {r['topk']:.0%}), forward "
                   f"{forward_ms:.3f}, layer {r['layer']:.3f} ({r['layer'] / kernels_ms - 1:+.1%}), step {r['step']:.3f} "
-                  f"a layer, plan {plan_us:.0f} us, run {run_us:.1f} us, vLLM {vllm_ms:.3f} "
+                  f"a layer, plan {plan_us:.0f} us, run {run_us:.1f} us (2 empty launches {launches_us:.1f}), vLLM {vllm_ms:.3f} "
                   f"({vllm_ms / r['layer']:.2f}x), floor {floor_ms:.3f} ({kernels_ms / floor_ms:.2f}x), rows equal "
                   f"{equal_rows}/{r['rows']} (of {differing} differing checked, {not_ties} not near ties), layers "
                   f"equal forward {layers_equal}", flush=True)
@@ -210,14 +218,14 @@ def write(rows, f16_tflops, out):
     with open(os.path.join(out, "prompt_steps.md"), "w") as f:
         f.write(f"f16 tensor-core peak in this process: {f16_tflops:.0f} TFLOP/s\n\n")
         f.write("| step | H | kernels ms | top-k | forward ms | layer ms (vs kernels) | step ms a layer | plan us | "
-                "run us | vLLM ms | vLLM / m3idx layer | kernels / f16 floor | rows equal | not near ties | "
+                "run us (2 empty launches) | vLLM ms | vLLM / m3idx layer | kernels / f16 floor | rows equal | not near ties | "
                 "layers = forward |\n")
         f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             name = f"{r['P']} x {r['qlen']}" + (f" on {r['ctx']}" if r["ctx"] else "")
             f.write(f"| {name} | {r['H']} | {r['kernels']:.3f} | {r['topk']:.0%} | {r['forward']:.3f} | "
                     f"{r['layer']:.3f} ({r['layer'] / r['kernels'] - 1:+.1%}) | {r['step']:.3f} | {r['plan_us']:.0f} | "
-                    f"{r['run_us']:.1f} | {r['vllm']:.3f} | {r['vllm'] / r['layer']:.2f}x | "
+                    f"{r['run_us']:.1f} ({r['launches_us']:.1f}) | {r['vllm']:.3f} | {r['vllm'] / r['layer']:.2f}x | "
                     f"{r['kernels'] / r['floor']:.2f}x | {r['equal']}/{r['rows']} | {r['not_ties']}/{r['differing']} | "
                     f"{r['layers_equal']} |\n")
     try:

@@ -291,8 +291,9 @@ TEST(StepPlan, BindingFillsEachDivisorsWordFromItsValue) {
     ASSERT_GT(i, 0u);
     EXPECT_EQ(sig.scalars[i - 1], *divisor);
     EXPECT_EQ(scalars[i], *m3idx::dsl::divisorWord(scalars[i - 1])) << *divisor;
-    if (*divisor == "grid_chunks")
+    if (*divisor == "grid_chunks") {
       EXPECT_EQ(scalars[i - 1], 12345);
+    }
   }
   EXPECT_EQ(words, 4) << "grid_chunks, block_step, run_units, active_programs";
 

@@ -224,9 +224,9 @@ TEST(StepPlan, PrefillTopkProgramsTakeSeveralRows) {
     ADD_FAILURE() << name;
     return int64_t{-1};
   };
-  for (auto [programs, most, want] : {std::tuple{int64_t{1}, int64_t{5}, int64_t{5}}, std::tuple{int64_t{1}, int64_t{1}, int64_t{1}},
-                                      std::tuple{2 * prefillRows, int64_t{8}, int64_t{1}},
-                                      std::tuple{prefillRows / 3, int64_t{64}, int64_t{6}}}) {
+  using Form = std::tuple<int64_t, int64_t, int64_t>; // topkPrograms, topkPrefillRows, rows a program
+  for (auto [programs, most, want] :
+       {Form{1, 5, 5}, Form{1, 1, 1}, Form{2 * prefillRows, 8, 1}, Form{prefillRows / 3, 64, 6}}) {
     t.topkPrograms = programs;
     t.topkPrefillRows = most;
     const Launch l = topkPrefill(320);

@@ -44,7 +44,7 @@
 #   sanitize every kernel config (decode_query_len 1/4/8 x 1/2/4 heads, 6 x 4, prefill, 1M-token rows)
 #            under compute-sanitizer memcheck, racecheck, initcheck and synccheck (memcheck also through
 #            --indexer --device-tables), on generated cases with garbage in unused slots and pages
-#            ($SANITIZE_CASES: only these case names, e.g. "mixed_q8_h4 mixed_q6_h4")
+#            ($SANITIZE_CASES: only these case names, e.g. "mixed_q8_h4 mixed_q6_h4"; $SANITIZE_TOOLS: only these tools)
 #   variants decode steps (the shapes of bench, and 8 rows a request for 64 x 128K at H=1 and 4, or
 #            $VARIANT_SHAPES) under each tuning variant of $VARIANTS (';'-separated `m3idx bench` knobs, '' the
 #            table's own), side by side in one process per shape and variant; each variant also
@@ -323,7 +323,7 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
           --prefill-context 4000:6000 --nan-scales 0.01 --extra-pages 3 >/dev/null # topk_prefill programs of several rows, short and long
       fi
       for c in "$sc"/*/; do "$m3idx" run "$c" --backend cuda --out /tmp/m3idx-sanitize-warm >/dev/null; done
-      for tool in memcheck racecheck initcheck synccheck; do
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
         for c in "$sc"/*/; do
           [[ -n ${SANITIZE_CASES:-} && " $SANITIZE_CASES " != *" $(basename "$c") "* ]] && continue
           # the 1M-token rows: memcheck and initcheck (racecheck and synccheck see the same programs

@@ -145,11 +145,13 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
   auto topkLaunch = [&](KernelKind kind, int64_t rowBegin, int64_t rows) -> Status {
     const TopkSplit split = topkSplit(H * rows, W, t.topkPrograms);
     const int64_t partial = split.partialKeys(H * T);
-    // Unsplit prefill rows, several a program while topkPrograms programs remain.
-    const int64_t rowsPerProgram = kind == KernelKind::TopkPrefill && split.segments == 1
-                                       ? std::clamp<int64_t>(H * rows / std::max<int64_t>(t.topkPrograms, 1), 1,
-                                                             std::max<int64_t>(t.topkPrefillRows, 1))
-                                       : 1;
+    // Unsplit prefill rows, several a program while topkPrograms programs remain: up to
+    // topkPrefillRows where every row is one sorted tile, topkPrefillLongRows where some stream.
+    int64_t rowsPerProgram = 1;
+    if (kind == KernelKind::TopkPrefill && split.segments == 1) {
+      const int64_t most = maxRequestBlocks(b, D, R) <= kShortTopkRowBlocks ? t.topkPrefillRows : t.topkPrefillLongRows;
+      rowsPerProgram = std::clamp<int64_t>(H * rows / std::max<int64_t>(t.topkPrograms, 1), 1, std::max<int64_t>(most, 1));
+    }
     LaunchBuilder l(plan, kind, t.config(kind), (H * rows + rowsPerProgram - 1) / rowsPerProgram * split.segments);
     l.buffer(StepBuffer::Scores, scores);
     if (kind == KernelKind::TopkDecode)

@@ -40,7 +40,9 @@ struct StepTuning {
   int64_t decodeScorePrograms = 1, decodeActivePrograms = 1, decodeMaxBlocksPerProgram = 8;
   int64_t prefillScorePrograms = 1, prefillMaxBlocksPerProgram = 8, prefillMinBlocksPerProgram = 1;
   int64_t topkPrograms = 1;
-  int64_t topkPrefillRows = 1; // rows a topk_prefill program takes at most (TargetTuning's)
+  // Rows a topk_prefill program takes at most (TargetTuning's): in steps whose prefill rows all
+  // have at most kShortTopkRowBlocks blocks, and in the others.
+  int64_t topkPrefillRows = 1, topkPrefillLongRows = 1;
   const KernelConfig &config(KernelKind k) const { return configs[static_cast<int>(k)]; }
 };
 
@@ -162,6 +164,8 @@ ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms, int64
 // would. Rows past the target keep a program each (programs of several strided rows were slower:
 // bench/RESULTS.md).
 inline constexpr int64_t kMinSegmentBlocks = 128;
+// The longest row topk_prefill sorts as one tile (kernels_src/Topk.cpp's kScanTile).
+inline constexpr int64_t kShortTopkRowBlocks = 32;
 struct TopkSplit {
   int64_t segments = 1, segmentBlocks = 1;
   int64_t partialKeys(int64_t headRows) const { return segments > 1 ? headRows * segments * 16 : 1; }

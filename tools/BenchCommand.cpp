@@ -39,7 +39,7 @@ struct BenchArgs {
       decodeWarpgroupAbove = -1;
   bool decodeWarpgroupPad = false;
   int64_t decodePrograms = -1, decodeActive = -1, decodeWarpgroupRequests = -1, decodeSmallActive = -1,
-          topkPrefillRows = -1;
+          topkPrefillRows = -1, topkPrefillLongRows = -1;
 };
 
 // "R:L:H" or "R:L:H:Q" -> positive numbers (Q, the decode rows a request, 4 when absent).
@@ -123,13 +123,15 @@ int runBench(const BenchArgs &a) {
   const BatchView v = c->view();
   if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0 ||
       a.tilesAhead >= 0 || a.decodePrograms >= 0 || a.decodeWarpgroupAbove >= 0 || a.decodeActive >= 0 ||
-      a.decodeWarpgroupPad || a.decodeWarpgroupRequests >= 0 || a.decodeSmallActive >= 0 || a.topkPrefillRows >= 0) {
+      a.decodeWarpgroupPad || a.decodeWarpgroupRequests >= 0 || a.decodeSmallActive >= 0 || a.topkPrefillRows >= 0 ||
+      a.topkPrefillLongRows >= 0) {
     // a variant of the target's table, to measure it
     auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
     if (!gpu)
       return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs/--tiles-ahead/"
                   "--decode-programs/--decode-active/--decode-warpgroup-above/--decode-warpgroup-pad/"
-                  "--decode-warpgroup-requests/--decode-small-active/--topk-prefill-rows: expected --backend cuda or hip");
+                  "--decode-warpgroup-requests/--decode-small-active/--topk-prefill-rows/--topk-prefill-long-rows: expected "
+                  "--backend cuda or hip");
     tuning::TargetTuning t = gpu->tuning();
     if (a.decodeColumns >= 0)
       t.decodeMaxColumns = a.decodeColumns;
@@ -141,6 +143,8 @@ int runBench(const BenchArgs &a) {
       t.topkPrograms = a.topkPrograms;
     if (a.topkPrefillRows >= 1)
       t.topkPrefillRows = a.topkPrefillRows;
+    if (a.topkPrefillLongRows >= 1)
+      t.topkPrefillLongRows = a.topkPrefillLongRows;
     if (a.tilesAhead >= 1 || a.decodePrograms >= 1) // one value for every width of program
       for (tuning::TargetTuning::DecodeForm &f : t.decodeForms) {
         f.tilesAhead = a.tilesAhead >= 1 ? a.tilesAhead : f.tilesAhead;
@@ -273,7 +277,9 @@ void addBenchCommand(CLI::App &app, Runner &run) {
                   "GPU: measure a tuning variant: the top-k grid's target (fewer rows are cut into segments)");
   cmd->add_option("--topk-prefill-rows", args->topkPrefillRows,
                   "GPU: measure a tuning variant: rows a topk_prefill program takes at most (while the grid keeps "
-                  "--topk-programs programs)");
+                  "--topk-programs programs) in steps whose prefill rows all have at most 32 blocks");
+  cmd->add_option("--topk-prefill-long-rows", args->topkPrefillLongRows,
+                  "GPU: measure a tuning variant: the same in steps with longer prefill rows");
   cmd->add_option("--tiles-ahead", args->tilesAhead,
                   "GPU: measure a tuning variant: score_decode's key tiles loaded ahead of the one dotted");
   cmd->add_option("--decode-programs", args->decodePrograms,

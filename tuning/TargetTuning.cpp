@@ -22,7 +22,9 @@ TargetTuning makeHost() {
   t.prefill.programs = 256;
   t.decodeScorePrograms = 256;
   t.topkPrograms = 64;
-  t.topkPrefillRows = 8; // as on GPUs: every host test of a large prompt step runs programs of several rows
+  // As on GPUs: every host test of a large prompt step runs programs of several rows.
+  t.topkPrefillRows = 8;
+  t.topkPrefillLongRows = 2;
   return t;
 }
 
@@ -49,6 +51,12 @@ TargetTuning makeSm90() {
   // for more blocks; 1024 lost on several (bench/RESULTS.md, 2026-12-03 (4)).
   t.decodeForms = {{4, t.decodeScorePrograms, 1}, {8, t.decodeScorePrograms, 2}, {16, 8192, 1}};
   t.decodeActivePrograms = 2048;
+  // topk_prefill programs of 16 short rows (at most 32 blocks: sorted tiles), 4 where some rows
+  // are longer: 64 x 2K at 1 / 4 heads 0.127 -> 0.045 / 0.486 -> 0.155 ms against a row a
+  // program; 4 x 32K 0.286 -> 0.233 (16: 0.264), 1 x 128K 0.567 -> 0.531 (16: 0.613; H100,
+  // bench/RESULTS.md 2026-12-06 (7)).
+  t.topkPrefillRows = 16;
+  t.topkPrefillLongRows = 4;
   // Wider requests (24 and 32 columns: 6 and 8 rows x 4 heads) as one warpgroup on wgmma m64nN,
   // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
   // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).
@@ -169,6 +177,7 @@ kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen, int6
   s.prefillMinBlocksPerProgram = prefill.minBlocksPerProgram;
   s.topkPrograms = topkPrograms;
   s.topkPrefillRows = topkPrefillRows;
+  s.topkPrefillLongRows = topkPrefillLongRows;
   return s;
 }
 

@@ -45,6 +45,9 @@ struct TargetTuning {
   // at least topkPrograms programs remain, where rows are not cut into segments: a short row's
   // top-k is short next to a program's start and its loads' latency on a GPU.
   int64_t topkPrefillRows = 1;
+  // The same in steps with a prefill row of more than kernels::kShortTopkRowBlocks blocks (whose
+  // programs stream such rows one by one).
+  int64_t topkPrefillLongRows = 1;
   int scoreUnroll = 4; // the unmasked block loop's unroll hint (KernelConfig::blockUnroll)
   int decodeTilesAhead = 1; // score_decode's key tiles in flight (KernelConfig::tilesAhead)
   // score_decode programs by their columns (rows x heads, a row tile's where split): the first

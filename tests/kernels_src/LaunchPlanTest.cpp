@@ -202,7 +202,8 @@ TEST(StepPlan, EveryLaunchBindsToItsKernelByName) {
 }
 
 // topk_prefill programs take several unsplit rows while the grid keeps topkPrograms programs, at
-// most topkPrefillRows, the last program the rest; split rows (segments) keep one a program.
+// most topkPrefillLongRows in a step with a prefill row of more than 32 blocks (topkPrefillRows
+// where all are shorter), the last program the rest; split rows (segments) keep one a program.
 TEST(StepPlan, PrefillTopkProgramsTakeSeveralRows) {
   const m3idx::Case c = mixedCase(2);
   const m3idx::BatchView v = c.view();
@@ -228,14 +229,28 @@ TEST(StepPlan, PrefillTopkProgramsTakeSeveralRows) {
   for (auto [programs, most, want] :
        {Form{1, 5, 5}, Form{1, 1, 1}, Form{2 * prefillRows, 8, 1}, Form{prefillRows / 3, 64, 6}}) {
     t.topkPrograms = programs;
-    t.topkPrefillRows = most;
+    t.topkPrefillRows = 1000; // mixedCase has a prefill of 40000 tokens: its rows stream
+    t.topkPrefillLongRows = most;
     const Launch l = topkPrefill(320);
     EXPECT_EQ(scalar(l, "rows_per_program"), want) << programs << ", " << most;
     EXPECT_EQ(scalar(l, "head_rows"), 2 * prefillRows);
     EXPECT_EQ(l.programs, (2 * prefillRows + want - 1) / want * scalar(l, "segments"));
   }
+  // Prefill rows of at most 32 blocks (4096 tokens): topkPrefillRows.
+  m3idx::IndexerParams p;
+  p.numHeads = 2;
+  p.numDecodes = 2;
+  p.decodeQueryLen = 4;
+  const m3idx::Case shortRows = m3idx::testing::buildCase(p, {4, 4, 70, 129}, {3000, 9, 500, 4096});
+  t.topkPrograms = 1;
+  t.topkPrefillRows = 7;
+  t.topkPrefillLongRows = 3;
+  auto shortPlan = planStep(shortRows.view(), 320, t);
+  ASSERT_TRUE(shortPlan.ok()) << shortPlan.status().message();
+  EXPECT_EQ(scalar(shortPlan->launches.back(), "rows_per_program"), 7);
   t.topkPrograms = 4096; // few long rows: cut into segments, one row a program
   t.topkPrefillRows = 8;
+  t.topkPrefillLongRows = 8;
   const Launch l = topkPrefill(4096);
   EXPECT_GT(scalar(l, "segments"), 1);
   EXPECT_EQ(scalar(l, "rows_per_program"), 1);

@@ -202,6 +202,7 @@ TEST(HostBackend, PrefillTopkProgramsOfSeveralRowsMatchTheReference) {
   tuning::TargetTuning form = tuning::hostTuning();
   form.topkPrograms = 1;
   form.topkPrefillRows = 5;
+  form.topkPrefillLongRows = 5;
   runtime::HostBackend host(form);
   GenOptions prompts = base(21, 2, 0, 3), mixed = base(22, 4, 3, 2);
   prompts.prefillQueryLen = {30, 300};

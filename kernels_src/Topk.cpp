@@ -368,9 +368,9 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   Value width = b.scalarArg("width", Elem::I64);
   Value rowBegin = b.scalarArg("row_begin", Elem::I64);
   Divisor prefillRows = b.divisorArg("prefill_rows");
-  // Head rows a program takes, one after another (1 where rows are cut into segments): a short
-  // row's top-k is short next to a program's start and its loads' latency (LaunchPlan's
-  // topkPrefillRows).
+  // Head rows a program takes (1 where rows are cut into segments): a short row's top-k is short
+  // next to a program's start and its loads' latency (LaunchPlan's topkPrefillRows and
+  // topkPrefillLongRows).
   Value rowsPerProgram = b.scalarArg("rows_per_program", Elem::I64);
   Value headRows = b.scalarArg("head_rows", Elem::I64); // heads x prefill_rows
   sg.segments = b.scalarArg("segments", Elem::I64);
@@ -389,9 +389,9 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
     return b.loadTile(scores, headRowOf(b.minS(i, last - 1)) * width, S, b.minS(nblk, b.constInt(S)));
   };
   Value lanes = b.iota(S);
-  const int H = S / 2; // a half tile: a row of at most H blocks
+  const int Half = S / 2; // a half tile: a row of at most Half blocks
   // Rows of at most kScanTile blocks (prompts up to 4K tokens, a long prompt's first rows) are
-  // one sort of their one tile of scores; two rows of at most H blocks share one tile, a half
+  // one sort of their one tile of scores; two rows of at most Half blocks share one tile, a half
   // each, sorted in one network of half the stages (prompts up to 2K tokens). A program's rows
   // run two a trip as a software pipeline: the next two rows' scores and the two after's lengths
   // are in flight while these are sorted, since a sort is short next to a load's latency (a row's
@@ -401,19 +401,19 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
     Value keys = b.select(lanes < nblk, b.packScoreKey(tile, lanes), b.constInt(0));
     b.storeTile(out, headRow * K, blockIds(b, firstK(b, bitonicSort(b, keys, /*descending=*/true))));
   };
-  // Rows i and i + 1 (valid: below `last`) as one tile: lanes [0, H) row i's blocks, [H, S) row
-  // i + 1's, each half sorted descending: its H keys are its row's top 16.
+  // Rows i and i + 1 (valid: below `last`) as one tile: lanes [0, Half) row i's blocks, [Half, S)
+  // row i + 1's, each half sorted descending: its Half keys are its row's top 16.
   auto rowPair = [&](Value tileA, Value nA, Value tileB, Value nB, Value i) {
     std::vector<int32_t> halves;
     for (int l = 0; l < S; ++l)
-      halves.push_back(l < H ? l : S + l - H);
-    Value half = lanes & (H - 1), inB = lanes >= b.constInt(H);
+      halves.push_back(l < Half ? l : S + l - Half);
+    Value half = lanes & (Half - 1), inB = lanes >= b.constInt(Half);
     Value nblk = b.select(inB, nB, nA);
     Value keys = b.select(half < nblk, b.packScoreKey(b.shuffle(tileA, tileB, halves), half), b.constInt(0));
-    Value ids = blockIds(b, bitonicSort(b, keys, /*descending=*/true, H));
-    static_assert(H == K, "a half tile sorted is a row's top 16");
+    Value ids = blockIds(b, bitonicSort(b, keys, /*descending=*/true, Half));
+    static_assert(Half == K, "a half tile sorted is a row's top 16");
     Value at = b.select(inB, headRowOf(b.minS(i + 1, last - 1)), headRowOf(i)) * K + half;
-    b.storeScatter(out, at, ids, b.select(inB, i + 1 < last, lanes >= b.constInt(0)));
+    b.storeScatter(out, at, ids, b.select(inB, i + 1 < last, b.constInt(1, Elem::I1)));
   };
   Value n0 = nblkOf(first), n1 = nblkOf(first + 1), n2 = nblkOf(first + 2), n3 = nblkOf(first + 3);
   b.awaitEarlierGrids(); // the scores are this step's (once a program: topkSegment's comment)
@@ -422,7 +422,7 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
     Value nA = it[0], nB = it[1], nextA = it[4], nextB = it[5];
     Values ahead = {nextA, nextB, firstScores(i + 2, nextA), firstScores(i + 3, nextB), nblkOf(i + 4), nblkOf(i + 5)};
     Value whole = segment == 0;
-    b.ifElse(b.select(whole, b.maxS(nA, nB) <= b.constInt(H), whole), [&] {
+    b.ifElse(b.select(whole, b.maxS(nA, nB) <= b.constInt(Half), whole), [&] {
       rowPair(it[2], nA, it[3], nB, i);
       return Values{};
     }, [&] { // each short row of the two alone (one copy of its code)

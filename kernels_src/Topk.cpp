@@ -1,8 +1,9 @@
 // Top-k kernels (SPEC §5): one program per (head, row) -- or per segment of a long row, the last
-// segment program of the row to finish merging the segments' top 16s. A score row is read once, 32
-// scores a step, each lane keeping its 3 largest keys; the row's top 16 are taken from those 96 by
-// bitonic merges, and only a row where one lane held more of them than it kept is streamed again
-// through the running top (rare: see kLaneDepth).
+// segment program of the row to finish merging the segments' top 16s; a topk_prefill program may
+// take a run of rows, short ones sorted whole in a pipeline. A score row is read once, 32 scores a
+// step, each lane keeping its 3 largest keys; the row's top 16 are taken from those 96 by bitonic
+// merges, and only a row where one lane held more of them than it kept is streamed again through
+// the running top (rare: see kLaneDepth).
 #include "kernels_src/ScoreKernels.h"
 
 #include <climits>

@@ -127,9 +127,10 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
   }
   const KernelConfig &prefill = t.config(KernelKind::ScorePrefill);
   plan.rowTile = prefill.queryRows;
+  const int64_t longestPrefill = maxRequestBlocks(b, D, R); // the score grid's and the top-k's
   if ((parts & kScorePrefill) && prefillRows > 0) {
     plan.prefillTiles = prefillTileCount(b, plan.rowTile);
-    const ScoreGrid g = scoreGrid(plan.prefillTiles, maxRequestBlocks(b, D, R), t.prefillScorePrograms,
+    const ScoreGrid g = scoreGrid(plan.prefillTiles, longestPrefill, t.prefillScorePrograms,
                                   t.prefillMaxBlocksPerProgram, t.prefillMinBlocksPerProgram);
     LaunchBuilder l(plan, KernelKind::ScorePrefill, prefill, g.programs(plan.prefillTiles));
     scoreScalars(batch(l)
@@ -149,7 +150,7 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
     // topkPrefillRows where every row is one sorted tile, topkPrefillLongRows where some stream.
     int64_t rowsPerProgram = 1;
     if (kind == KernelKind::TopkPrefill && split.segments == 1) {
-      const int64_t most = maxRequestBlocks(b, D, R) <= kShortTopkRowBlocks ? t.topkPrefillRows : t.topkPrefillLongRows;
+      const int64_t most = longestPrefill <= kShortTopkRowBlocks ? t.topkPrefillRows : t.topkPrefillLongRows;
       rowsPerProgram = std::clamp<int64_t>(H * rows / std::max<int64_t>(t.topkPrograms, 1), 1, std::max<int64_t>(most, 1));
     }
     LaunchBuilder l(plan, kind, t.config(kind), (H * rows + rowsPerProgram - 1) / rowsPerProgram * split.segments);

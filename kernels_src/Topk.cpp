@@ -418,10 +418,12 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   };
   Value n0 = nblkOf(first), n1 = nblkOf(first + 1), n2 = nblkOf(first + 2), n3 = nblkOf(first + 3);
   b.awaitEarlierGrids(); // the scores are this step's (once a program: topkSegment's comment)
-  Values init = {n0, n1, firstScores(first, n0), firstScores(first + 1, n1), n2, n3};
-  b.forLoop(first, last, b.constInt(2), init, [&](Value i, const Values &it) {
+  // Carried last: the longest row seen (rows past `last` read as its last row, so none of them).
+  Values init = {n0, n1, firstScores(first, n0), firstScores(first + 1, n1), n2, n3, b.constInt(0)};
+  Values pipeline = b.forLoop(first, last, b.constInt(2), init, [&](Value i, const Values &it) {
     Value nA = it[0], nB = it[1], nextA = it[4], nextB = it[5];
-    Values ahead = {nextA, nextB, firstScores(i + 2, nextA), firstScores(i + 3, nextB), nblkOf(i + 4), nblkOf(i + 5)};
+    Values ahead = {nextA, nextB, firstScores(i + 2, nextA), firstScores(i + 3, nextB), nblkOf(i + 4), nblkOf(i + 5),
+                    b.maxS(it[6], b.maxS(nA, nB))};
     Value whole = segment == 0;
     b.ifElse(b.select(whole, b.maxS(nA, nB) <= b.constInt(Half), whole), [&] {
       rowPair(it[2], nA, it[3], nB, i);
@@ -438,16 +440,19 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
     return ahead;
   });
   // Then the longer rows (and split rows' segments), each streamed by topkSegment: a loop of its
-  // own, since the pipeline's loads live across the stream had ptxas spill.
-  b.forLoop(first, last, b.constInt(1), Values{}, [&](Value r, const Values &) {
-    Value nblk = nblkOf(r);
-    b.ifThen(b.select(segment == 0, nblk > b.constInt(S), segment != 0), [&] {
-      Value headRow = headRowOf(r);
-      topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment,
-                  [&](Value) { return b.constInt(0, Elem::I1); }, // validated on the host
-                  /*awaitGrids=*/false);
+  // own, since the pipeline's loads live across the stream had ptxas spill. A program with no
+  // such row skips it (its lengths, one dependent load a row, had followed every short program).
+  b.ifThen(b.select(segment == 0, pipeline[6] > b.constInt(S), segment != 0), [&] {
+    b.forLoop(first, last, b.constInt(1), Values{}, [&](Value r, const Values &) {
+      Value nblk = nblkOf(r);
+      b.ifThen(b.select(segment == 0, nblk > b.constInt(S), segment != 0), [&] {
+        Value headRow = headRowOf(r);
+        topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment,
+                    [&](Value) { return b.constInt(0, Elem::I1); }, // validated on the host
+                    /*awaitGrids=*/false);
+      });
+      return Values{};
     });
-    return Values{};
   });
   return b.finish();
 }

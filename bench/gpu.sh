@@ -56,6 +56,9 @@
 #            occupancy, warp stalls
 #   sass     the machine code of the score kernels (the archive's PTX, the machine's ptxas)
 #   ceiling, wgmma   the probes bench/page_read_ceiling.cu and bench/wgmma_probe.cu (nvcc)
+#   fa3      bench/prefill_fa3_probe.cu (nvcc): the prefill score hand-written in FlashAttention-3's
+#            layout (a producer warpgroup decoding keys into a shared-memory ring, two consumer
+#            warpgroups on wgmma), checked and timed on $FA3_SHAPES ("P L H [BLOCKS]", ';'-separated)
 #   probe    bench/nvfp4_decode_probe.cu (nvcc): the exact decode score hand-written, its SASS, 4 shapes
 #   small-step  bench/small_step_probe.cu (nvcc): the smallest step's dependent chain graph-replayed,
 #            one launch, two, two with programmatic dependent launch ($SMALL_STEP_TOKENS, 4096 and 1024)
@@ -294,6 +297,14 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       "$nvcc" -O3 -std=c++17 -arch=sm_90 bench/ipc_push_probe.cu -o /tmp/ipc-push-probe -lcuda
       # shellcheck disable=SC2086
       /tmp/ipc-push-probe ${IPC_PROBE_ARGS:-200 1024 8192 2000} 2>&1 | tee -a "$OUT/gpu-ipc.log" ;;
+    fa3) # the prefill score in FlashAttention-3's layout, by hand
+      nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+      "$nvcc" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/prefill_fa3_probe.cu -o /tmp/fa3-probe
+      IFS=';' read -r -a fshapes <<<"${FA3_SHAPES:-4 32768 1 64;4 32768 1 16;4 32768 4 64;1 131072 1 64;64 2048 1 16;16 4096 1 32}"
+      for shape in "${fshapes[@]}"; do
+        # shellcheck disable=SC2086
+        /tmp/fa3-probe $shape 2>&1 | tee -a "$OUT/gpu-fa3.log"
+      done ;;
     wgmma) # the decode loop with wgmma e4m3 next to ours (mma.sync f16), checked against each other
       nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
       "$nvcc" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/wgmma_probe.cu -o /tmp/wgmma-probe

@@ -585,6 +585,40 @@ Values KernelBuilder::pipelinedFor(Value lo, Value hi, Value step, const Values 
   return out;
 }
 
+Values KernelBuilder::stagedFor(Value lo, Value hi, int stages, const Values &inits,
+                                const std::function<Values(Value)> &produce,
+                                const std::function<Values(Value, const Values &, const Values &)> &consume,
+                                SourceAt at) {
+  LocScope scope(*this, at);
+  check(stages >= 2 && stages <= 8, fmt::format("staged for: stages must be 2 to 8, got {}", stages));
+  return forLoop(
+      lo, hi, constInt(1), inits,
+      [&](Value iv, const Values &iters) {
+        const size_t first = current().ops.size();
+        Values made = produce(iv);
+        // The producer runs ahead of the consumer's trips, on other warps where a target has them:
+        // it may only compute from iv and values made before the loop, and store nothing.
+        for (size_t i = first; i < current().ops.size(); ++i) {
+          const OpKind kind = k_.ops[current().ops[i]].kind;
+          const bool ok = kind != OpKind::Store && kind != OpKind::StoreTile && kind != OpKind::StoreScatter &&
+                          kind != OpKind::AtomicAdd && kind != OpKind::GridAwait && kind != OpKind::GridRelease &&
+                          kind != OpKind::For && kind != OpKind::If && kind != OpKind::Stage;
+          check(ok, fmt::format("staged for: the producer may not {} (it only loads and computes)", opName(kind)));
+        }
+        check(!made.empty(), "staged for: the producer stages no value");
+        std::vector<Type> types;
+        for (const Value &v : made)
+          types.push_back(live({v}) ? v.type() : scalar(Elem::I64));
+        Values staged;
+        {
+          LocScope s(*this, at);
+          staged = emit(OpKind::Stage, made, types, stages);
+        }
+        return consume(iv, staged, iters);
+      },
+      1, at);
+}
+
 Values KernelBuilder::ifElse(Value cond, const std::function<Values()> &thenFn,
                              const std::function<Values()> &elseFn, SourceAt at) {
   LocScope scope(*this, at);

@@ -157,6 +157,18 @@ public:
                       const std::function<Values(Value iv)> &load,
                       const std::function<Values(Value iv, const Values &loaded, const Values &iters)> &body,
                       SourceAt at = SourceAt::current());
+  // A loop whose trips' inputs are made ahead of the work by a producer (FlashAttention-3's warp
+  // specialization; Triton's stages with producer warps): `produce(iv)` loads and computes trip
+  // iv's staged values from iv and values made before the loop -- it sees no iteration value and
+  // may not store, branch or loop -- and `consume(iv, staged, iters)` does the trip's work and
+  // yields the iteration values. Step 1; up to `stages` (2 to 8) trips' staged values may be made
+  // before they are consumed. The results are those of the same loop with produce's values used
+  // directly, which is how a target without producer warps runs it (one group, trip by trip); a
+  // target with them may run the roles on separate warps, the staged values in a ring of
+  // `stages` buffers. The hand-over is one `stage` op in the loop's body.
+  Values stagedFor(Value lo, Value hi, int stages, const Values &inits, const std::function<Values(Value iv)> &produce,
+                   const std::function<Values(Value iv, const Values &staged, const Values &iters)> &consume,
+                   SourceAt at = SourceAt::current());
   Values ifElse(Value cond, const std::function<Values()> &thenFn,
                 const std::function<Values()> &elseFn, SourceAt at = SourceAt::current());
   void ifThen(Value cond, const std::function<void()> &thenFn, SourceAt at = SourceAt::current());

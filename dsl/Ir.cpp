@@ -66,6 +66,7 @@ const char *opName(OpKind k) {
   case OpKind::For: return "for";
   case OpKind::If: return "if";
   case OpKind::Yield: return "yield";
+  case OpKind::Stage: return "stage";
   }
   return "?";
 }
@@ -99,6 +100,7 @@ void printOp(const Kernel &k, const Op &op, int indent, std::string &out, const 
   case OpKind::DotTiles: attrs = fmt::format(" k={}", op.intAttr); break;
   case OpKind::ReduceMaxGroups: attrs = fmt::format(" groups={}", op.intAttr); break;
   case OpKind::FoldMax: attrs = fmt::format(" pairs={}", op.intAttr); break;
+  case OpKind::Stage: attrs = fmt::format(" stages={}", op.intAttr); break;
   case OpKind::For:
     if (op.intAttr > 1)
       attrs = fmt::format(" unroll={}", op.intAttr);

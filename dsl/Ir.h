@@ -30,8 +30,8 @@ enum class OpKind : uint8_t {
   GridAwait, GridRelease,
   // domain ops
   DecodeNvfp4, Dot, DotTiles, PackScoreKey,
-  // structure
-  For, If, Yield,
+  // structure (Stage: KernelBuilder::stagedFor's hand-over from its producer to its consumer)
+  For, If, Yield, Stage,
 };
 
 const char *opName(OpKind k);
@@ -60,7 +60,7 @@ struct Op {
   Loc loc;
   std::vector<ValueId> operands;
   std::vector<ValueId> results;
-  int64_t intAttr = 0;            // constants, lane index, buffer index, arg index, for: unroll hint
+  int64_t intAttr = 0;            // constants, lane index, buffer index, arg index, for: unroll hint, stage: stages
   double floatAttr = 0;
   std::vector<int32_t> lanesAttr; // shuffle mask
   int32_t alignAttr = 0;          // load.tile(.masked): bytes the offset's address is known aligned to

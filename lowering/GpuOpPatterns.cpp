@@ -274,6 +274,12 @@ class ConvertLayoutLowering final : public GpuPattern<tile::ConvertLayoutOp> {
   }
 };
 
+// A staged loop's hand-over, with the roles in one group: its values, as made.
+class StageLowering final : public GpuPattern<tile::StageOp> {
+  using GpuPattern::GpuPattern;
+  Values lower(tile::StageOp, Adaptor a) const override { return Values(a.getValues()); }
+};
+
 } // namespace
 
 void populateGpuOpPatterns(const TypeConverter &converter, RewritePatternSet &patterns, GpuKernelState &kernel) {
@@ -282,7 +288,7 @@ void populateGpuOpPatterns(const TypeConverter &converter, RewritePatternSet &pa
                FoldMaxLowering, ReduceMaxGroupsLowering, LoadLowering, LoadTileLowering, LoadTileMaskedLowering,
                StoreLowering, StoreTileLowering, StoreScatterLowering, AtomicAddLowering,
                GridOrderLowering<tile::GridAwaitOp>, GridOrderLowering<tile::GridReleaseOp>, DecodeNvfp4Lowering,
-               DotTilesLowering, ConvertLayoutLowering>(converter, patterns.getContext(), kernel);
+               DotTilesLowering, ConvertLayoutLowering, StageLowering>(converter, patterns.getContext(), kernel);
 }
 
 } // namespace m3idx::lowering

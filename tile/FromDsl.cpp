@@ -157,6 +157,16 @@ private:
     case OpKind::Dot: set(DotOp::create(b_, at, b_.getF32Type(), in(0), in(1))); return Status();
     case OpKind::DotTiles: set(DotTilesOp::create(b_, at, rt(), in(0), in(1), b_.getI64IntegerAttr(op.intAttr))); return Status();
     case OpKind::PackScoreKey: set(PackScoreKeyOp::create(b_, at, rt(), in(0), in(1))); return Status();
+    case OpKind::Stage: {
+      llvm::SmallVector<mlir::Value> vs;
+      llvm::SmallVector<mlir::Type> types;
+      for (size_t i = 0; i < op.operands.size(); ++i)
+        vs.push_back(in(i)), types.push_back(in(i).getType());
+      auto stage = StageOp::create(b_, at, types, vs, b_.getI64IntegerAttr(op.intAttr));
+      for (size_t i = 0; i < op.results.size(); ++i)
+        values_[op.results[i].id] = stage.getResult(static_cast<unsigned>(i));
+      return Status();
+    }
     case OpKind::Yield: {
       llvm::SmallVector<mlir::Value> vs;
       for (size_t i = 0; i < op.operands.size(); ++i)

@@ -232,6 +232,19 @@ LogicalResult ConvertLayoutOp::verify() {
   return success();
 }
 
+LogicalResult StageOp::verify() {
+  if (getValues().empty() || getValues().size() != getResults().size())
+    return emitOpError("needs as many results as values, at least one");
+  for (auto [v, r] : llvm::zip(getValues(), getResults()))
+    if (v.getType() != r.getType())
+      return emitOpError("result types must be the values' types");
+  if (getStages() < 2 || getStages() > 8)
+    return emitOpError("needs 2 to 8 stages, got ") << getStages();
+  if (!mlir::isa_and_nonnull<mlir::scf::ForOp>((*this)->getParentOp()))
+    return emitOpError("must be in an scf.for's body");
+  return success();
+}
+
 LogicalResult PackScoreKeyOp::verify() {
   if (failed(staticTiles(*this)))
     return failure();

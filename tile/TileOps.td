@@ -224,6 +224,21 @@ def Tile_PackScoreKeyOp : Tile_Op<"pack_score_key", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tile_StageOp : Tile_Op<"stage", [Pure]> {
+  let summary = "a staged loop's hand-over: its producer's values as its consumer reads them";
+  let description = [{
+    The body of an scf.for made by the DSL's stagedFor: the ops before it make a trip's values
+    from the induction variable and values defined above the loop (no iteration value, no store,
+    no region), the ops after it consume them. Its results are its operands. A target without
+    producer warps drops it (one group, trip by trip); one with them may run the two parts on
+    different warps, up to `stages` trips apart, the values handed over in a ring of buffers.
+  }];
+  let arguments = (ins Variadic<AnyType>:$values, I64Attr:$stages);
+  let results = (outs Variadic<AnyType>:$results);
+  let assemblyFormat = "$values attr-dict `:` type($values) `->` type($results)";
+  let hasVerifier = 1;
+}
+
 def Tile_ConvertLayoutOp : Tile_Op<"convert_layout", [Pure]> {
   let summary = "the same lanes in another layout (the encoding of the result's type)";
   let description = [{

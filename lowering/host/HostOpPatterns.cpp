@@ -541,6 +541,14 @@ class DotTilesLowering final : public HostPattern<tile::DotTilesOp> {
   }
 };
 
+// A staged loop's hand-over: the host runs the roles trip by trip, so its values as made.
+class StageLowering final : public HostPattern<tile::StageOp> {
+  using HostPattern::HostPattern;
+  FailureOr<Values> lower(tile::StageOp, Adaptor a, ImplicitLocOpBuilder &) const override {
+    return Values(a.getValues());
+  }
+};
+
 } // namespace
 
 void populateHostOpPatterns(const HostTypeConverter &converter, RewritePatternSet &patterns, HostKernelState &kernel) {
@@ -548,7 +556,7 @@ void populateHostOpPatterns(const HostTypeConverter &converter, RewritePatternSe
                ReduceMaxLowering, DotLowering, ReduceMaxGroupsLowering, FoldMaxLowering, LoadLowering,
                LoadTileLowering, LoadTileMaskedLowering, StoreLowering, StoreTileLowering, StoreScatterLowering,
                AtomicAddLowering, GridOrderLowering<tile::GridAwaitOp>, GridOrderLowering<tile::GridReleaseOp>,
-               DecodeNvfp4Lowering, DotTilesLowering>(converter, patterns.getContext(), kernel);
+               DecodeNvfp4Lowering, DotTilesLowering, StageLowering>(converter, patterns.getContext(), kernel);
 }
 
 } // namespace m3idx::lowering

@@ -1,6 +1,6 @@
 // sm_90's layout assignment as union-find over a tile kernel's values: ops whose operands and
 // results must share a layout (elementwise ops, a decode's bytes / scales / keys, loop-carried and
-// branch values) join one group; every op narrows the layouts its group may take; a group that
+// branch values, a stage's values and results) join one group; every op narrows the layouts its group may take; a group that
 // holds a tensor-core operand or result takes that layout when it is still allowed, any other
 // group stays blocked.
 #include "lowering/nvvm/Sm90Layouts.h"
@@ -189,6 +189,10 @@ private:
               unite(o.getResult(j), o.getRegionIterArgs()[j]);
               unite(o.getResult(j), yield.getOperand(j));
             }
+          })
+          .Case([&](tile::StageOp o) { // a staged value keeps its layout across the hand-over
+            for (auto [v, r] : llvm::zip(o.getValues(), o.getResults()))
+              unite(r, v);
           })
           .Case([&](scf::IfOp o) {
             for (Region *r : {&o.getThenRegion(), &o.getElseRegion()})

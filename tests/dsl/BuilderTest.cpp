@@ -1,4 +1,6 @@
 // The DSL rejects ill-typed programs with a message naming the op and the types involved.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "dsl/Builder.h"
@@ -435,6 +437,85 @@ TEST(DslBuilder, PipelinedForLoadsOneTripAhead) {
   EXPECT_GE(loadAt, 0);
   EXPECT_LT(loadAt, reduceAt);
   EXPECT_EQ(ops[body.ops[reduceAt]].operands[0].id, body.args[2].id); // the carried tile
+}
+
+// stagedFor is a loop whose body is the producer's ops, one stage op handing their values over
+// (stages as its attribute), then the consumer's ops on the stage's results.
+TEST(DslBuilder, StagedForHandsTheProducersValuesOverInOneStage) {
+  auto ops = opsOf([&](KernelBuilder &b) {
+    Buffer in = b.buffer("in", Elem::F32, Access::Read);
+    Buffer out = b.buffer("out", Elem::F32, Access::Write);
+    Values r = b.stagedFor(
+        b.constInt(0), b.constInt(8), 3, {b.constF32(0)},
+        [&](Value i) { return Values{b.loadTile(in, i * 4, 4), i * 2}; },
+        [&](Value, const Values &staged, const Values &acc) {
+          b.store(out, staged[1], acc[0]);
+          return Values{acc[0] + b.reduceAdd(staged[0])};
+        });
+    ASSERT_EQ(r.size(), 1u);
+    b.store(out, b.constInt(0), r[0]);
+  });
+  const Op *loop = nullptr;
+  for (const Op &op : ops)
+    if (op.kind == OpKind::For)
+      loop = &op;
+  ASSERT_NE(loop, nullptr);
+  const Region &body = loop->regions[0];
+  std::vector<OpKind> kinds;
+  for (int32_t i : body.ops)
+    kinds.push_back(ops[i].kind);
+  const auto stage = std::find(kinds.begin(), kinds.end(), OpKind::Stage);
+  ASSERT_NE(stage, kinds.end());
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), OpKind::Stage), 1);
+  const Op &st = ops[body.ops[stage - kinds.begin()]];
+  EXPECT_EQ(st.intAttr, 3);
+  ASSERT_EQ(st.operands.size(), 2u);
+  ASSERT_EQ(st.results.size(), 2u);
+  // Before it the load (the producer's), after it the store and the reduce, which read its results.
+  EXPECT_NE(std::find(kinds.begin(), stage, OpKind::LoadTile), stage);
+  EXPECT_EQ(std::find(kinds.begin(), stage, OpKind::Store), stage);
+  for (auto it = stage + 1; it != kinds.end(); ++it) {
+    const Op &op = ops[body.ops[it - kinds.begin()]];
+    if (op.kind == OpKind::ReduceAdd)
+      EXPECT_EQ(op.operands[0].id, st.results[0].id);
+    if (op.kind == OpKind::Store)
+      EXPECT_EQ(op.operands[0].id, st.results[1].id);
+  }
+}
+
+// The producer runs ahead of the consumer (on other warps where a target has them): it may load
+// and compute, not store, branch, loop or nest another stage; stages are 2 to 8.
+TEST(DslBuilder, StagedForProducerOnlyLoadsAndComputes) {
+  auto staged = [](KernelBuilder &b, int stages, const std::function<void(Buffer, Value)> &extra) {
+    Buffer io = b.buffer("io", Elem::F32, Access::ReadWrite);
+    b.stagedFor(
+        b.constInt(0), b.constInt(4), stages, {},
+        [&](Value i) {
+          extra(io, i);
+          return Values{b.load(io, i)};
+        },
+        [&](Value i, const Values &v, const Values &) {
+          b.store(io, i, v[0]);
+          return Values{};
+        });
+  };
+  expectError([&](KernelBuilder &b) { staged(b, 2, [&](Buffer io, Value i) { b.store(io, i, b.constF32(1)); }); },
+              "staged for: the producer may not store (it only loads and computes)");
+  expectError([&](KernelBuilder &b) {
+    staged(b, 2, [&](Buffer io, Value i) { b.ifThen(i == 0, [&] { (void)b.load(io, i); }); });
+  }, "staged for: the producer may not if");
+  expectError([&](KernelBuilder &b) {
+    staged(b, 2, [&](Buffer, Value i) {
+      b.forLoop(b.constInt(0), i, b.constInt(1), {}, [](Value, const Values &) { return Values{}; });
+    });
+  }, "staged for: the producer may not for");
+  expectError([&](KernelBuilder &b) { staged(b, 1, [](Buffer, Value) {}); }, "staged for: stages must be 2 to 8, got 1");
+  expectError([&](KernelBuilder &b) { staged(b, 9, [](Buffer, Value) {}); }, "staged for: stages must be 2 to 8, got 9");
+  EXPECT_EQ(errorOf([&](KernelBuilder &b) { staged(b, 8, [](Buffer, Value) {}); }), "");
+  expectError([&](KernelBuilder &b) {
+    b.stagedFor(b.constInt(0), b.constInt(4), 2, {}, [](Value) { return Values{}; },
+                [](Value, const Values &, const Values &) { return Values{}; });
+  }, "staged for: the producer stages no value");
 }
 
 // A rows x heads x tokens view of a tile's lanes: each lane's coordinates, from one iota, as the

@@ -110,3 +110,30 @@ func.func @ffma_dot(%a: memref<?xf32>, %out: memref<?xf32>) {
   m3idx.store_tile %d, %out[%c0] : tensor<4xf32>, memref<?xf32>
   return
 }
+
+// -----
+
+// A staged loop's hand-over (stage) with the roles in one group: its values as the producer made
+// them, no buffer and no barrier.
+// CHECK-LABEL: gpu.func @staged
+// CHECK: scf.for
+// CHECK: %[[T:.*]] = vector.load %{{.*}} : memref<?xf32>, vector<[[N:2|1]]xf32>
+// CHECK-NOT: gpu.barrier
+// CHECK: llvm.intr.maxnum(%{{.*}}, %[[T]]) : (vector<[[N]]xf32>, vector<[[N]]xf32>) -> vector<[[N]]xf32>
+func.func @staged(%out: memref<?xf32>, %x: f32) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c4 = arith.constant 4 : i64
+  %c64 = arith.constant 64 : i64
+  %s = tensor.splat %x : tensor<64xf32>
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %s) -> (tensor<64xf32>) : i64 {
+    %at = arith.muli %i, %c64 : i64
+    %t = m3idx.load_tile %out[%at] : memref<?xf32> -> tensor<64xf32>
+    %staged = m3idx.stage %t {stages = 3 : i64} : tensor<64xf32> -> tensor<64xf32>
+    %n = arith.maxnumf %acc, %staged : tensor<64xf32>
+    scf.yield %n : tensor<64xf32>
+  }
+  %best = m3idx.reduce_max %r : tensor<64xf32> -> f32
+  m3idx.store %best, %out[%c0] : f32, memref<?xf32>
+  return
+}

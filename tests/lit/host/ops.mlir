@@ -143,3 +143,30 @@ func.func @decode_and_dots(%kv: memref<?xi8>, %out: memref<?xf32>) {
   m3idx.store_tile %dots, %out[%c0] : tensor<8xf32>, memref<?xf32>
   return
 }
+
+// -----
+
+// A staged loop's hand-over: the host runs the roles trip by trip, so the consumer reads the
+// producer's vector itself.
+// CHECK-LABEL: func.func @staged
+// CHECK: scf.for
+// CHECK: %[[T:.*]] = vector.load %{{.*}} : memref<?xf32>, vector<8xf32>
+// CHECK-NOT: m3idx.stage
+// CHECK: arith.maxnumf %{{.*}}, %[[T]] : vector<8xf32>
+func.func @staged(%out: memref<?xf32> {m3idx.access = "read_write", m3idx.name = "out"}, %x: f32 {m3idx.name = "x"}) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c4 = arith.constant 4 : i64
+  %c8 = arith.constant 8 : i64
+  %s = tensor.splat %x : tensor<8xf32>
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %s) -> (tensor<8xf32>) : i64 {
+    %at = arith.muli %i, %c8 : i64
+    %t = m3idx.load_tile %out[%at] : memref<?xf32> -> tensor<8xf32>
+    %staged = m3idx.stage %t {stages = 2 : i64} : tensor<8xf32> -> tensor<8xf32>
+    %n = arith.maxnumf %acc, %staged : tensor<8xf32>
+    scf.yield %n : tensor<8xf32>
+  }
+  %best = m3idx.reduce_max %r : tensor<8xf32> -> f32
+  m3idx.store %best, %out[%c0] : f32, memref<?xf32>
+  return
+}

@@ -134,3 +134,31 @@ func.func @convert_shape(%t: tensor<64xf32, #m3idx.layout<mma_acc>>) {
 func.func @no_such_layout(%t: tensor<64xf32, #m3idx.layout<swizzled>>) {
   return
 }
+
+// -----
+
+func.func @stage_outside_a_loop(%t: tensor<64xf32>) {
+  // expected-error @+1 {{must be in an scf.for's body}}
+  %s = m3idx.stage %t {stages = 2 : i64} : tensor<64xf32> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @stage_types(%t: tensor<64xf32>, %n: i64) {
+  scf.for %i = %n to %n step %n : i64 {
+    // expected-error @+1 {{result types must be the values' types}}
+    %s = m3idx.stage %t {stages = 2 : i64} : tensor<64xf32> -> tensor<32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @stage_count(%t: tensor<64xf32>, %n: i64) {
+  scf.for %i = %n to %n step %n : i64 {
+    // expected-error @+1 {{needs 2 to 8 stages, got 9}}
+    %s = m3idx.stage %t {stages = 9 : i64} : tensor<64xf32> -> tensor<64xf32>
+  }
+  return
+}

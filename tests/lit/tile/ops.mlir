@@ -63,3 +63,20 @@ func.func @layouts(%t: tensor<64xf32, #m3idx.layout<mma_acc>>) -> tensor<64xf32,
   %c = m3idx.convert_layout %t : tensor<64xf32, #m3idx.layout<mma_acc>> -> tensor<64xf32, #m3idx.layout<blocked>>
   return %c : tensor<64xf32, #m3idx.layout<blocked>>
 }
+
+// -----
+
+// A staged loop's hand-over: the producer's values as the consumer reads them, in an scf.for.
+// CHECK-LABEL: func.func @stage
+// CHECK: %[[S:.*]]:2 = m3idx.stage %{{.*}}, %{{.*}} {stages = 3 : i64} : tensor<64xi8>, i64 -> tensor<64xi8>, i64
+func.func @stage(%buf: memref<?xi8>) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c4 = arith.constant 4 : i64
+  scf.for %i = %c0 to %c4 step %c1 : i64 {
+    %t = m3idx.load_tile %buf[%i] : memref<?xi8> -> tensor<64xi8>
+    %s:2 = m3idx.stage %t, %i {stages = 3 : i64} : tensor<64xi8>, i64 -> tensor<64xi8>, i64
+    m3idx.store_tile %s#0, %buf[%s#1] : tensor<64xi8>, memref<?xi8>
+  }
+  return
+}

@@ -418,3 +418,32 @@ TEST(Sm90Layouts, TextInTextOut) {
   ASSERT_FALSE(badWarps.ok());
   EXPECT_NE(badWarps.status().message().find("has m3idx.warps 0"), std::string::npos) << badWarps.status().message();
 }
+
+// A staged loop's hand-over joins its values' groups: packed keys and scales loaded by the
+// producer, decoded by the consumer into a dot's A operand, keep mma fragment order on both sides
+// of the stage (else the stage would convert them, which sm_90 cannot).
+TEST(Sm90Layouts, StagedKeysKeepFragmentOrderAcrossTheStage) {
+  dsl::KernelBuilder b("k");
+  dsl::Buffer kv = b.buffer("kv", dsl::Elem::I8, dsl::Access::Read);
+  dsl::Buffer out = b.buffer("out", dsl::Elem::F32, dsl::Access::Write);
+  dsl::Value q = b.convert(OpKind::Bitcast, b.loadTile(kv, b.constInt(0), 4 * 128), dsl::Elem::F8E4M3FN);
+  b.stagedFor(
+      b.constInt(0), b.constInt(4), 2, {},
+      [&](dsl::Value i) {
+        return dsl::Values{b.loadTile(kv, i * 1152, 1024, 16), b.loadTile(kv, i * 1152 + 1024, 128, 16)};
+      },
+      [&](dsl::Value i, const dsl::Values &staged, const dsl::Values &) {
+        dsl::Value best = b.reduceMaxGroups(b.dotTiles(b.decodeNvfp4(staged[0], staged[1]), q, 128), 4);
+        b.store(out, i, b.extract(best, 0));
+        return dsl::Values{};
+      });
+  auto k = b.finish();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  const std::vector<Spread> s = spreads(*k);
+  const dsl::Op &stage = only(*k, OpKind::Stage);
+  for (int j = 0; j < 2; ++j) {
+    EXPECT_EQ(s[stage.operands[j].id], Spread::MmaRows) << j;
+    EXPECT_EQ(s[stage.results[j].id], Spread::MmaRows) << j;
+  }
+  EXPECT_EQ(s[only(*k, OpKind::DotTiles).results[0].id], Spread::MmaAcc);
+}

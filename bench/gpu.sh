@@ -303,7 +303,7 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       IFS=';' read -r -a fshapes <<<"${FA3_SHAPES:-4 32768 1 64;4 32768 1 16;4 32768 4 64;1 131072 1 64;64 2048 1 16;16 4096 1 32}"
       for shape in "${fshapes[@]}"; do
         # shellcheck disable=SC2086
-        /tmp/fa3-probe $shape 2>&1 | tee -a "$OUT/gpu-fa3.log"
+        stdbuf -oL /tmp/fa3-probe $shape 2>&1 | tee -a "$OUT/gpu-fa3.log"
       done ;;
     wgmma) # the decode loop with wgmma e4m3 next to ours (mma.sync f16), checked against each other
       nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)

@@ -12,7 +12,8 @@
 //                 once), keys as N: 8 x m64n128k16 per block, f32 sums; the max over the block's
 //                 tokens is in-thread (32 of them) then 2 shuffles; the stage is released on its
 //                 "empty" mbarrier. Overlap: the next block's wgmma is issued before this block's
-//                 max (two accumulator sets, setmaxnreg moving registers from the producer).
+//                 max (two accumulator sets, setmaxnreg moving registers from the producer);
+//                 or two producer warpgroups, each thread half a token (512 threads).
 // Each variant's scores are compared on sampled (row, head, block) with exact (double) ones as a
 // multiple of the fp32 bound the product's checker allows, then timed after an L2 flush (CUDA
 // events, median of 20). Causal FLOPs = P x H x 256 x L(L+1)/2. Built with nvcc for sm_90a by
@@ -186,8 +187,10 @@ __device__ __forceinline__ void topkInsert(uint64_t (&slots)[4], uint64_t key, i
         slots[j] = key;
 }
 
-template <int S, bool Overlap, bool Fused = false, bool SkipDecode = false>
-__global__ void __launch_bounds__(384, 1)
+// PW producer warpgroups: 1 (each thread a token) or 2 (each thread half a token: twice the warps
+// to hide the decode's latency; 512 threads leave 128 registers a thread, no setmaxnreg).
+template <int S, bool Overlap, bool Fused = false, bool SkipDecode = false, int PW = 1>
+__global__ void __launch_bounds__(128 * (PW + 2), 1)
     scoreFa3(const uint8_t *kv, const int *pageTable, const uint8_t *q, const uint8_t *tableG, const Work *work,
              int L, int H, int bpr, int width, size_t numRows, float *scores, int *topk) {
   extern __shared__ uint8_t raw[];
@@ -198,7 +201,7 @@ __global__ void __launch_bounds__(384, 1)
   const int tid = threadIdx.x;
   if (tid == 0)
     for (int s = 0; s < S; ++s) {
-      mbarInit(bars + 8 * s, 128);    // full: every producer thread
+      mbarInit(bars + 8 * s, 128 * PW); // full: every producer thread
       mbarInit(bars + 8 * (S + s), 8); // empty: each consumer warp
     }
   for (int i = tid; i < 256; i += blockDim.x)
@@ -206,9 +209,36 @@ __global__ void __launch_bounds__(384, 1)
   __syncthreads();
   const Work w = work[blockIdx.x];
   const int nblk = w.last - w.first, rowsPerTile = kCols / H, r0 = w.tile * rowsPerTile;
-  if (tid < 128) { // producer
+  if (PW == 2 && tid < 256) { // producer, half a token a thread
+    const int n = tid / 2, half = tid % 2;
+    auto load = [&](int i, uint4 &d0, uint4 &d1, uint32_t &sc) {
+      const uint8_t *page = kv + size_t(pageTable[w.req * bpr + w.first + i]) * kPageBytes;
+      const uint4 *dp = reinterpret_cast<const uint4 *>(page + n * 64 + half * 32);
+      d0 = __ldg(dp), d1 = __ldg(dp + 1);
+      sc = __ldg(reinterpret_cast<const uint32_t *>(page + kDataBytes + n * 8 + half * 4));
+    };
+    uint4 d0, d1, n0, n1;
+    uint32_t sc, nsc;
+    load(0, d0, d1, sc);
+    for (int i = 0; i < nblk; ++i) {
+      const int s = i % S;
+      if (i + 1 < nblk)
+        load(i + 1, n0, n1, nsc);
+      if (i >= S)
+        mbarWait(bars + 8 * (S + s), ((i / S) - 1) & 1);
+      const uint32_t words[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
+      decodeHalf(words, sc, table, smem + s * kStageBytes, n, half);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      mbarArrive(bars + 8 * s);
+      d0 = n0, d1 = n1, sc = nsc;
+    }
+    return;
+  }
+  if (PW == 1 && tid < 128) { // producer
+    // (setmaxnreg moves registers within what the launch allocated: 384 x 168 = 128 x 56 + 256 x 224;
+    // a sum above it waits forever)
     if constexpr (Overlap)
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 64;");
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
     const int n = tid;
     auto load = [&](int i, uint4 *d, uint2 &sc) {
       const uint8_t *page = kv + size_t(pageTable[w.req * bpr + w.first + i]) * kPageBytes;
@@ -246,7 +276,7 @@ __global__ void __launch_bounds__(384, 1)
   // consumers
   if constexpr (Overlap)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
-  const int ct = tid - 128, wg = ct / 128, warp = (ct % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int ct = tid - 128 * PW, wg = ct / 128, warp = (ct % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int colA = 64 * wg + 16 * warp + g, colB = colA + 8;
   const int rowA = r0 + colA / H, rowB = r0 + colB / H, headA = colA % H, headB = colB % H;
   const uint8_t *qt = q + (size_t(w.req) * L + r0) * H * 128;
@@ -590,6 +620,8 @@ int main(int argc, char **argv) {
   runVariant("2 stages, overlap", scoreFa3<2, true>, 2);
   runVariant("4 stages, overlap", scoreFa3<4, true>, 4);
   runVariant("one group, 2 stages", scoreInterleaved, 2, 256);
+  runVariant("3 stages, 2 producers", scoreFa3<3, false, false, false, 2>, 3, 512);
+  runVariant("4 stages, 2 producers", scoreFa3<4, false, false, false, 2>, 4, 512);
   runVariant("3, overlap, no decode", scoreFa3<3, true, false, true>, 3); // scores unchecked: stale keys
   runVariant("3 stages, overlap", scoreFa3<3, true>, 3);
 

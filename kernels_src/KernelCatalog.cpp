@@ -21,6 +21,8 @@ std::string KernelConfig::str() const {
     s += fmt::format(",tile={}", rowTile);
   if (tilesAhead != 1)
     s += fmt::format(",ahead={}", tilesAhead);
+  if (keyStages != 0)
+    s += fmt::format(",stages={}", keyStages);
   return s;
 }
 
@@ -73,6 +75,9 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   if (c.tilesAhead < 1 || c.tilesAhead > (score ? tilesPerBlock : 1))
     return invalidArgument("tiles ahead", fmt::format("1, or up to a block's {} tiles for a score kernel", tilesPerBlock),
                            fmt::format("{} for {}", c.tilesAhead, kernelName(k)));
+  if (c.keyStages != 0 && (k != KernelKind::ScorePrefill || c.keyStages < 2 || c.keyStages > 8))
+    return invalidArgument("key stages", "0, or 2 to 8 for score_prefill",
+                           fmt::format("{} for {}", c.keyStages, kernelName(k)));
   switch (k) {
   case KernelKind::ScoreDecode: return buildScoreDecode(c);
   case KernelKind::ScorePrefill: return buildScorePrefill(c);

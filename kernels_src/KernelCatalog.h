@@ -43,10 +43,14 @@ struct KernelConfig {
   // Score kernels: key tiles whose loads are in flight while one is dotted (1: the next tile
   // only). More cover longer memory latency at the cost of their registers.
   int tilesAhead = 1;
+  // score_prefill: 0, or its blocks as a staged loop of this many stages (dsl stagedFor): a
+  // producer loads and decodes a whole block, the work dots its 128 tokens with every column at
+  // once (FlashAttention-3's layout on a target with producer warps: queries as M, keys as N).
+  int keyStages = 0;
 
   auto tied() const {
     return std::tie(numHeads, queryRows, tokenTile, warps, foldTokenPairs, blockUnroll, narrowMask, rowTile,
-                    tilesAhead);
+                    tilesAhead, keyStages);
   }
   // Row tiles of a decode request (1 without rowTile), the rows of one, and its columns (rows x
   // heads: what one score_decode program dots each key tile with).
@@ -56,8 +60,8 @@ struct KernelConfig {
   bool operator==(const KernelConfig &o) const { return tied() == o.tied(); }
   bool operator<(const KernelConfig &o) const { return tied() < o.tied(); }
   // "heads=4,rows=4", then ",tokens=T,warps=W" unless 16 and 1, ",fold" if folding, ",unroll=U"
-  // unless 1, ",narrow" for i32 masks, ",tile=R" for a decode row tile, ",ahead=A" unless 1:
-  // every field, so two configs never print alike.
+  // unless 1, ",narrow" for i32 masks, ",tile=R" for a decode row tile, ",ahead=A" unless 1,
+  // ",stages=S" for staged keys: every field, so two configs never print alike.
   std::string str() const;
 };
 

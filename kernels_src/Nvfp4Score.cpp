@@ -107,6 +107,27 @@ struct BlockRange {
   Value guessBlock, guessPage;
 };
 
+// A block's scores, lane n = (row slot n / heads, head n % heads), each stored where its row sees
+// the block (SPEC §4's sentinels applied): one scatter, no per-row scalars kept across the loop.
+struct BlockStore {
+  BlockStore(KernelBuilder &b, const ScoreArgs &a, const RowTile &rt, int numHeads) : b(b), a(a), rt(rt) {
+    TileShape rowHeads(b, {rt.count, numHeads});
+    slotRow = rowHeads.index(0);
+    slotHead = rowHeads.index(1);
+  }
+  void operator()(Value blk, Value best) const {
+    Value nblk = spec::blocksFor(rt.causalOf(slotRow));
+    Value s = b.select(blk < a.initBlocks, b.constF32(spec::kInitSentinel), best);
+    s = b.select(blk >= nblk - a.localBlocks, b.constF32(spec::kLocalSentinel), s);
+    Value at = (slotHead * a.numRows + rt.firstRow + slotRow) * a.width + blk;
+    b.storeScatter(a.scores, at, s, blk < nblk);
+  }
+  KernelBuilder &b;
+  const ScoreArgs &a;
+  const RowTile &rt;
+  Value slotRow, slotHead;
+};
+
 // Scores every block of `range` of request `req` for every row of the tile and every head. A
 // block is 128 / T tiles of T key tokens (the config's token tile); each tile is one dot.tiles of (tokens
 // x 128) against (rows*heads x 128), which matrix units run as one MFMA / MMA tile, into a running
@@ -157,17 +178,7 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
                   b.loadTile(a.kv, page + spec::kPageDataBytes + tok0 * spec::kScalesPerToken,
                              T * spec::kScalesPerToken, 16)};
   };
-  // A block's scores, lane n = (row slot n / heads, head n % heads), each stored where its row sees
-  // the block: one scatter, no per-row scalars kept across the loop.
-  TileShape rowHeads(b, {rt.count, numHeads});
-  Value slotRow = rowHeads.index(0), slotHead = rowHeads.index(1);
-  auto storeBlock = [&](Value blk, Value best) {
-    Value nblk = spec::blocksFor(rt.causalOf(slotRow));
-    Value s = b.select(blk < a.initBlocks, b.constF32(spec::kInitSentinel), best);
-    s = b.select(blk >= nblk - a.localBlocks, b.constF32(spec::kLocalSentinel), s);
-    Value at = (slotHead * a.numRows + rt.firstRow + slotRow) * a.width + blk;
-    b.storeScatter(a.scores, at, s, blk < nblk);
-  };
+  const BlockStore storeBlock(b, a, rt, numHeads);
   // Slots [lo, hi); carried: the page of slot lo and its first `ahead` tiles' (data, scales), in
   // order. The last block reloads its own first tiles as the "next" ones (in the page, unused).
   // Only masked loops compare token positions: fmaxf drops NaN dots; invisible tokens count as -inf.
@@ -235,6 +246,44 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   // (rows of H x 128 bytes: 16-byte aligned, and rows past the limit whole parts of a thread's)
   q = b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit, 16).bitcast(Elem::F8E4M3FN);
   blockLoop(whole, range.last, blockLoop(range.first, whole, init, false), true);
+}
+
+// The same as scoreBlocks for a prefill row tile (KernelConfig::keyStages), as a staged loop over
+// whole blocks: the producer reads a block's page (its table entry, 8192 code bytes and 1024
+// scales) and decodes its 128 tokens; the work dots them with every (row, head) column at once,
+// masks the tokens a row does not see where not every row sees the whole block, and stores each
+// column's max. On a target with producer warps the decode runs beside the dots, the keys handed
+// over in a ring of keyStages buffers (FlashAttention-3's layout: queries as M, keys as N, the max
+// over a block's tokens inside a thread's columns); elsewhere trip by trip.
+void scoreBlocksStaged(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Value req,
+                       const BlockRange &range, const RowTile &rt) {
+  const int numHeads = c.numHeads, D = spec::kIndexHeadDim, B = spec::kSparseBlockSize;
+  const int N = rt.count * numHeads;
+  Value q = b.loadTile(a.q, rt.firstRow * (numHeads * D), N * D, rt.qLimit, 16).bitcast(Elem::F8E4M3FN);
+  const BlockStore storeBlock(b, a, rt, numHeads);
+  Value negInf = b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * B);
+  b.stagedFor(
+      range.first, range.last, c.keyStages, {},
+      [&](Value i) {
+        Value page = loadI64(b, a.blockTable, req * a.maxBlocks + range.blockOf(i)) * spec::kPageBytes;
+        return Values{b.decodeNvfp4(b.loadTile(a.kv, page, B * spec::kDataBytesPerToken, 16),
+                                    b.loadTile(a.kv, page + spec::kPageDataBytes, B * spec::kScalesPerToken, 16))};
+      },
+      [&](Value i, const Values &keys, const Values &) {
+        Value blk = range.blockOf(i);
+        Value dots = b.dotTiles(keys[0], q, D); // rows x heads x tokens
+        // Every row sees tokens below leastCausal: only blocks reaching past it are masked.
+        Value whole = blk * B + B <= rt.leastCausal;
+        dots = b.ifElse(whole, [&] { return Values{dots}; },
+                        [&] {
+                          TileShape lanes(b, {rt.count, numHeads, B});
+                          Value tok = blk * B + lanes.index(2);
+                          return Values{b.select(tok < rt.causalOf(lanes.index(0)), dots, negInf)};
+                        })[0];
+        // (tokens m and m + 64 first: a group's max over at most 64 lanes, as every target takes)
+        storeBlock(blk, b.reduceMaxGroups(b.foldMax(dots, B / 2), N));
+        return Values{};
+      });
 }
 
 // A program's slots: [chunk * perProgram, + perProgram) of `slots`.
@@ -355,7 +404,10 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
     rt.causalOf = [&](Value r) { // slots past numValid are padding: they see nothing
       return b.select(r < numValid, b.maxS(r + rt.causalBase, zero), zero);
     };
-    scoreBlocks(b, a, c, req, range, rt);
+    if (c.keyStages > 0)
+      scoreBlocksStaged(b, a, c, req, range, rt);
+    else
+      scoreBlocks(b, a, c, req, range, rt);
   });
   return b.finish();
 }

@@ -134,6 +134,7 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     c.tokenTile = prefill.tokenTile;
     c.warps = prefill.warps;
     c.foldTokenPairs = prefill.foldTokenPairs;
+    c.keyStages = prefill.keyStages;
     c.blockUnroll = scoreUnroll;
     // A prefill program's masked tiles hold up to 128 columns x 64 tokens: per-lane i64 token
     // positions cost a warpgroup's threads 60 registers where i32 offsets fit (ptxas); decode

@@ -23,6 +23,7 @@ struct PrefillForm {
   int columns = 16, tokenTile = kernels::kTokenTile, warps = 1;
   int64_t programs = 16384, maxBlocksPerProgram = 8, minBlocksPerProgram = 1;
   bool foldTokenPairs = false;
+  int keyStages = 0; // KernelConfig::keyStages
 };
 
 struct TargetTuning {

@@ -120,6 +120,41 @@ TEST_P(HostVsReference, MatchesInSm90Forms) {
   expectMatches(host);
 }
 
+// score_prefill as a staged loop over whole blocks (KernelConfig::keyStages; sm_90's 128 columns):
+// each block decoded by the producer and dotted with every column at once, blocks not seen whole
+// by every row masked; the same answers.
+TEST_P(HostVsReference, MatchesWithStagedPrefillKeys) {
+  tuning::TargetTuning form = **tuning::tuningFor("sm_90");
+  form.decodeWarpgroupRequests = 0;
+  form.prefill.keyStages = 3;
+  runtime::HostBackend host(form);
+  expectMatches(host);
+}
+
+// The same where the mask decides a score: no local blocks (a row's last block, which the tile's
+// rows see in part, keeps its masked max instead of the sentinel), 32-row tiles at 4 heads seen
+// whole by none but their first block rows, exact values compared bit for bit. It failed with every
+// block a row tile's first row reaches counted as seen whole.
+TEST(HostBackend, StagedPrefillKeysMaskWhatRowsDoNotSee) {
+  tuning::TargetTuning form = **tuning::tuningFor("sm_90");
+  form.prefill.keyStages = 2;
+  runtime::HostBackend host(form);
+  for (int heads : {1, 4}) {
+    GenOptions o = base(31 + heads, heads, 1, 2);
+    o.mode = ValueMode::Exact;
+    o.localBlocks = 0;
+    o.prefillQueryLen = {130, 300};
+    o.prefillContext = {140, 700};
+    StatusOr<Case> c = generateCase(o);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    StatusOr<IndexerOutput> got = host.run(c->view(), runtime::RunOptions{true});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    StatusOr<IndexerOutput> want = reference::runReference(c->view(), true);
+    ASSERT_TRUE(want.ok());
+    expectSameExactOutput(*got, *want, std::to_string(heads) + " heads");
+  }
+}
+
 // sm_90's table with the other decode forms: no warpgroups, and every request in row tiles of 16
 // columns (6 rows x 4 heads as tiles of 4 and 2), or none at all (32 columns with narrow masks).
 // One test a form: a long family's case and reference take half a minute on a loaded 2-core machine.

@@ -150,6 +150,29 @@ TEST(KernelConfig, TilesAheadAreAScoreField) {
   }
 }
 
+// Staged keys are a score_prefill field (a table's prefill form sets it): named in the config,
+// another program (a staged loop), 2 to 8 stages, nothing else takes them.
+TEST(KernelConfig, KeyStagesAreAPrefillScoreField) {
+  TargetTuning staged = sm90();
+  staged.prefill.keyStages = 3;
+  const KernelConfig plain = sm90().configFor(KernelKind::ScorePrefill, 1, 4);
+  KernelConfig c = staged.configFor(KernelKind::ScorePrefill, 1, 4);
+  EXPECT_EQ(c.str(), plain.str() + ",stages=3");
+  auto a = buildKernel(KernelKind::ScorePrefill, plain), b = buildKernel(KernelKind::ScorePrefill, c);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->print().find(" stage "), std::string::npos);
+  EXPECT_NE(b->print().find("stage stages=3"), std::string::npos);
+  for (int bad : {1, 9}) {
+    c.keyStages = bad;
+    auto k = buildKernel(KernelKind::ScorePrefill, c);
+    ASSERT_FALSE(k.ok());
+    EXPECT_NE(k.status().message().find("key stages"), std::string::npos) << k.status().message();
+  }
+  KernelConfig decode = sm90().configFor(KernelKind::ScoreDecode, 1, 4);
+  decode.keyStages = 2;
+  EXPECT_FALSE(buildKernel(KernelKind::ScoreDecode, decode).ok());
+}
+
 // A table may cap a decode program's columns: wider requests go as row tiles (a config field,
 // named; 6 rows of 4 heads as tiles of 4 and 2); sm_90 without warpgroups keeps up to 24 columns in
 // one program, compares masks in i32 above 16 and splits 8 rows x 4 heads into tiles of 4; the host

@@ -22,6 +22,7 @@
 #include <cuda_fp8.h>
 
 #include "CudaBench.cuh"
+#include "Nvfp4Probe.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -36,48 +37,10 @@
 
 namespace {
 
-constexpr int kPageBytes = 9216, kDataBytes = 8192, kTokens = 128, kCols = 128;
+using namespace probe;
+
+constexpr int kTokens = 128, kCols = 128;
 constexpr int kStageBytes = kTokens * 128 * 2, kAtomBytes = kTokens * 128; // f16 block; one 64-dim half
-
-__device__ __host__ inline uint32_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  return static_cast<uint32_t>(x ^ (x >> 33));
-}
-
-__global__ void fillPages(uint8_t *kv, size_t bytes) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < bytes; i += size_t(gridDim.x) * blockDim.x) {
-    const uint32_t h = mix(i * 0x9E3779B97F4A7C15ULL + 1);
-    kv[i] = (i % kPageBytes) < kDataBytes ? uint8_t(h) : uint8_t(0x20 + h % 0x40);
-  }
-}
-
-__global__ void fillTable(uint8_t *table) {
-  const int s = blockIdx.x, c = threadIdx.x;
-  const float mags[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
-  __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(s), __NV_E4M3);
-  table[s * 8 + c] = __nv_cvt_float_to_fp8(mags[c] * __half2float(__half(h)), __NV_SATFINITE, __NV_E4M3);
-}
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
-  return r;
-}
-
-// 8 packed E2M1 codes -> 8 E4M3 key bytes (elements 0-3, 4-7), as score_decode does.
-__device__ __forceinline__ void decodeWord(uint32_t x, uint2 tab, uint32_t &o0, uint32_t &o1) {
-  const uint32_t codes = x & 0x77777777u, even = x << 4;
-  o0 = prmt(tab.x, tab.y, codes) ^ (prmt(even, x, 0xD9C8) & 0x80808080u);
-  o1 = prmt(tab.x, tab.y, codes >> 16) ^ (prmt(even, x, 0xFBEA) & 0x80808080u);
-}
-
-__device__ __forceinline__ uint32_t f16Pair(uint32_t word, int half) {
-  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word >> (16 * half)), __NV_E4M3);
-  return uint32_t(h.x) | (uint32_t(h.y) << 16);
-}
 
 __device__ __forceinline__ uint32_t smemAddr(const void *p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
@@ -95,33 +58,31 @@ __device__ __forceinline__ void mbarWait(uint32_t bar, uint32_t parity) {
                : "memory");
 }
 
+// The 64 f32 accumulator registers of m64n128 as read-write asm operands %0..%63.
+#define ACC64(d) \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
 // m64n128k16 f32 += f16 (A: 4 registers) x f16 (B: descriptor); scaleD 0 overwrites d.
 __device__ __forceinline__ void wgmma128(float *d, const uint32_t *a, uint64_t desc, int scaleD) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : ACC64(d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scaleD));
 }
+
 // Waits until at most N wgmma groups are pending; d's registers are written by then (the operands
 // keep the compiler from reading or moving them across the wait).
 template <int N> __device__ __forceinline__ void wgmmaWait(float *d) {
   asm volatile("wgmma.wait_group.sync.aligned %64;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : ACC64(d)
       : "n"(N)
       : "memory");
 }
@@ -155,6 +116,43 @@ struct Work {
 __device__ __forceinline__ uint64_t descB(uint32_t stage, int k) {
   const uint32_t start = stage + (k / 4) * kAtomBytes + (k % 4) * 32;
   return uint64_t((start & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+// wgmma's A in registers for a thread's columns colA and colB (rows g and g + 8 of its warp's 16):
+// K step k holds dims 16k + 2t, + 1 (registers 0, 1) and 16k + 2t + 8, + 9 (2, 3), widened to f16.
+__device__ __forceinline__ void queryFragments(const uint8_t *qt, int colA, int colB, int t, uint32_t (&a)[8][4]) {
+  auto qPair = [&](int col, int dim) {
+    return f16Pair(uint32_t(qt[col * 128 + dim]) | (uint32_t(qt[col * 128 + dim + 1]) << 8), 0);
+  };
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    a[k][0] = qPair(colA, 16 * k + 2 * t);
+    a[k][1] = qPair(colB, 16 * k + 2 * t);
+    a[k][2] = qPair(colA, 16 * k + 2 * t + 8);
+    a[k][3] = qPair(colB, 16 * k + 2 * t + 8);
+  }
+}
+
+// The max over a block's 128 tokens of a thread's two columns (rows g and g + 8 of its warp's 16
+// accumulator rows; tokens 8j + 2t + e), tokens past a row's causal edge left out where `masked`,
+// then over the quad: every lane of the quad holds both maxima.
+__device__ __forceinline__ void blockMax(const float *acc, int base, bool masked, int rowA, int rowB, int t,
+                                         float &mA, float &mB) {
+  mA = -INFINITY, mB = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int tok = base + 8 * j + 2 * t + e;
+      if (!masked || tok <= rowA)
+        mA = fmaxf(mA, acc[4 * j + e]);
+      if (!masked || tok <= rowB)
+        mB = fmaxf(mB, acc[4 * j + 2 + e]);
+    }
+  for (int x = 1; x < 4; x *= 2) {
+    mA = fmaxf(mA, __shfl_xor_sync(0xffffffffu, mA, x));
+    mB = fmaxf(mB, __shfl_xor_sync(0xffffffffu, mB, x));
+  }
 }
 
 // SPEC §5's key of a block's score: NaN as -inf, -0 as +0, order-preserving bits, block id low.
@@ -279,18 +277,8 @@ __global__ void __launch_bounds__(128 * (PW + 2), 1)
   const int ct = tid - 128 * PW, wg = ct / 128, warp = (ct % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int colA = 64 * wg + 16 * warp + g, colB = colA + 8;
   const int rowA = r0 + colA / H, rowB = r0 + colB / H, headA = colA % H, headB = colB % H;
-  const uint8_t *qt = q + (size_t(w.req) * L + r0) * H * 128;
   uint32_t a[8][4];
-  auto qPair = [&](int col, int dim) {
-    return f16Pair(uint32_t(qt[col * 128 + dim]) | (uint32_t(qt[col * 128 + dim + 1]) << 8), 0);
-  };
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    a[k][0] = qPair(colA, 16 * k + 2 * t);
-    a[k][1] = qPair(colB, 16 * k + 2 * t);
-    a[k][2] = qPair(colA, 16 * k + 2 * t + 8);
-    a[k][3] = qPair(colB, 16 * k + 2 * t + 8);
-  }
+  queryFragments(q + (size_t(w.req) * L + r0) * H * 128, colA, colB, t, a);
   auto issue = [&](int i, float *acc) {
     const uint32_t stage = ring + (i % S) * kStageBytes;
     mbarWait(bars + 8 * (i % S), (i / S) & 1);
@@ -317,21 +305,8 @@ __global__ void __launch_bounds__(128 * (PW + 2), 1)
       mbarArrive(bars + 8 * (S + i % S));
     const int blk = w.first + i, base = blk * kTokens;
     const bool masked = base + kTokens - 1 > r0; // some row of the tile sees part of the block
-    float mA = -INFINITY, mB = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int tok = base + 8 * j + 2 * t + e;
-        if (!masked || tok <= rowA)
-          mA = fmaxf(mA, acc[4 * j + e]);
-        if (!masked || tok <= rowB)
-          mB = fmaxf(mB, acc[4 * j + 2 + e]);
-      }
-    for (int x = 1; x < 4; x *= 2) {
-      mA = fmaxf(mA, __shfl_xor_sync(0xffffffffu, mA, x));
-      mB = fmaxf(mB, __shfl_xor_sync(0xffffffffu, mB, x));
-    }
+    float mA, mB;
+    blockMax(acc, base, masked, rowA, rowB, t, mA, mB);
     if constexpr (Fused) {
       // invisible blocks (past a row's causal edge) are no candidates
       const bool anyA = __any_sync(0xffffffffu, base <= rowA && scoreKey(mA, blk) > thrA);
@@ -421,18 +396,8 @@ __global__ void __launch_bounds__(256, 1)
   const int n = tid / 2, half = tid % 2;
   const int colA = 64 * wg + 16 * warp + g, colB = colA + 8;
   const int rowA = r0 + colA / H, rowB = r0 + colB / H, headA = colA % H, headB = colB % H;
-  const uint8_t *qt = q + (size_t(w.req) * L + r0) * H * 128;
   uint32_t a[8][4];
-  auto qPair = [&](int col, int dim) {
-    return f16Pair(uint32_t(qt[col * 128 + dim]) | (uint32_t(qt[col * 128 + dim + 1]) << 8), 0);
-  };
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    a[k][0] = qPair(colA, 16 * k + 2 * t);
-    a[k][1] = qPair(colB, 16 * k + 2 * t);
-    a[k][2] = qPair(colA, 16 * k + 2 * t + 8);
-    a[k][3] = qPair(colB, 16 * k + 2 * t + 8);
-  }
+  queryFragments(q + (size_t(w.req) * L + r0) * H * 128, colA, colB, t, a);
   auto load = [&](int i, uint4 &d0, uint4 &d1, uint32_t &sc) {
     const uint8_t *page = kv + size_t(pageTable[w.req * bpr + w.first + i]) * kPageBytes;
     const uint4 *dp = reinterpret_cast<const uint4 *>(page + n * 64 + half * 32);
@@ -469,21 +434,8 @@ __global__ void __launch_bounds__(256, 1)
     __syncthreads(); // block i + 1 is staged; block i's stage is free
     const int blk = w.first + i, base = blk * kTokens;
     const bool masked = base + kTokens - 1 > r0;
-    float mA = -INFINITY, mB = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int tok = base + 8 * j + 2 * t + e;
-        if (!masked || tok <= rowA)
-          mA = fmaxf(mA, acc[4 * j + e]);
-        if (!masked || tok <= rowB)
-          mB = fmaxf(mB, acc[4 * j + 2 + e]);
-      }
-    for (int x = 1; x < 4; x *= 2) {
-      mA = fmaxf(mA, __shfl_xor_sync(0xffffffffu, mA, x));
-      mB = fmaxf(mB, __shfl_xor_sync(0xffffffffu, mB, x));
-    }
+    float mA, mB;
+    blockMax(acc, base, masked, rowA, rowB, t, mA, mB);
     if (t == 0) {
       if (base <= rowA)
         scores[(size_t(headA) * numRows + size_t(w.req) * L + rowA) * width + blk] = mA;
@@ -491,12 +443,6 @@ __global__ void __launch_bounds__(256, 1)
         scores[(size_t(headB) * numRows + size_t(w.req) * L + rowB) * width + blk] = mB;
     }
   }
-}
-
-float e4m3(uint8_t b) {
-  const int e = (b >> 3) & 15, m = b & 7;
-  const float v = e ? std::ldexp(1.0f + m / 8.0f, e - 7) : std::ldexp(m / 8.0f, -6);
-  return (b & 0x80) ? -v : v;
 }
 
 } // namespace

@@ -98,6 +98,17 @@ void expectSameExactOutput(const IndexerOutput &got, const IndexerOutput &want, 
   EXPECT_EQ(got.topk, want.topk) << what;
 }
 
+// A generated case of exact values through `host`, bit for bit the reference's output.
+void expectExactlyTheReference(runtime::HostBackend &host, const GenOptions &o, const std::string &what) {
+  StatusOr<Case> c = generateCase(o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  StatusOr<IndexerOutput> got = host.run(c->view(), runtime::RunOptions{true});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  StatusOr<IndexerOutput> want = reference::runReference(c->view(), true);
+  ASSERT_TRUE(want.ok());
+  expectSameExactOutput(*got, *want, what);
+}
+
 class HostVsReference : public ::testing::TestWithParam<Family> {
 protected:
   void expectMatches(runtime::HostBackend &host);
@@ -145,13 +156,7 @@ TEST(HostBackend, StagedPrefillKeysMaskWhatRowsDoNotSee) {
     o.localBlocks = 0;
     o.prefillQueryLen = {130, 300};
     o.prefillContext = {140, 700};
-    StatusOr<Case> c = generateCase(o);
-    ASSERT_TRUE(c.ok()) << c.status().message();
-    StatusOr<IndexerOutput> got = host.run(c->view(), runtime::RunOptions{true});
-    ASSERT_TRUE(got.ok()) << got.status().message();
-    StatusOr<IndexerOutput> want = reference::runReference(c->view(), true);
-    ASSERT_TRUE(want.ok());
-    expectSameExactOutput(*got, *want, std::to_string(heads) + " heads");
+    expectExactlyTheReference(host, o, std::to_string(heads) + " heads");
   }
 }
 
@@ -245,13 +250,7 @@ TEST(HostBackend, PrefillTopkProgramsOfSeveralRowsMatchTheReference) {
   for (GenOptions *o : {&prompts, &mixed})
     o->mode = ValueMode::Exact; // every score bit comparable
   for (const GenOptions &o : {prompts, mixed}) {
-    StatusOr<Case> c = generateCase(o);
-    ASSERT_TRUE(c.ok()) << c.status().message();
-    StatusOr<IndexerOutput> got = host.run(c->view(), runtime::RunOptions{true});
-    ASSERT_TRUE(got.ok()) << got.status().message();
-    StatusOr<IndexerOutput> want = reference::runReference(c->view(), true);
-    ASSERT_TRUE(want.ok());
-    expectSameExactOutput(*got, *want, "seed " + std::to_string(o.seed));
+    expectExactlyTheReference(host, o, "seed " + std::to_string(o.seed));
   }
 }
 

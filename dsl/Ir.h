@@ -60,7 +60,8 @@ struct Op {
   Loc loc;
   std::vector<ValueId> operands;
   std::vector<ValueId> results;
-  int64_t intAttr = 0;            // constants, lane index, buffer index, arg index, for: unroll hint, stage: stages
+  int64_t intAttr = 0;            // constants, lane index, buffer index, arg index, for: unroll hint,
+                                  // stage: its stages
   double floatAttr = 0;
   std::vector<int32_t> lanesAttr; // shuffle mask
   int32_t alignAttr = 0;          // load.tile(.masked): bytes the offset's address is known aligned to

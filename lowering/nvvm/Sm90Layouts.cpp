@@ -1,8 +1,8 @@
 // sm_90's layout assignment as union-find over a tile kernel's values: ops whose operands and
 // results must share a layout (elementwise ops, a decode's bytes / scales / keys, loop-carried and
-// branch values, a stage's values and results) join one group; every op narrows the layouts its group may take; a group that
-// holds a tensor-core operand or result takes that layout when it is still allowed, any other
-// group stays blocked.
+// branch values, a stage's values and results) join one group; every op narrows the layouts its
+// group may take; a group that holds a tensor-core operand or result takes that layout when it is
+// still allowed, any other group stays blocked.
 #include "lowering/nvvm/Sm90Layouts.h"
 
 #include <mutex>

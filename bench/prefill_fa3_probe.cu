@@ -162,6 +162,15 @@ __device__ __forceinline__ uint64_t scoreKey(float v, int blk) {
   return (uint64_t(u) << 32) | uint32_t(blk);
 }
 
+// The least of the quad's (4 lanes') values.
+__device__ __forceinline__ uint64_t overQuad(uint64_t m) {
+  for (int x = 1; x < 4; x *= 2) {
+    const uint64_t o = __shfl_xor_sync(0xffffffffu, m, x);
+    m = o < m ? o : m;
+  }
+  return m;
+}
+
 // A column's running top-16 over a quad (4 lanes, 4 slots each; 0 = empty, below every key). Every
 // lane of the warp calls it (the ballot); `key` is the quad's.
 __device__ __forceinline__ void topkInsert(uint64_t (&slots)[4], uint64_t key, int lane) {
@@ -171,11 +180,7 @@ __device__ __forceinline__ void topkInsert(uint64_t (&slots)[4], uint64_t key, i
   for (int j = 1; j < 4; ++j)
     if (slots[j] < m)
       m = slots[j], mi = j;
-  uint64_t qm = m;
-  for (int x = 1; x < 4; x *= 2) {
-    const uint64_t o = __shfl_xor_sync(0xffffffffu, qm, x);
-    qm = o < qm ? o : qm;
-  }
+  const uint64_t qm = overQuad(m);
   const unsigned mine = __ballot_sync(0xffffffffu, m == qm), quad = (mine >> (lane & ~3)) & 0xF;
   const bool owner = (m == qm) && (quad & ((1u << (lane & 3)) - 1)) == 0;
   if (owner && key > qm)
@@ -293,11 +298,7 @@ __global__ void __launch_bounds__(128 * (PW + 2), 1)
     uint64_t m = sl[0];
     for (int j = 1; j < 4; ++j)
       m = sl[j] < m ? sl[j] : m;
-    for (int x = 1; x < 4; x *= 2) {
-      const uint64_t o = __shfl_xor_sync(0xffffffffu, m, x);
-      m = o < m ? o : m;
-    }
-    return m;
+    return overQuad(m);
   };
   auto finish = [&](int i, const float *acc) {
     __syncwarp();

@@ -25,6 +25,7 @@ constexpr int K = spec::kTopkBlocks;
 // case once the top 16 has filled) costs one tile load and one reduction; one that may is merged
 // into the running top keys by a bitonic network, all lanes at once (a warp's width on GPUs).
 constexpr int kScanTile = 32;
+static_assert(kScanTile == kShortTopkRowBlocks, "LaunchPlan picks topk_prefill's rows a program by this tile");
 
 // Lanes i of a kScanTile tile for which (i & bit) != 0 (none for bit kScanTile).
 Value laneBitSet(KernelBuilder &b, int bit) {
@@ -442,10 +443,12 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   // Then the longer rows (and split rows' segments), each streamed by topkSegment: a loop of its
   // own, since the pipeline's loads live across the stream had ptxas spill. A program with no
   // such row skips it (its lengths, one dependent load a row, had followed every short program).
-  b.ifThen(b.select(segment == 0, pipeline[6] > b.constInt(S), segment != 0), [&] {
+  // (a row of nblk blocks streams: longer than a tile, or a split row's segment)
+  auto streams = [&](Value nblk) { return b.select(segment == 0, nblk > b.constInt(S), segment != 0); };
+  b.ifThen(streams(pipeline[6]), [&] {
     b.forLoop(first, last, b.constInt(1), Values{}, [&](Value r, const Values &) {
       Value nblk = nblkOf(r);
-      b.ifThen(b.select(segment == 0, nblk > b.constInt(S), segment != 0), [&] {
+      b.ifThen(streams(nblk), [&] {
         Value headRow = headRowOf(r);
         topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment,
                     [&](Value) { return b.constInt(0, Elem::I1); }, // validated on the host

@@ -299,7 +299,7 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       /tmp/ipc-push-probe ${IPC_PROBE_ARGS:-200 1024 8192 2000} 2>&1 | tee -a "$OUT/gpu-ipc.log" ;;
     fa3) # the prefill score in FlashAttention-3's layout, by hand
       nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-      "$nvcc" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/prefill_fa3_probe.cu -o /tmp/fa3-probe
+      "$nvcc" -O3 -std=c++20 -gencode arch=compute_90a,code=sm_90a bench/prefill_fa3_probe.cu -o /tmp/fa3-probe
       IFS=';' read -r -a fshapes <<<"${FA3_SHAPES:-4 32768 1 64;4 32768 1 16;4 32768 4 64;1 131072 1 64;64 2048 1 16;16 4096 1 32}"
       for shape in "${fshapes[@]}"; do
         # shellcheck disable=SC2086

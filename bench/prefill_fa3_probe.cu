@@ -17,7 +17,8 @@
 // Each variant's scores are compared on sampled (row, head, block) with exact (double) ones as a
 // multiple of the fp32 bound the product's checker allows, then timed after an L2 flush (CUDA
 // events, median of 20). Causal FLOPs = P x H x 256 x L(L+1)/2. Built with nvcc for sm_90a by
-// `bash bench/gpu.sh fa3`. Usage: prefill_fa3_probe P L H [BLOCKS_PER_CTA]
+// `bash bench/gpu.sh fa3`. Usage: prefill_fa3_probe P L H [BLOCKS_PER_CTA [all]] (all: also the
+// forms measured and dropped, RESULTS 2026-12-06 (8)).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -78,6 +79,15 @@ __device__ __forceinline__ void wgmma128(float *d, const uint32_t *a, uint64_t d
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scaleD));
 }
 
+// The same with A from shared memory too (both K-major: no transposes).
+__device__ __forceinline__ void wgmma128ss(float *d, uint64_t descA, uint64_t descB, int scaleD) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}"
+      : ACC64(d)
+      : "l"(descA), "l"(descB), "r"(scaleD));
+}
+
 // Waits until at most N wgmma groups are pending; d's registers are written by then (the operands
 // keep the compiler from reading or moving them across the wait).
 template <int N> __device__ __forceinline__ void wgmmaWait(float *d) {
@@ -108,14 +118,59 @@ __device__ __forceinline__ void decodeHalf(const uint32_t (&words)[8], uint32_t 
   }
 }
 
+// The same dims as f16 straight from a per-scale table of the keys' f16 bytes (low bytes in .x/.y,
+// high bytes in .z/.w): two lookups and two byte interleaves per 4 codes instead of two widenings.
+__device__ __forceinline__ void decodeHalf16(const uint32_t (&words)[8], uint32_t scales, const uint4 *table,
+                                             uint8_t *stage, int n, int half) {
+#pragma unroll
+  for (int gi = 0; gi < 4; ++gi) {
+    const uint4 tab = table[(scales >> (8 * gi)) & 0xFF];
+    uint32_t o[8];
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      const uint32_t x = words[2 * gi + w], codes = x & 0x77777777u, even = x << 4;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) { // codes 0-3, then 4-7
+        const uint32_t sel = e ? codes >> 16 : codes;
+        const uint32_t sign = prmt(even, x, e ? 0xFBEA : 0xD9C8) & 0x80808080u;
+        const uint32_t lo = prmt(tab.x, tab.y, sel), hi = prmt(tab.z, tab.w, sel) ^ sign;
+        o[4 * w + 2 * e] = prmt(lo, hi, 0x5140);
+        o[4 * w + 2 * e + 1] = prmt(lo, hi, 0x7362);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int c = 2 * gi + h;
+      *reinterpret_cast<uint4 *>(stage + half * kAtomBytes + (n / 8) * 1024 + (n % 8) * 128 + ((c ^ (n % 8)) * 16)) =
+          uint4{o[4 * h], o[4 * h + 1], o[4 * h + 2], o[4 * h + 3]};
+    }
+  }
+}
+
+// Key bytes of the f16 table from the E4M3 one: entry s holds the 8 codes' f16 low bytes, then high.
+__global__ void fillTable16(const uint8_t *table, uint8_t *table16) {
+  const int s = blockIdx.x, c = threadIdx.x;
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(table[s * 8 + c]), __NV_E4M3);
+  table16[s * 16 + c] = uint8_t(h.x), table16[s * 16 + 8 + c] = uint8_t(h.x >> 8);
+}
+
 struct Work {
   int req, tile, first, last; // request, row tile, blocks [first, last)
 };
 
-// B's descriptor (K-major, 128-byte swizzle; 8-row groups 1024 bytes apart) at K step k of a stage.
-__device__ __forceinline__ uint64_t descB(uint32_t stage, int k) {
-  const uint32_t start = stage + (k / 4) * kAtomBytes + (k % 4) * 32;
+// A K-major, 128-byte-swizzled operand's descriptor (8-row groups 1024 bytes apart) from `start`.
+__device__ __forceinline__ uint64_t descAt(uint32_t start) {
   return uint64_t((start & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+// B's descriptor at K step k of a stage.
+__device__ __forceinline__ uint64_t descB(uint32_t stage, int k) {
+  return descAt(stage + (k / 4) * kAtomBytes + (k % 4) * 32);
+}
+
+// A's descriptor at K step k for 64-row tile m of 256 query rows staged as B is (two 64-dim atoms).
+__device__ __forceinline__ uint64_t descA256(uint32_t qs, int m, int k) {
+  return descAt(qs + (k / 4) * 256 * 128 + m * 8 * 1024 + (k % 4) * 32);
 }
 
 // wgmma's A in registers for a thread's columns colA and colB (rows g and g + 8 of its warp's 16):
@@ -190,29 +245,56 @@ __device__ __forceinline__ void topkInsert(uint64_t (&slots)[4], uint64_t key, i
         slots[j] = key;
 }
 
-// PW producer warpgroups: 1 (each thread a token) or 2 (each thread half a token: twice the warps
-// to hide the decode's latency; 512 threads leave 128 registers a thread, no setmaxnreg).
-template <int S, bool Overlap, bool Fused = false, bool SkipDecode = false, int PW = 1>
-__global__ void __launch_bounds__(128 * (PW + 2), 1)
+// A form of the kernel. producers: 1 warpgroup (each thread a token) or 2 (each thread half a
+// token: twice the warps to hide the decode's latency). overlap: the next block's wgmma before this
+// block's max (setmaxnreg). f16Table: keys decoded by the f16 table (decodeHalf16). decode false:
+// the consumers' and the ring's ceiling (stale keys); consume false: the producers' (no wgmma).
+// cols 256: each consumer warpgroup 128 query columns as two m64 tiles, A from shared memory (the
+// queries staged once, f16, swizzled as B is), so a decoded block feeds twice the tensor work.
+struct Form {
+  int stages, producers = 1;
+  bool overlap = false, f16Table = false, decode = true, consume = true, fused = false;
+  int cols = 128;
+};
+
+template <Form F>
+__global__ void __launch_bounds__(128 * (F.producers + 2), 1)
     scoreFa3(const uint8_t *kv, const int *pageTable, const uint8_t *q, const uint8_t *tableG, const Work *work,
              int L, int H, int bpr, int width, size_t numRows, float *scores, int *topk) {
+  constexpr int S = F.stages, PW = F.producers;
+  constexpr bool Overlap = F.overlap, Fused = F.fused;
+  // setmaxnreg moves registers within what the launch allocated (a sum above it waits forever):
+  // 384 x 168 >= 128 x 56 + 256 x 224 (two accumulator sets) or 128 x 64 + 256 x 216 (one, wide);
+  // 512 x 128 = 256 x 72 + 256 x 184.
+  constexpr int kProducerRegs = PW == 2 ? 72 : Overlap ? 56 : 64, kConsumerRegs = PW == 2 ? 184 : Overlap ? 224 : 216;
+  constexpr bool kMoveRegs = Overlap || F.cols == 256;
   extern __shared__ uint8_t raw[];
   uint8_t *smem = raw + ((1024 - (smemAddr(raw) & 1023)) & 1023);
   const uint32_t ring = smemAddr(smem);
-  uint2 *table = reinterpret_cast<uint2 *>(smem + S * kStageBytes);
-  const uint32_t bars = smemAddr(smem + S * kStageBytes + 2048); // full[S], then empty[S]
+  uint2 *table = reinterpret_cast<uint2 *>(smem + S * kStageBytes); // E4M3 (2 KB) or f16 (4 KB)
+  const uint32_t bars = smemAddr(smem + S * kStageBytes + 4096); // full[S], then empty[S]
   const int tid = threadIdx.x;
   if (tid == 0)
     for (int s = 0; s < S; ++s) {
       mbarInit(bars + 8 * s, 128 * PW); // full: every producer thread
       mbarInit(bars + 8 * (S + s), 8); // empty: each consumer warp
     }
-  for (int i = tid; i < 256; i += blockDim.x)
+  for (int i = tid; i < (F.f16Table ? 512 : 256); i += blockDim.x)
     table[i] = reinterpret_cast<const uint2 *>(tableG)[i];
   __syncthreads();
   const Work w = work[blockIdx.x];
-  const int nblk = w.last - w.first, rowsPerTile = kCols / H, r0 = w.tile * rowsPerTile;
+  const int nblk = w.last - w.first, rowsPerTile = F.cols / H, r0 = w.tile * rowsPerTile;
+  auto decode = [&](const uint32_t (&words)[8], uint32_t sc, uint8_t *stage, int n, int half) {
+    if constexpr (!F.decode)
+      return;
+    else if constexpr (F.f16Table)
+      decodeHalf16(words, sc, reinterpret_cast<const uint4 *>(table), stage, n, half);
+    else
+      decodeHalf(words, sc, table, stage, n, half);
+  };
   if (PW == 2 && tid < 256) { // producer, half a token a thread
+    if constexpr (kMoveRegs)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
     const int n = tid / 2, half = tid % 2;
     auto load = [&](int i, uint4 &d0, uint4 &d1, uint32_t &sc) {
       const uint8_t *page = kv + size_t(pageTable[w.req * bpr + w.first + i]) * kPageBytes;
@@ -230,7 +312,7 @@ __global__ void __launch_bounds__(128 * (PW + 2), 1)
       if (i >= S)
         mbarWait(bars + 8 * (S + s), ((i / S) - 1) & 1);
       const uint32_t words[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
-      decodeHalf(words, sc, table, smem + s * kStageBytes, n, half);
+      decode(words, sc, smem + s * kStageBytes, n, half);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       mbarArrive(bars + 8 * s);
       d0 = n0, d1 = n1, sc = nsc;
@@ -238,10 +320,8 @@ __global__ void __launch_bounds__(128 * (PW + 2), 1)
     return;
   }
   if (PW == 1 && tid < 128) { // producer
-    // (setmaxnreg moves registers within what the launch allocated: 384 x 168 = 128 x 56 + 256 x 224;
-    // a sum above it waits forever)
-    if constexpr (Overlap)
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+    if constexpr (kMoveRegs)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
     const int n = tid;
     auto load = [&](int i, uint4 *d, uint2 &sc) {
       const uint8_t *page = kv + size_t(pageTable[w.req * bpr + w.first + i]) * kPageBytes;
@@ -262,10 +342,8 @@ __global__ void __launch_bounds__(128 * (PW + 2), 1)
       uint8_t *stage = smem + s * kStageBytes;
       const uint32_t lo[8] = {d[0].x, d[0].y, d[0].z, d[0].w, d[1].x, d[1].y, d[1].z, d[1].w};
       const uint32_t hi[8] = {d[2].x, d[2].y, d[2].z, d[2].w, d[3].x, d[3].y, d[3].z, d[3].w};
-      if constexpr (!SkipDecode) { // else: the ceiling of the consumers and the ring alone
-        decodeHalf(lo, sc.x, table, stage, n, 0);
-        decodeHalf(hi, sc.y, table, stage, n, 1);
-      }
+      decode(lo, sc.x, stage, n, 0);
+      decode(hi, sc.y, stage, n, 1);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       mbarArrive(bars + 8 * s);
       if (i + 1 < nblk) {
@@ -277,9 +355,57 @@ __global__ void __launch_bounds__(128 * (PW + 2), 1)
     return;
   }
   // consumers
-  if constexpr (Overlap)
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
+  if constexpr (kMoveRegs)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
   const int ct = tid - 128 * PW, wg = ct / 128, warp = (ct % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  if constexpr (F.cols == 256) {
+    // The queries once: column ct's 128 bytes widened to f16 into the swizzled A buffer.
+    uint8_t *qs = smem + S * kStageBytes + 4096 + 1024;
+    const uint8_t *qt = q + (size_t(w.req) * L + r0) * H * 128 + size_t(ct) * 128;
+#pragma unroll
+    for (int c = 0; c < 16; ++c) {
+      const uint2 b8 = *reinterpret_cast<const uint2 *>(qt + 8 * c);
+      *reinterpret_cast<uint4 *>(qs + (c / 8) * 256 * 128 + (ct / 8) * 1024 + (ct % 8) * 128 +
+                                 (((c % 8) ^ (ct % 8)) * 16)) =
+          uint4{f16Pair(b8.x, 0), f16Pair(b8.x, 1), f16Pair(b8.y, 0), f16Pair(b8.y, 1)};
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("bar.sync 1, 256;" ::: "memory"); // the consumers only
+    const uint32_t qsAddr = smemAddr(qs);
+    float acc[2][64];
+    for (int i = 0; i < nblk; ++i) {
+      const uint32_t stage = ring + (i % S) * kStageBytes;
+      mbarWait(bars + 8 * (i % S), (i / S) & 1);
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+          wgmma128ss(acc[m], descA256(qsAddr, 2 * wg + m, k), descB(stage, k), k > 0);
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      wgmmaWait<0>(acc[0]);
+      wgmmaWait<0>(acc[1]);
+      __syncwarp();
+      if (lane == 0)
+        mbarArrive(bars + 8 * (S + i % S));
+      const int blk = w.first + i, base = blk * kTokens;
+      const bool masked = base + kTokens - 1 > r0;
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        const int colA = 128 * wg + 64 * m + 16 * warp + g, colB = colA + 8;
+        const int rowA = r0 + colA / H, rowB = r0 + colB / H;
+        float mA, mB;
+        blockMax(acc[m], base, masked, rowA, rowB, t, mA, mB);
+        if (t == 0) {
+          if (base <= rowA)
+            scores[(size_t(colA % H) * numRows + size_t(w.req) * L + rowA) * width + blk] = mA;
+          if (base <= rowB)
+            scores[(size_t(colB % H) * numRows + size_t(w.req) * L + rowB) * width + blk] = mB;
+        }
+      }
+    }
+    return;
+  }
   const int colA = 64 * wg + 16 * warp + g, colB = colA + 8;
   const int rowA = r0 + colA / H, rowB = r0 + colB / H, headA = colA % H, headB = colB % H;
   uint32_t a[8][4];
@@ -328,7 +454,14 @@ __global__ void __launch_bounds__(128 * (PW + 2), 1)
     }
   };
   float acc0[64], acc1[64];
-  if constexpr (!Overlap) {
+  if constexpr (!F.consume) {
+    for (int i = 0; i < nblk; ++i) {
+      mbarWait(bars + 8 * (i % S), (i / S) & 1);
+      __syncwarp();
+      if (lane == 0)
+        mbarArrive(bars + 8 * (S + i % S));
+    }
+  } else if constexpr (!Overlap) {
     for (int i = 0; i < nblk; ++i) {
       issue(i, acc0);
       wgmmaWait<0>(acc0);
@@ -450,7 +583,7 @@ __global__ void __launch_bounds__(256, 1)
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: prefill_fa3_probe P L H [BLOCKS_PER_CTA]\n");
+    std::fprintf(stderr, "usage: prefill_fa3_probe P L H [BLOCKS_PER_CTA [all]]\n");
     return 2;
   }
   const int P = std::atoi(argv[1]), L = std::atoi(argv[2]), H = std::atoi(argv[3]);
@@ -460,6 +593,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   const int bpr = L / kTokens, width = bpr, rowsPerTile = kCols / H;
+  if (L % (256 / H)) {
+    std::fprintf(stderr, "L must be a multiple of 256 / H\n");
+    return 2;
+  }
   const size_t numRows = size_t(P) * L, pages = size_t(P) * bpr, kvBytes = pages * kPageBytes;
   std::vector<int> order(pages);
   std::iota(order.begin(), order.end(), 0);
@@ -469,31 +606,40 @@ int main(int argc, char **argv) {
     uint8_t b = uint8_t(mix(i + 77));
     qh[i] = (b & 0x7F) == 0x7F ? b ^ 1 : b; // no NaN queries
   }
-  // Work: (request, row tile, a run of bpp blocks), the tiles that see most first.
-  std::vector<Work> work;
-  for (int tile = L / rowsPerTile - 1; tile >= 0; --tile)
-    for (int req = 0; req < P; ++req) {
-      const int blocks = (tile * rowsPerTile + rowsPerTile - 1) / kTokens + 1;
-      for (int f = 0; f < blocks; f += bpp)
-        work.push_back({req, tile, f, std::min(f + bpp, blocks)});
-    }
-  uint8_t *kv, *q, *table, *flush;
+  // Work: (request, row tile, a run of bpp blocks), the tiles that see most first; row tiles of
+  // 128 / H rows (work) or 256 / H (wide).
+  auto makeWork = [&](int tileRows) {
+    std::vector<Work> list;
+    for (int tile = L / tileRows - 1; tile >= 0; --tile)
+      for (int req = 0; req < P; ++req) {
+        const int blocks = (tile * tileRows + tileRows - 1) / kTokens + 1;
+        for (int f = 0; f < blocks; f += bpp)
+          list.push_back({req, tile, f, std::min(f + bpp, blocks)});
+      }
+    return list;
+  };
+  const std::vector<Work> work = makeWork(rowsPerTile), wide = makeWork(2 * rowsPerTile);
+  uint8_t *kv, *q, *table, *table16, *flush;
   int *pt;
-  Work *wd;
+  Work *wd, *wdWide;
   float *out;
   const size_t outN = size_t(H) * numRows * width, flushBytes = size_t(512) << 20;
   CHECK(cudaMalloc(&kv, kvBytes));
   CHECK(cudaMalloc(&q, qh.size()));
   CHECK(cudaMalloc(&table, 256 * 8));
+  CHECK(cudaMalloc(&table16, 256 * 16));
   CHECK(cudaMalloc(&flush, flushBytes));
   CHECK(cudaMalloc(&pt, pages * sizeof(int)));
   CHECK(cudaMalloc(&wd, work.size() * sizeof(Work)));
+  CHECK(cudaMalloc(&wdWide, wide.size() * sizeof(Work)));
+  CHECK(cudaMemcpy(wdWide, wide.data(), wide.size() * sizeof(Work), cudaMemcpyHostToDevice));
   CHECK(cudaMalloc(&out, outN * sizeof(float)));
   CHECK(cudaMemcpy(q, qh.data(), qh.size(), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(pt, order.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(wd, work.data(), work.size() * sizeof(Work), cudaMemcpyHostToDevice));
   fillPages<<<4096, 256>>>(kv, kvBytes);
   fillTable<<<256, 8>>>(table);
+  fillTable16<<<256, 8>>>(table, table16);
   CHECK(cudaDeviceSynchronize());
   std::vector<uint8_t> th(256 * 8);
   CHECK(cudaMemcpy(th.data(), table, th.size(), cudaMemcpyDeviceToHost));
@@ -533,14 +679,18 @@ int main(int argc, char **argv) {
 
   EventTimer timer;
   timer.flush = flush, timer.flushBytes = flushBytes;
-  auto runVariant = [&](const char *name, auto kernel, int stages, int threads = 384) {
-    const int smemBytes = stages * kStageBytes + 2048 + 1024 + 64;
+  auto runVariant = [&](const char *name, auto kernel, int stages, int threads = 384, bool checked = true,
+                        const uint8_t *tab = nullptr, int cols = 128) {
+    tab = tab ? tab : table;
+    const int smemBytes = stages * kStageBytes + 4096 + 1024 + (cols == 256 ? 65536 : 64) + 1024;
+    const size_t ctas = cols == 256 ? wide.size() : work.size();
+    const Work *wl = cols == 256 ? wdWide : wd;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
     auto launch = [&] {
       if constexpr (std::is_same_v<decltype(kernel), decltype(&scoreInterleaved)>)
-        kernel<<<work.size(), threads, smemBytes>>>(kv, pt, q, table, wd, L, H, bpr, width, numRows, out);
+        kernel<<<ctas, threads, smemBytes>>>(kv, pt, q, tab, wl, L, H, bpr, width, numRows, out);
       else
-        kernel<<<work.size(), threads, smemBytes>>>(kv, pt, q, table, wd, L, H, bpr, width, numRows, out, nullptr);
+        kernel<<<ctas, threads, smemBytes>>>(kv, pt, q, tab, wl, L, H, bpr, width, numRows, out, nullptr);
     };
     CHECK(cudaMemset(out, 0xFF, outN * sizeof(float)));
     launch();
@@ -559,18 +709,41 @@ int main(int argc, char **argv) {
     }
     const double ms = timer.medianMs(launch, 2);
     CHECK(cudaGetLastError());
-    std::printf("  %-22s %.3f ms, %.0f TFLOP/s causal; %zu samples, error / fp32 bound worst %.3f, %zu over 1\n", name,
-                ms, flop / (ms * 1e9), samples.size(), worst, over);
+    if (checked)
+      std::printf("  %-30s %.3f ms, %.0f TFLOP/s causal; %zu samples, error / fp32 bound worst %.3f, %zu over 1\n",
+                  name, ms, flop / (ms * 1e9), samples.size(), worst, over);
+    else
+      std::printf("  %-30s %.3f ms, %.0f TFLOP/s causal (scores unchecked)\n", name, ms, flop / (ms * 1e9));
   };
-  runVariant("2 stages", scoreFa3<2, false>, 2);
-  runVariant("3 stages", scoreFa3<3, false>, 3);
-  runVariant("2 stages, overlap", scoreFa3<2, true>, 2);
-  runVariant("4 stages, overlap", scoreFa3<4, true>, 4);
-  runVariant("one group, 2 stages", scoreInterleaved, 2, 256);
-  runVariant("3 stages, 2 producers", scoreFa3<3, false, false, false, 2>, 3, 512);
-  runVariant("4 stages, 2 producers", scoreFa3<4, false, false, false, 2>, 4, 512);
-  runVariant("3, overlap, no decode", scoreFa3<3, true, false, true>, 3); // scores unchecked: stale keys
-  runVariant("3 stages, overlap", scoreFa3<3, true>, 3);
+  const bool all = argc > 5 && std::strcmp(argv[5], "all") == 0; // else the forms still in question
+  if (all) {
+    runVariant("2 stages", scoreFa3<Form{2}>, 2);
+    runVariant("2 stages, overlap", scoreFa3<Form{2, 1, true}>, 2);
+    runVariant("4 stages, overlap", scoreFa3<Form{4, 1, true}>, 4);
+    runVariant("one group, 2 stages", scoreInterleaved, 2, 256);
+  }
+  runVariant("3 stages", scoreFa3<Form{3}>, 3);
+  runVariant("3 stages, overlap", scoreFa3<Form{3, 1, true}>, 3);
+  runVariant("3, overlap, no decode", scoreFa3<Form{3, 1, true, false, false}>, 3, 384, false);
+  runVariant("3, decode only", scoreFa3<Form{3, 1, false, false, true, false}>, 3, 384, false);
+  runVariant("3, f16 table", scoreFa3<Form{3, 1, false, true}>, 3, 384, true, table16);
+  runVariant("3, overlap, f16 table", scoreFa3<Form{3, 1, true, true}>, 3, 384, true, table16);
+  runVariant("3, f16 table, decode only", scoreFa3<Form{3, 1, false, true, true, false}>, 3, 384, false, table16);
+  runVariant("3, 2 producers", scoreFa3<Form{3, 2}>, 3, 512);
+  runVariant("4, 2 producers", scoreFa3<Form{4, 2}>, 4, 512);
+  runVariant("3, 2 producers, overlap", scoreFa3<Form{3, 2, true}>, 3, 512);
+  runVariant("3, 2 producers, f16 table", scoreFa3<Form{3, 2, false, true}>, 3, 512, true, table16);
+  runVariant("3, 2 prod, overlap, f16 table", scoreFa3<Form{3, 2, true, true}>, 3, 512, true, table16);
+  runVariant("3, 2 producers, decode only", scoreFa3<Form{3, 2, false, false, true, false}>, 3, 512, false);
+  runVariant("3, 2 prod, f16, decode only", scoreFa3<Form{3, 2, false, true, true, false}>, 3, 512, false, table16);
+  runVariant("wide, 3 stages", scoreFa3<Form{3, 1, false, false, true, true, false, 256}>, 3, 384, true, nullptr, 256);
+  runVariant("wide, 4 stages", scoreFa3<Form{4, 1, false, false, true, true, false, 256}>, 4, 384, true, nullptr, 256);
+  runVariant("wide, 3, f16 table", scoreFa3<Form{3, 1, false, true, true, true, false, 256}>, 3, 384, true, table16, 256);
+  runVariant("wide, 3, 2 producers", scoreFa3<Form{3, 2, false, false, true, true, false, 256}>, 3, 512, true, nullptr, 256);
+  runVariant("wide, 3, 2 prod, f16 table", scoreFa3<Form{3, 2, false, true, true, true, false, 256}>, 3, 512, true, table16, 256);
+  runVariant("wide, 3, no decode", scoreFa3<Form{3, 1, false, false, false, true, false, 256}>, 3, 384, false, nullptr, 256);
+  if (!all)
+    return 0;
 
   // The top-16 fused into the score: a CTA takes a row tile's every block and keeps each column's
   // 16 best keys in its quad; checked against the top-16 of the scores just written (the same
@@ -585,8 +758,8 @@ int main(int argc, char **argv) {
   CHECK(cudaMalloc(&wholeD, whole.size() * sizeof(Work)));
   CHECK(cudaMalloc(&topk, topkN * sizeof(int)));
   CHECK(cudaMemcpy(wholeD, whole.data(), whole.size() * sizeof(Work), cudaMemcpyHostToDevice));
-  auto fused = scoreFa3<3, true, true>;
-  const int smemBytes = 3 * kStageBytes + 2048 + 1024 + 64;
+  auto fused = scoreFa3<Form{3, 1, true, false, true, true, true}>;
+  const int smemBytes = 3 * kStageBytes + 4096 + 1024 + 64;
   CHECK(cudaFuncSetAttribute(fused, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
   auto launchFused = [&] {
     fused<<<whole.size(), 384, smemBytes>>>(kv, pt, q, table, wholeD, L, H, bpr, width, numRows, out, topk);

@@ -364,6 +364,19 @@ Value KernelBuilder::loadTile(Buffer buf, Value offset, int lanes, Value limit, 
   return aligned(loadTile(buf, offset, lanes, limit), OpKind::LoadTileMasked, alignBytes);
 }
 
+Value KernelBuilder::loadGather(Buffer buf, Value offsets, Value mask, SourceAt at) {
+  LocScope scope(*this, at);
+  const int lanes = offsets.type().isTile() ? offsets.type().lanes : 1;
+  if (!live({offsets, mask}))
+    return poison(tile(buf.elem, lanes));
+  check(buf.index >= 0 && buf.index < static_cast<int>(k_.buffers.size()), "load.gather: unknown buffer");
+  check(offsets.type().isTile() && offsets.type() == tile(Elem::I64, lanes) && mask.type() == tile(Elem::I1, lanes),
+        fmt::format("load.gather: offsets {} and mask {} must be i64 and i1 tiles of one lane count",
+                    offsets.type().str(), mask.type().str()));
+  check(buf.access != Access::Write, "load.gather: buffer is write-only");
+  return emit1(OpKind::LoadGather, {offsets, mask}, tile(buf.elem, lanes), buf.index);
+}
+
 void KernelBuilder::store(Buffer buf, Value offset, Value v, SourceAt at) {
   LocScope scope(*this, at);
   if (!live({offset, v}))

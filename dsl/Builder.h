@@ -108,6 +108,10 @@ public:
   // The same with offset's address aligned to alignBytes, as above.
   Value loadTile(Buffer buf, Value offset, int lanes, Value limit, int alignBytes,
                  SourceAt at = SourceAt::current());
+  // Lane i: buf[offsets[i]] where mask[i], else 0 without touching memory (offsets tile<N x i64>,
+  // mask tile<N x i1>; masked-off offsets may be anything): rows of a strided buffer gathered into
+  // one tile, e.g. a thread's own row in its lanes.
+  Value loadGather(Buffer buf, Value offsets, Value mask, SourceAt at = SourceAt::current());
   void store(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
   void storeTile(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
   // buf[offsets[i]] = v[i] for the lanes where mask[i] (offsets tile<N x i64>, mask tile<N x i1>);

@@ -185,6 +185,15 @@ class LoadTileMaskedLowering final : public GpuPattern<tile::LoadTileMaskedOp> {
   }
 };
 
+class LoadGatherLowering final : public GpuPattern<tile::LoadGatherOp> {
+  using GpuPattern::GpuPattern;
+  Values lower(tile::LoadGatherOp op, Adaptor a) const override {
+    auto t = cast<ShapedType>(op.getType());
+    return {kernel_.gpu().loadGather(a.getBuffer(), a.getOffsets(), a.getMask(), t.getNumElements(),
+                                     t.getElementType())};
+  }
+};
+
 // Scalars are uniform: one thread writes.
 class StoreLowering final : public GpuPattern<tile::StoreOp> {
   using GpuPattern::GpuPattern;
@@ -285,7 +294,7 @@ class StageLowering final : public GpuPattern<tile::StageOp> {
 void populateGpuOpPatterns(const TypeConverter &converter, RewritePatternSet &patterns, GpuKernelState &kernel) {
   patterns.add<ElementwiseOnTiles, ExtractLowering, ExtractAtLowering, ShuffleLowering,
                ReduceLowering<tile::ReduceAddOp, true>, ReduceLowering<tile::ReduceMaxOp, false>, DotLowering,
-               FoldMaxLowering, ReduceMaxGroupsLowering, LoadLowering, LoadTileLowering, LoadTileMaskedLowering,
+               FoldMaxLowering, ReduceMaxGroupsLowering, LoadLowering, LoadTileLowering, LoadTileMaskedLowering, LoadGatherLowering,
                StoreLowering, StoreTileLowering, StoreScatterLowering, AtomicAddLowering,
                GridOrderLowering<tile::GridAwaitOp>, GridOrderLowering<tile::GridReleaseOp>, DecodeNvfp4Lowering,
                DotTilesLowering, ConvertLayoutLowering, StageLowering>(converter, patterns.getContext(), kernel);

@@ -185,10 +185,26 @@ mlir::Value GpuThreads::lanePermutation(mlir::Value a, mlir::Value b, int64_t la
   return vector::BroadcastOp::create(b_, VectorType::get({1}, v.getType()), v);
 }
 
+mlir::Value GpuThreads::inThreadPermutation(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask) {
+  const int64_t outLanes = static_cast<int64_t>(mask.size()), k = chunk(lanes), kOut = chunk(outLanes);
+  if (partial(lanes) || partial(outLanes) || k * kOut < 2) // one lane a thread each: lanePermutation
+    return {};
+  SmallVector<int64_t> picks(kOut, -1); // output j of each thread: element picks[j] of a ++ b
+  for (int64_t i = 0; i < outLanes; ++i) {
+    const int64_t from = mask[i] % lanes, pick = (mask[i] >= lanes ? k : 0) + from % k;
+    if (from / k != i / kOut || (picks[i % kOut] >= 0 && picks[i % kOut] != pick))
+      return {};
+    picks[i % kOut] = pick;
+  }
+  return vector::ShuffleOp::create(b_, a, b, picks);
+}
+
 // A general lane permutation through the workgroup buffer: all threads write their lanes of a and
 // b, wait, read the lanes the mask names, wait (so the buffer can be reused).
 mlir::Value GpuThreads::shuffle(mlir::Value a, mlir::Value b, int64_t lanes, ArrayRef<int32_t> mask,
                                 dsl::Elem elem, std::array<bool, 2> splat) {
+  if (mlir::Value v = inThreadPermutation(a, b, lanes, mask))
+    return v;
   if (mlir::Value v = lanePermutation(a, b, lanes, mask, splat))
     return v;
   const bool isBool = elem == dsl::Elem::I1;
@@ -284,6 +300,32 @@ void GpuThreads::storeTile(mlir::Value buf, mlir::Value off, mlir::Value v, int6
   OpBuilder::InsertionGuard g(b_);
   b_.setInsertionPoint(guard.thenBlock()->getTerminator());
   vector::StoreOp::create(b_, v, buf, ValueRange{toIndex(b_, at)});
+}
+
+// Each lane loads where its mask is set (and, in a tile narrower than the program, where its
+// thread holds a lane at all: the others' offsets may be anything), else keeps 0.
+mlir::Value GpuThreads::loadGather(mlir::Value buf, mlir::Value offsets, mlir::Value mask, int64_t lanes,
+                                   mlir::Type elem) {
+  const int64_t k = cast<VectorType>(offsets.getType()).getNumElements();
+  SmallVector<mlir::Value> loaded;
+  for (int64_t j = 0; j < k; ++j) {
+    mlir::Value on = vector::ExtractOp::create(b_, mask, ArrayRef<int64_t>{j});
+    if (partial(lanes))
+      on = arith::AndIOp::create(b_, on, laneBelow(lanes));
+    // An scf.if with results is built without terminators: each branch yields its value.
+    auto guard = scf::IfOp::create(b_, TypeRange{elem}, on, true);
+    {
+      OpBuilder::InsertionGuard g(b_);
+      b_.setInsertionPointToEnd(guard.thenBlock());
+      scf::YieldOp::create(
+          b_, ValueRange{memref::LoadOp::create(
+                  b_, buf, ValueRange{toIndex(b_, vector::ExtractOp::create(b_, offsets, ArrayRef<int64_t>{j}))})});
+      b_.setInsertionPointToEnd(guard.elseBlock());
+      scf::YieldOp::create(b_, ValueRange{constant(b_, elem, 0)});
+    }
+    loaded.push_back(guard.getResult(0));
+  }
+  return vector::FromElementsOp::create(b_, VectorType::get({k}, elem), loaded);
 }
 
 // Each thread stores its own lanes where their mask is set (and, in a tile narrower than the

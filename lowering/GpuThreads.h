@@ -60,6 +60,9 @@ public:
   // As loadTile, lanes at or past min(limit, lanes) 0 (no memory touched for them).
   mlir::Value loadTileMasked(mlir::Value buf, mlir::Value off, mlir::Value limit, int64_t lanes, mlir::Type elem,
                              int64_t alignBytes = 0);
+  // Lane i: buf[offsets[i]] where mask[i], else 0; each thread its own lanes (none past a narrow
+  // tile's).
+  mlir::Value loadGather(mlir::Value buf, mlir::Value offsets, mlir::Value mask, int64_t lanes, mlir::Type elem);
   void storeTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes);
   void storeScatter(mlir::Value buf, mlir::Value offsets, mlir::Value v, mlir::Value mask, int64_t lanes);
   // buf[at] += v for the whole program, between a release and an acquire fence of the device's
@@ -70,6 +73,10 @@ public:
   mlir::Value threadScales(mlir::Value scales, int64_t scaleLanes, int64_t perThread);
 
 private:
+  // A vector shuffle of the thread's own lanes, where every output lane's source is in its own
+  // thread's chunk, at the same place in every thread (an xor below the chunk, the first half of
+  // each chunk, a thread's one lane to all of its lanes of a wider tile); else null.
+  mlir::Value inThreadPermutation(mlir::Value a, mlir::Value b, int64_t lanes, llvm::ArrayRef<int32_t> mask);
   // One warp shuffle per operand and a select, where the mask is a shift or an xor; else null.
   mlir::Value lanePermutation(mlir::Value a, mlir::Value b, int64_t lanes, llvm::ArrayRef<int32_t> mask,
                               std::array<bool, 2> splat);

@@ -179,6 +179,14 @@ LogicalResult LoadTileMaskedOp::verify() {
     return failure();
   return alignment(*this, getAlign());
 }
+LogicalResult LoadGatherOp::verify() {
+  if (failed(bufferValue(*this, getBuffer().getType(), getType())))
+    return failure();
+  const int64_t lanes = lanesOf(getType());
+  if (lanesOf(getOffsets().getType()) != lanes || lanesOf(getMask().getType()) != lanes)
+    return emitOpError("offsets and mask must have the result's ") << lanes << " lanes";
+  return success();
+}
 LogicalResult StoreOp::verify() { return bufferValue(*this, getBuffer().getType(), getValue().getType()); }
 LogicalResult StoreTileOp::verify() { return bufferValue(*this, getBuffer().getType(), getValue().getType()); }
 LogicalResult StoreScatterOp::verify() {

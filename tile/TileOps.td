@@ -149,6 +149,15 @@ def Tile_LoadTileMaskedOp : Tile_Op<"load_tile_masked"> {
   let hasVerifier = 1;
 }
 
+def Tile_LoadGatherOp : Tile_Op<"load_gather"> {
+  let summary = "lane i: element offsets[i] of a buffer where mask[i], else 0 (no memory touched)";
+  let arguments = (ins Arg<Tile_Buffer, "", [MemRead]>:$buffer, 1DTensorOf<[I64]>:$offsets, 1DTensorOf<[I1]>:$mask);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$buffer `[` $offsets `]` `,` $mask attr-dict `:` type($buffer) `,` type($offsets) `,` type($mask)"
+                       " `->` type($result)";
+  let hasVerifier = 1;
+}
+
 // The order of a step's kernels (dsl/Builder.h): the GPU lowering's wait for the kernels launched
 // before this one, and its release of the next; both touch all memory as far as passes can tell.
 def Tile_GridAwaitOp : Tile_Op<"grid_await", [MemoryEffects<[MemRead, MemWrite]>]> {

@@ -354,7 +354,7 @@ class FoldMaxLowering final : public HostPattern<tile::FoldMaxOp> {
   }
 };
 
-// ---- memory: load, load_tile, load_tile_masked, store, store_tile, store_scatter, atomic_add ----
+// ---- memory: load, load_tile, load_tile_masked, load_gather, store, store_tile, store_scatter, atomic_add ----
 
 class LoadLowering final : public HostPattern<tile::LoadOp> {
   using HostPattern::HostPattern;
@@ -439,6 +439,28 @@ class StoreTileLowering final : public HostPattern<tile::StoreTileOp> {
                               ValueRange{arith::AddIOp::create(b, toIndex(b, a.getOffset()), at).getResult()});
     });
     return Values{};
+  }
+};
+
+// A masked gather (masked-off lanes 0, no memory touched), piece by piece where wide.
+class LoadGatherLowering final : public HostPattern<tile::LoadGatherOp> {
+  using HostPattern::HostPattern;
+  FailureOr<Values> lower(tile::LoadGatherOp op, Adaptor a, ImplicitLocOpBuilder &b) const override {
+    mlir::Value c0 = arith::ConstantIndexOp::create(b, 0);
+    auto gather = [&](mlir::Value offsets, mlir::Value mask, int64_t n) -> mlir::Value {
+      auto vt = VectorType::get({n}, cast<ShapedType>(op.getType()).getElementType());
+      return vector::GatherOp::create(b, vt, a.getBuffer(), ValueRange{c0}, offsets, mask, constant(b, vt, 0));
+    };
+    if (!anyWide(op))
+      return Values{gather(a.getOffsets(), a.getMask(), HostTiles::lanes(op.getResult()))};
+    HostTiles &tiles = kernel_.tiles;
+    mlir::Value out = tiles.newBuffer(b, op.getResult());
+    tiles.forPieces(b, HostTiles::lanes(op.getResult()), HostTiles::kPiece, [&](mlir::Value at, int64_t n) {
+      tiles.storePiece(b, out, cast<ShapedType>(op.getType()).getElementType(), at,
+                       gather(tiles.pieceOf(b, op.getOffsets(), a.getOffsets(), at, n),
+                              tiles.pieceOf(b, op.getMask(), a.getMask(), at, n), n));
+    });
+    return Values{out};
   }
 };
 
@@ -554,7 +576,7 @@ class StageLowering final : public HostPattern<tile::StageOp> {
 void populateHostOpPatterns(const HostTypeConverter &converter, RewritePatternSet &patterns, HostKernelState &kernel) {
   patterns.add<ElementwiseOnTiles, ExtractLowering, ExtractAtLowering, ShuffleLowering, ReduceAddLowering,
                ReduceMaxLowering, DotLowering, ReduceMaxGroupsLowering, FoldMaxLowering, LoadLowering,
-               LoadTileLowering, LoadTileMaskedLowering, StoreLowering, StoreTileLowering, StoreScatterLowering,
+               LoadTileLowering, LoadTileMaskedLowering, LoadGatherLowering, StoreLowering, StoreTileLowering, StoreScatterLowering,
                AtomicAddLowering, GridOrderLowering<tile::GridAwaitOp>, GridOrderLowering<tile::GridReleaseOp>,
                DecodeNvfp4Lowering, DotTilesLowering, StageLowering>(converter, patterns.getContext(), kernel);
 }

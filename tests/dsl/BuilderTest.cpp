@@ -113,6 +113,25 @@ TEST(DslBuilder, ScatterChecksOffsetsMaskAndBuffer) {
   expectError(scatter(4, Elem::I1, Access::Read), "store.scatter: buffer is read-only");
 }
 
+TEST(DslBuilder, GatherChecksOffsetsMaskAndBuffer) {
+  auto gather = [](int maskLanes, Elem offsetElem, Access access) {
+    return [=](KernelBuilder &b) {
+      Buffer in = b.buffer("in", Elem::F32, access);
+      Value offsets = b.iota(4);
+      if (offsetElem != Elem::I64)
+        offsets = offsets.to(offsetElem);
+      b.loadGather(in, offsets, b.iota(maskLanes) < b.constInt(2));
+    };
+  };
+  expectError(gather(8, Elem::I64, Access::Read), "load.gather: offsets tile<4 x i64> and mask tile<8 x i1>");
+  expectError(gather(4, Elem::I32, Access::Read), "load.gather: offsets tile<4 x i32>");
+  expectError(gather(4, Elem::I64, Access::Write), "load.gather: buffer is write-only");
+  expectError([](KernelBuilder &b) {
+    Buffer in = b.buffer("in", Elem::F32, Access::Read);
+    b.loadGather(in, b.constInt(0), b.constInt(0) < b.constInt(1));
+  }, "load.gather: offsets i64 and mask i1 must be i64 and i1 tiles");
+}
+
 // grid.await: once a program, outside loops, before any store; grid.release: once, outside loops.
 TEST(DslBuilder, GridOrderOpsAreOnceOutsideLoopsAndAwaitPrecedesStores) {
   auto inLoop = [](bool await) {

@@ -137,3 +137,29 @@ func.func @staged(%out: memref<?xf32>, %x: f32) {
   m3idx.store %best, %out[%c0] : f32, memref<?xf32>
   return
 }
+
+// -----
+
+// load_gather: each lane's load under its mask (else 0). A shuffle whose every lane comes from its
+// own thread's lanes, at the same place in every thread (here xor 1 on 4 lanes a thread on sm_90,
+// 2 on gfx950), is a vector.shuffle of the thread's registers: no workgroup buffer, no barrier.
+// CHECK-LABEL: gpu.func @gather_and_in_thread_shuffle
+// CHECK: scf.if %{{.*}} -> (f32) {
+// CHECK-NEXT: vector.extract
+// CHECK-NEXT: arith.index_cast
+// CHECK-NEXT: memref.load
+// CHECK: } else {
+// SM90: vector.shuffle %{{.*}}, %{{.*}} [1, 0, 3, 2] : vector<4xf32>, vector<4xf32>
+// GFX950: vector.shuffle %{{.*}}, %{{.*}} [1, 0] : vector<2xf32>, vector<2xf32>
+// CHECK-NOT: gpu.barrier
+// CHECK-NOT: nvvm.barrier
+// CHECK: gpu.return
+func.func @gather_and_in_thread_shuffle(%in: memref<?xf32>, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : i64
+  %at = m3idx.iota : tensor<128xi64>
+  %odd = arith.trunci %at : tensor<128xi64> to tensor<128xi1>
+  %g = m3idx.load_gather %in[%at], %odd : memref<?xf32>, tensor<128xi64>, tensor<128xi1> -> tensor<128xf32>
+  %p = m3idx.shuffle %g, %g [1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14, 17, 16, 19, 18, 21, 20, 23, 22, 25, 24, 27, 26, 29, 28, 31, 30, 33, 32, 35, 34, 37, 36, 39, 38, 41, 40, 43, 42, 45, 44, 47, 46, 49, 48, 51, 50, 53, 52, 55, 54, 57, 56, 59, 58, 61, 60, 63, 62, 65, 64, 67, 66, 69, 68, 71, 70, 73, 72, 75, 74, 77, 76, 79, 78, 81, 80, 83, 82, 85, 84, 87, 86, 89, 88, 91, 90, 93, 92, 95, 94, 97, 96, 99, 98, 101, 100, 103, 102, 105, 104, 107, 106, 109, 108, 111, 110, 113, 112, 115, 114, 117, 116, 119, 118, 121, 120, 123, 122, 125, 124, 127, 126] : tensor<128xf32>, tensor<128xf32> -> tensor<128xf32>
+  m3idx.store_tile %p, %out[%c0] : tensor<128xf32>, memref<?xf32>
+  return
+}

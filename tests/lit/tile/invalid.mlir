@@ -81,6 +81,14 @@ func.func @store_type(%v: tensor<4xf32>, %b: memref<?xi32>, %o: i64) {
 
 // -----
 
+func.func @gather_lanes(%b: memref<?xf32>, %o: tensor<2xi64>, %m: tensor<4xi1>) {
+  // expected-error @+1 {{offsets and mask must have the result's 4 lanes}}
+  %g = m3idx.load_gather %b[%o], %m : memref<?xf32>, tensor<2xi64>, tensor<4xi1> -> tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @scatter_lanes(%v: tensor<4xf32>, %b: memref<?xf32>, %o: tensor<2xi64>, %m: tensor<4xi1>) {
   // expected-error @+1 {{offsets and mask must have the value's 4 lanes}}
   m3idx.store_scatter %v, %b[%o], %m : tensor<4xf32>, memref<?xf32>, tensor<2xi64>, tensor<4xi1>

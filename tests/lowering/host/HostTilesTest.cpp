@@ -30,7 +30,7 @@ int32_t shuffleSource(int j) { return (j * 7) % (2 * kInts); }
 
 // One program per p: 300-lane i32 tiles (two pieces and a 44-lane tail) through loads, a masked
 // load, elementwise ops, a permutation of two tiles, a loop that swaps two wide iter args, a branch
-// yielding a wide tile, reductions, lane reads, a store and a scatter; 1024-lane f32 tiles through
+// yielding a wide tile, reductions, lane reads, a store, a scatter and a masked gather; 1024-lane f32 tiles through
 // fold.max (within pieces and across them), group and whole maxima (NaN dropped) and a dot.
 StatusOr<Kernel> wideOpsKernel() {
   KernelBuilder b("wide_ops");
@@ -60,6 +60,7 @@ StatusOr<Kernel> wideOpsKernel() {
   Value lane = b.iota(kInts);
   Value even = b.cmp(OpKind::CmpEq, lane % 2, b.splat(b.constInt(0), kInts));
   b.storeScatter(out, b.splat(base + 400 + (kInts - 1), kInts) - lane, w, even);
+  b.storeTile(out, base + 700, b.loadGather(in, (lane * 7) % kInts + p * kInts, lane % 3 != 0));
 
   Value f = b.loadTile(fin, p * kFloats, kFloats);
   Value fb = b.loadTile(fin, p * kFloats + kFloats / 2, kFloats / 2);
@@ -109,6 +110,7 @@ TEST(HostTiles, EveryOpOnWideTilesMatchesItsDefinition) {
       sum += w[j];
       ASSERT_EQ(out[p * kIntStride + j], w[j]) << "program " << p << ", lane " << j;
       ASSERT_EQ(out[p * kIntStride + 400 + (kInts - 1 - j)], j % 2 == 0 ? w[j] : -7) << "scatter lane " << j;
+      ASSERT_EQ(out[p * kIntStride + 700 + j], j % 3 != 0 ? intInput(p, (j * 7) % kInts) : 0) << "gather lane " << j;
     }
     EXPECT_EQ(out[p * kIntStride + 300], static_cast<int32_t>(sum));
     EXPECT_EQ(out[p * kIntStride + 301], w[kInts - 1]);

@@ -55,6 +55,8 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   const int maxRows = k == KernelKind::ScorePrefill ? 128 : 64; // prefill: up to 128 columns at H=1
   if (k != KernelKind::TopkPrefill && (c.queryRows < 1 || c.queryRows > maxRows))
     return invalidArgument("query rows", fmt::format("1..{}", maxRows), c.queryRows);
+  if (k == KernelKind::TopkPrefill && (c.queryRows < 1 || c.queryRows > 64 || (c.queryRows & (c.queryRows - 1))))
+    return invalidArgument("topk_prefill rows a trip", "a power of two in 1..64", c.queryRows);
   if (c.tokenTile < 1 || spec::kSparseBlockSize % c.tokenTile != 0)
     return invalidArgument("token tile", "a divisor of 128", c.tokenTile);
   const bool score = k == KernelKind::ScoreDecode || k == KernelKind::ScorePrefill;

@@ -23,7 +23,8 @@ inline constexpr int kTokenTile = 16;
 struct KernelConfig {
   int numHeads = 1;
   // Rows that share each key read: decode_query_len for decode kernels, the row tile for
-  // score_prefill; unused (0) by topk_prefill.
+  // score_prefill; for topk_prefill, the rows a trip sorts as one tile of 16 lanes a row (a power
+  // of two up to 64: a GPU thread's row each, a warp's or wave's worth).
   int queryRows = 4;
   // Key tokens per dot (a divisor of the 128-token block) and warps per GPU program.
   int tokenTile = kTokenTile, warps = 1;

@@ -147,7 +147,8 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
     const TopkSplit split = topkSplit(H * rows, W, t.topkPrograms);
     const int64_t partial = split.partialKeys(H * T);
     // Unsplit prefill rows, several a program while topkPrograms programs remain: up to
-    // topkPrefillRows where every row is one sorted tile, topkPrefillLongRows where some stream.
+    // topkPrefillRows where every row has at most kShortTopkRowBlocks blocks, else
+    // topkPrefillLongRows.
     int64_t rowsPerProgram = 1;
     if (kind == KernelKind::TopkPrefill && split.segments == 1) {
       const int64_t most = longestPrefill <= kShortTopkRowBlocks ? t.topkPrefillRows : t.topkPrefillLongRows;

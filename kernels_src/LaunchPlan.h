@@ -164,7 +164,8 @@ ScoreGrid scoreGrid(int64_t units, int64_t blocks, int64_t targetPrograms, int64
 // would. Rows past the target keep a program each (programs of several strided rows were slower:
 // bench/RESULTS.md).
 inline constexpr int64_t kMinSegmentBlocks = 128;
-// The longest row topk_prefill sorts as one tile (kernels_src/Topk.cpp's kScanTile).
+// Rows of at most this many blocks are "short" for topk_prefill's rows a program (two merge steps
+// at most: TargetTuning::topkPrefillRows).
 inline constexpr int64_t kShortTopkRowBlocks = 32;
 struct TopkSplit {
   int64_t segments = 1, segmentBlocks = 1;

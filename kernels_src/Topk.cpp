@@ -1,9 +1,10 @@
 // Top-k kernels (SPEC §5): one program per (head, row) -- or per segment of a long row, the last
-// segment program of the row to finish merging the segments' top 16s; a topk_prefill program may
-// take a run of rows, short ones sorted whole in a pipeline. A score row is read once, 32 scores a
-// step, each lane keeping its 3 largest keys; the row's top 16 are taken from those 96 by bitonic
-// merges, and only a row where one lane held more of them than it kept is streamed again through
-// the running top (rare: see kLaneDepth).
+// segment program of the row to finish merging the segments' top 16s. Such a row or segment is
+// read once, 32 scores a step, each lane keeping its 3 largest keys; the row's top 16 are taken
+// from those 96 by bitonic merges, and only a row where one lane held more of them than it kept is
+// streamed again through the running top (rare: see kLaneDepth). A topk_prefill program takes a
+// run of unsplit rows, a trip of them at a time, each row in 16 lanes of its own (a GPU thread's
+// registers).
 #include "kernels_src/ScoreKernels.h"
 
 #include <climits>
@@ -25,13 +26,9 @@ constexpr int K = spec::kTopkBlocks;
 // case once the top 16 has filled) costs one tile load and one reduction; one that may is merged
 // into the running top keys by a bitonic network, all lanes at once (a warp's width on GPUs).
 constexpr int kScanTile = 32;
-static_assert(kScanTile == kShortTopkRowBlocks, "LaunchPlan picks topk_prefill's rows a program by this tile");
 
-// Lanes i of a kScanTile tile for which (i & bit) != 0 (none for bit kScanTile).
-Value laneBitSet(KernelBuilder &b, int bit) {
-  const int S = kScanTile;
-  return (b.iota(S) & bit) != 0;
-}
+// Lanes i of a `lanes`-lane tile for which (i & bit) != 0.
+Value laneBitSet(KernelBuilder &b, int bit, int lanes = kScanTile) { return (b.iota(lanes) & bit) != 0; }
 
 // One compare-exchange stage of a bitonic network: lane i meets lane i ^ j and keeps the smaller
 // key where keepMin holds, the larger elsewhere. Keys are distinct (each carries its block id)
@@ -39,34 +36,35 @@ Value laneBitSet(KernelBuilder &b, int bit) {
 // keep-min lane" is exactly partnerAbove != keepMin.
 Value compareExchange(KernelBuilder &b, Value keys, int j, Value keepMin) {
   std::vector<int32_t> partnerOf;
-  for (int i = 0; i < kScanTile; ++i)
+  for (int i = 0; i < keys.type().lanes; ++i)
     partnerOf.push_back(i ^ j);
   Value partner = b.shuffle(keys, keys, partnerOf);
   return b.select(gtU(partner, keys) ^ keepMin, partner, keys);
 }
 
 // `keys` sorted by a bitonic network, descending or ascending: each group of `width` lanes (a
-// power of two dividing kScanTile) sorted on its own.
+// power of two dividing the tile's lanes) sorted on its own.
 Value bitonicSort(KernelBuilder &b, Value keys, bool descending, int width = kScanTile) {
+  const int lanes = keys.type().lanes;
   for (int k = 2; k <= width; k *= 2)
     for (int j = k / 2; j >= 1; j /= 2) {
       // Ascending, lane i is the lower of its pair when bit j is clear and keeps the smaller key
       // when its block of k lanes ascends (bit k clear; all lanes at k == width): bit j == bit k.
-      Value bitJ = laneBitSet(b, j), bitK = laneBitSet(b, k == width ? kScanTile : k);
+      Value bitJ = laneBitSet(b, j, lanes);
+      Value bitK = k == width ? b.splat(b.constInt(0, Elem::I1), lanes) : laneBitSet(b, k, lanes);
       keys = compareExchange(b, keys, j, descending ? bitJ != bitK : bitJ == bitK);
     }
   return keys;
 }
 
-// The kScanTile largest keys of `top` (sorted descending) and `step` (any order), sorted
-// descending: the step sorted ascending, the lane-wise larger of the two is the union's kScanTile
-// largest as a bitonic sequence, and a bitonic merge sorts it.
-Value mergeStep(KernelBuilder &b, Value top, Value step) {
-  const int S = kScanTile;
-  step = bitonicSort(b, step, /*descending=*/false);
+// The `width` largest keys of each group of `width` lanes of `top` (sorted descending) and `step`
+// (any order), sorted descending: the step sorted ascending, the lane-wise larger of the two is
+// the union's `width` largest as a bitonic sequence, and a bitonic merge sorts it.
+Value mergeStep(KernelBuilder &b, Value top, Value step, int width = kScanTile) {
+  step = bitonicSort(b, step, /*descending=*/false, width);
   Value merged = b.select(gtU(top, step), top, step);
-  for (int j = S / 2; j >= 1; j /= 2) // descending: the lower lane of a pair keeps the larger key
-    merged = compareExchange(b, merged, j, laneBitSet(b, j));
+  for (int j = width / 2; j >= 1; j /= 2) // descending: the lower lane of a pair keeps the larger key
+    merged = compareExchange(b, merged, j, laneBitSet(b, j, top.type().lanes));
   return merged;
 }
 
@@ -357,8 +355,7 @@ StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   return b.finish();
 }
 
-StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
-  const int S = kScanTile;
+StatusOr<Kernel> buildTopkPrefill(const KernelConfig &c) {
   KernelBuilder b("topk_prefill");
   Buffer scores = b.buffer("scores", Elem::F32, Access::Read);
   Buffer rowBlocks = b.buffer("row_nblk", Elem::I32, Access::Read);
@@ -370,9 +367,8 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
   Value width = b.scalarArg("width", Elem::I64);
   Value rowBegin = b.scalarArg("row_begin", Elem::I64);
   Divisor prefillRows = b.divisorArg("prefill_rows");
-  // Head rows a program takes (1 where rows are cut into segments): a short row's top-k is short
-  // next to a program's start and its loads' latency (LaunchPlan's topkPrefillRows and
-  // topkPrefillLongRows).
+  // Head rows a program takes (1 where rows are cut into segments; LaunchPlan's topkPrefillRows
+  // and topkPrefillLongRows).
   Value rowsPerProgram = b.scalarArg("rows_per_program", Elem::I64);
   Value headRows = b.scalarArg("head_rows", Elem::I64); // heads x prefill_rows
   sg.segments = b.scalarArg("segments", Elem::I64);
@@ -385,77 +381,59 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &) {
     const QuotientRemainder hr = divideWithRemainder(i, prefillRows);
     return hr.quotient * numRows + rowBegin + hr.remainder;
   };
-  auto nblkOf = [&](Value i) { return b.load(rowBlocks, rowOf(b.minS(i, last - 1))).to(Elem::I64); };
-  // A row's first kScanTile scores, none past its nblk (entries past it were never written).
-  auto firstScores = [&](Value i, Value nblk) {
-    return b.loadTile(scores, headRowOf(b.minS(i, last - 1)) * width, S, b.minS(nblk, b.constInt(S)));
+  // Unsplit rows go R = queryRows at a time as one tile of R x 16 lanes: row r in lanes [16r,
+  // 16r + 16), so that on a GPU of R threads each holds one row and every exchange of the sorting
+  // networks (lane i ^ j, j < 16) stays in its registers -- no shuffles, no barriers. A trip's
+  // lengths are loaded a trip ahead, the first before the wait for the score kernel (they are the
+  // plan's, not its).
+  // Per-row values are R-lane tiles (a thread's one lane), spread to the row's 16 lanes by a
+  // shuffle that stays in the thread.
+  const int R = c.queryRows, L = R * K;
+  Value rows = b.iota(R), slot = b.iota(L) & (K - 1);
+  std::vector<int32_t> spread;
+  for (int l = 0; l < L; ++l)
+    spread.push_back(l / K);
+  auto perLane = [&](Value perRow) { return b.shuffle(perRow, perRow, spread); };
+  auto lengths = [&](Value trip) { // i32, 0 past `last`
+    Value i = trip + rows;
+    return b.loadGather(rowBlocks, rowOf(b.minS(i, last - 1)), i < last);
   };
-  Value lanes = b.iota(S);
-  const int Half = S / 2; // a half tile: a row of at most Half blocks
-  // Rows of at most kScanTile blocks (prompts up to 4K tokens, a long prompt's first rows) are
-  // one sort of their one tile of scores; two rows of at most Half blocks share one tile, a half
-  // each, sorted in one network of half the stages (prompts up to 2K tokens). A program's rows
-  // run two a trip as a software pipeline: the next two rows' scores and the two after's lengths
-  // are in flight while these are sorted, since a sort is short next to a load's latency (a row's
-  // scores depend on its length, so the lengths run a trip further ahead). The longer rows (and
-  // segments of split rows) follow in a second loop.
-  auto shortRow = [&](Value tile, Value nblk, Value headRow) {
-    Value keys = b.select(lanes < nblk, b.packScoreKey(tile, lanes), b.constInt(0));
-    b.storeTile(out, headRow * K, blockIds(b, firstK(b, bitonicSort(b, keys, /*descending=*/true))));
-  };
-  // Rows i and i + 1 (valid: below `last`) as one tile: lanes [0, Half) row i's blocks, [Half, S)
-  // row i + 1's, each half sorted descending: its Half keys are its row's top 16.
-  auto rowPair = [&](Value tileA, Value nA, Value tileB, Value nB, Value i) {
-    std::vector<int32_t> halves;
-    for (int l = 0; l < S; ++l)
-      halves.push_back(l < Half ? l : S + l - Half);
-    Value half = lanes & (Half - 1), inB = lanes >= b.constInt(Half);
-    Value nblk = b.select(inB, nB, nA);
-    Value keys = b.select(half < nblk, b.packScoreKey(b.shuffle(tileA, tileB, halves), half), b.constInt(0));
-    Value ids = blockIds(b, bitonicSort(b, keys, /*descending=*/true, Half));
-    static_assert(Half == K, "a half tile sorted is a row's top 16");
-    Value at = b.select(inB, headRowOf(b.minS(i + 1, last - 1)), headRowOf(i)) * K + half;
-    b.storeScatter(out, at, ids, b.select(inB, i + 1 < last, b.constInt(1, Elem::I1)));
-  };
-  Value n0 = nblkOf(first), n1 = nblkOf(first + 1), n2 = nblkOf(first + 2), n3 = nblkOf(first + 3);
+  Value firstLengths = lengths(first);
   b.awaitEarlierGrids(); // the scores are this step's (once a program: topkSegment's comment)
-  // Carried last: the longest row seen (rows past `last` read as its last row, so none of them).
-  Values init = {n0, n1, firstScores(first, n0), firstScores(first + 1, n1), n2, n3, b.constInt(0)};
-  Values pipeline = b.forLoop(first, last, b.constInt(2), init, [&](Value i, const Values &it) {
-    Value nA = it[0], nB = it[1], nextA = it[4], nextB = it[5];
-    Values ahead = {nextA, nextB, firstScores(i + 2, nextA), firstScores(i + 3, nextB), nblkOf(i + 4), nblkOf(i + 5),
-                    b.maxS(it[6], b.maxS(nA, nB))};
-    Value whole = segment == 0;
-    b.ifElse(b.select(whole, b.maxS(nA, nB) <= b.constInt(Half), whole), [&] {
-      rowPair(it[2], nA, it[3], nB, i);
-      return Values{};
-    }, [&] { // each short row of the two alone (one copy of its code)
-      b.forLoop(i, b.minS(i + 2, last), b.constInt(1), Values{}, [&](Value r, const Values &) {
-        Value second = r != i, nblk = b.select(second, nB, nA);
-        b.ifThen(b.select(whole, nblk <= b.constInt(S), whole),
-                 [&] { shortRow(b.select(second, it[3], it[2]), nblk, headRowOf(r)); });
-        return Values{};
+  b.ifElse(sg.segments == 1, [&] {
+    // A row's running top 16 starts as its first 16 keys sorted; each further 16 scores are
+    // merged in (mergeStep), the next 16 loaded while these are merged.
+    b.forLoop(first, last, b.constInt(R), Values{firstLengths}, [&](Value trip, const Values &it) {
+      Value i = trip + rows, at = b.minS(i, last - 1), headRow = headRowOf(at);
+      Value real = perLane(i < last), nblk = perLane(it[0]).to(Elem::I64), base = perLane(headRow * width);
+      Value ahead = lengths(trip + R);
+      // Keys of blocks [from, from + 16) of each row (0 past its nblk: nothing read there).
+      auto load = [&](Value from) {
+        Value blk = slot + from;
+        return b.loadGather(scores, base + blk, blk < nblk);
+      };
+      auto keys = [&](Value tile, Value from) {
+        Value blk = slot + from;
+        return b.select(blk < nblk, b.packScoreKey(tile, blk), b.constInt(0));
+      };
+      Value top = bitonicSort(b, keys(load(b.constInt(0)), b.constInt(0)), /*descending=*/true, K);
+      Value longest = b.reduceMax(it[0]).to(Elem::I64);
+      Values merged = b.pipelinedFor(b.constInt(K), longest, b.constInt(K), {top},
+                                     [&](Value from) { return Values{load(from)}; },
+                                     [&](Value from, const Values &tile, const Values &s) {
+        return Values{mergeStep(b, s[0], keys(tile[0], from), K)};
       });
-      return Values{};
+      b.storeScatter(out, perLane(headRow * K) + slot, blockIds(b, merged[0]), real);
+      return Values{ahead};
     });
-    return ahead;
-  });
-  // Then the longer rows (and split rows' segments), each streamed by topkSegment: a loop of its
-  // own, since the pipeline's loads live across the stream had ptxas spill. A program with no
-  // such row skips it (its lengths, one dependent load a row, had followed every short program).
-  // (a row of nblk blocks streams: longer than a tile, or a split row's segment)
-  auto streams = [&](Value nblk) { return b.select(segment == 0, nblk > b.constInt(S), segment != 0); };
-  b.ifThen(streams(pipeline[6]), [&] {
-    b.forLoop(first, last, b.constInt(1), Values{}, [&](Value r, const Values &) {
-      Value nblk = nblkOf(r);
-      b.ifThen(streams(nblk), [&] {
-        Value headRow = headRowOf(r);
-        topkSegment(b, scores, headRow * width, nblk, out, sg, headRow, segment,
-                    [&](Value) { return b.constInt(0, Elem::I1); }, // validated on the host
-                    /*awaitGrids=*/false);
-      });
-      return Values{};
-    });
+    return Values{};
+  }, [&] {
+    // A row cut into segments (one row a program): its segment streamed by topkSegment.
+    Value headRow = headRowOf(first);
+    topkSegment(b, scores, headRow * width, b.extract(firstLengths, 0).to(Elem::I64), out, sg, headRow, segment,
+                [&](Value) { return b.constInt(0, Elem::I1); }, // validated on the host
+                /*awaitGrids=*/false);
+    return Values{};
   });
   return b.finish();
 }

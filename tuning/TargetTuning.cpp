@@ -51,12 +51,11 @@ TargetTuning makeSm90() {
   // for more blocks; 1024 lost on several (bench/RESULTS.md, 2026-12-03 (4)).
   t.decodeForms = {{4, t.decodeScorePrograms, 1}, {8, t.decodeScorePrograms, 2}, {16, 8192, 1}};
   t.decodeActivePrograms = 2048;
-  // topk_prefill programs of 16 short rows (at most 32 blocks: sorted tiles), 4 where some rows
-  // are longer: 64 x 2K at 1 / 4 heads 0.127 -> 0.045 / 0.486 -> 0.155 ms against a row a
-  // program; 4 x 32K 0.286 -> 0.233 (16: 0.264), 1 x 128K 0.567 -> 0.531 (16: 0.613; H100,
-  // bench/RESULTS.md 2026-12-06 (7)).
-  t.topkPrefillRows = 16;
-  t.topkPrefillLongRows = 4;
+  // topk_prefill programs of one warp, 32 rows (a trip, a thread a row) while topkPrograms of them
+  // remain: the most programs that keep every thread a row.
+  t.topkPrefillRows = 32;
+  t.topkPrefillLongRows = 32;
+  t.topkPrefillTripRows = 32;
   // Wider requests (24 and 32 columns: 6 and 8 rows x 4 heads) as one warpgroup on wgmma m64nN,
   // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
   // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).
@@ -87,6 +86,10 @@ TargetTuning makeGfx950() {
   TargetTuning t;
   t.target = "gfx950";
   t.decodePowerOfTwoAbove = 8;
+  // topk_prefill trips of a wave's 64 rows, a program one trip (as sm_90's warp).
+  t.topkPrefillRows = 64;
+  t.topkPrefillLongRows = 64;
+  t.topkPrefillTripRows = 64;
   return t;
 }
 
@@ -145,7 +148,7 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
     c.queryRows = decodeQueryLen; // heads come from the grid
     return c;
   case KernelKind::TopkPrefill:
-    c.queryRows = 0;
+    c.queryRows = topkPrefillTripRows;
     return c;
   }
   return c;

@@ -42,13 +42,16 @@ struct TargetTuning {
   // score_decode programs of more columns than this compare masked tiles in i32 (narrowMask).
   int decodeNarrowAbove = 1 << 30;
   int64_t topkPrograms = 4096;
-  // A topk_prefill program takes up to this many rows (a pipeline over them, two a trip) while
-  // at least topkPrograms programs remain, where rows are not cut into segments: a short row's
-  // top-k is short next to a program's start and its loads' latency on a GPU.
+  // A topk_prefill program takes up to this many rows (32 a trip, a GPU thread a row) while at
+  // least topkPrograms programs remain, where rows are not cut into segments.
   int64_t topkPrefillRows = 1;
   // The same in steps with a prefill row of more than kernels::kShortTopkRowBlocks blocks (whose
-  // programs stream such rows one by one).
+  // rows take more merge steps).
   int64_t topkPrefillLongRows = 1;
+  // Rows a topk_prefill trip sorts as one tile, 16 lanes each (KernelConfig::queryRows): a GPU
+  // program's threads, so that each holds one row; the host's 4 keep tiles at one 64-lane vector
+  // (wider ones compile as loops over pieces: 512 lanes took LLVM 6 s).
+  int topkPrefillTripRows = 4;
   int scoreUnroll = 4; // the unmasked block loop's unroll hint (KernelConfig::blockUnroll)
   int decodeTilesAhead = 1; // score_decode's key tiles in flight (KernelConfig::tilesAhead)
   // score_decode programs by their columns (rows x heads, a row tile's where split): the first

@@ -236,21 +236,23 @@ INSTANTIATE_TEST_SUITE_P(Families, HostVsReference, ::testing::ValuesIn(families
                                   info.param.name;
                          });
 
-// topk_prefill programs of several rows one after another (5 a program, the last fewer), on
-// prompts long and short and a mixed step.
+// topk_prefill programs of several rows (5 a program: one partial trip of its 32-row tiles; 70:
+// two whole trips and a partial one; the last program fewer), on prompts long and short and a
+// mixed step.
 TEST(HostBackend, PrefillTopkProgramsOfSeveralRowsMatchTheReference) {
-  tuning::TargetTuning form = tuning::hostTuning();
-  form.topkPrograms = 1;
-  form.topkPrefillRows = 5;
-  form.topkPrefillLongRows = 5;
-  runtime::HostBackend host(form);
-  GenOptions prompts = base(21, 2, 0, 3), mixed = base(22, 4, 3, 2);
-  prompts.prefillQueryLen = {30, 300};
-  prompts.prefillContext = {1, 6000}; // rows of up to 49 blocks: short and long rows in one program
-  for (GenOptions *o : {&prompts, &mixed})
-    o->mode = ValueMode::Exact; // every score bit comparable
-  for (const GenOptions &o : {prompts, mixed}) {
-    expectExactlyTheReference(host, o, "seed " + std::to_string(o.seed));
+  for (int64_t rows : {5, 70}) {
+    tuning::TargetTuning form = tuning::hostTuning();
+    form.topkPrograms = 1;
+    form.topkPrefillRows = rows;
+    form.topkPrefillLongRows = rows;
+    runtime::HostBackend host(form);
+    GenOptions prompts = base(21, 2, 0, 3), mixed = base(22, 4, 3, 2);
+    prompts.prefillQueryLen = {30, 300};
+    prompts.prefillContext = {1, 6000}; // rows of up to 49 blocks: short and long rows in one program
+    for (GenOptions *o : {&prompts, &mixed})
+      o->mode = ValueMode::Exact; // every score bit comparable
+    for (const GenOptions &o : {prompts, mixed})
+      expectExactlyTheReference(host, o, std::to_string(rows) + " rows a program, seed " + std::to_string(o.seed));
   }
 }
 

@@ -148,11 +148,15 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
     const int64_t partial = split.partialKeys(H * T);
     // Unsplit prefill rows, several a program while topkPrograms programs remain: up to
     // topkPrefillRows where every row has at most kShortTopkRowBlocks blocks, else
-    // topkPrefillLongRows.
+    // topkPrefillLongRows; rounded up to whole trips of the kernel's (its config's queryRows: a
+    // GPU program's threads, each a row) where that stays within the most.
     int64_t rowsPerProgram = 1;
     if (kind == KernelKind::TopkPrefill && split.segments == 1) {
-      const int64_t most = longestPrefill <= kShortTopkRowBlocks ? t.topkPrefillRows : t.topkPrefillLongRows;
-      rowsPerProgram = std::clamp<int64_t>(H * rows / std::max<int64_t>(t.topkPrograms, 1), 1, std::max<int64_t>(most, 1));
+      const int64_t most = std::max<int64_t>(
+          longestPrefill <= kShortTopkRowBlocks ? t.topkPrefillRows : t.topkPrefillLongRows, 1);
+      const int64_t trip = std::max(t.config(kind).queryRows, 1);
+      rowsPerProgram = std::clamp<int64_t>(H * rows / std::max<int64_t>(t.topkPrograms, 1), 1, most);
+      rowsPerProgram = std::min(most, (rowsPerProgram + trip - 1) / trip * trip);
     }
     LaunchBuilder l(plan, kind, t.config(kind), (H * rows + rowsPerProgram - 1) / rowsPerProgram * split.segments);
     l.buffer(StepBuffer::Scores, scores);

@@ -203,7 +203,8 @@ TEST(StepPlan, EveryLaunchBindsToItsKernelByName) {
 
 // topk_prefill programs take several unsplit rows while the grid keeps topkPrograms programs, at
 // most topkPrefillLongRows in a step with a prefill row of more than 32 blocks (topkPrefillRows
-// where all are shorter), the last program the rest; split rows (segments) keep one a program.
+// where all are shorter), rounded up to whole trips of the host's 4 rows within that, the last
+// program the rest; split rows (segments) keep one a program.
 TEST(StepPlan, PrefillTopkProgramsTakeSeveralRows) {
   const m3idx::Case c = mixedCase(2);
   const m3idx::BatchView v = c.view();
@@ -227,7 +228,8 @@ TEST(StepPlan, PrefillTopkProgramsTakeSeveralRows) {
   };
   using Form = std::tuple<int64_t, int64_t, int64_t>; // topkPrograms, topkPrefillRows, rows a program
   for (auto [programs, most, want] :
-       {Form{1, 5, 5}, Form{1, 1, 1}, Form{2 * prefillRows, 8, 1}, Form{prefillRows / 3, 64, 6}}) {
+       {Form{1, 5, 5}, Form{1, 1, 1}, Form{2 * prefillRows, 8, 4}, Form{2 * prefillRows, 3, 3},
+        Form{prefillRows / 3, 64, 8}}) {
     t.topkPrograms = programs;
     t.topkPrefillRows = 1000; // mixedCase has a prefill of 40000 tokens: its rows stream
     t.topkPrefillLongRows = most;

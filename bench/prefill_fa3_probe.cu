@@ -251,11 +251,15 @@ __device__ __forceinline__ void topkInsert(uint64_t (&slots)[4], uint64_t key, i
 // the consumers' and the ring's ceiling (stale keys); consume false: the producers' (no wgmma).
 // cols 256: each consumer warpgroup 128 query columns as two m64 tiles, A from shared memory (the
 // queries staged once, f16, swizzled as B is), so a decoded block feeds twice the tensor work.
+// (Outside the anonymous namespace: nvcc's host stubs name a class-type template argument's type,
+// which they cannot do for one declared there.)
+} // namespace
 struct Form {
   int stages, producers = 1;
   bool overlap = false, f16Table = false, decode = true, consume = true, fused = false;
   int cols = 128;
 };
+namespace {
 
 template <Form F>
 __global__ void __launch_bounds__(128 * (F.producers + 2), 1)
@@ -736,12 +740,20 @@ int main(int argc, char **argv) {
   runVariant("3, 2 prod, overlap, f16 table", scoreFa3<Form{3, 2, true, true}>, 3, 512, true, table16);
   runVariant("3, 2 producers, decode only", scoreFa3<Form{3, 2, false, false, true, false}>, 3, 512, false);
   runVariant("3, 2 prod, f16, decode only", scoreFa3<Form{3, 2, false, true, true, false}>, 3, 512, false, table16);
-  runVariant("wide, 3 stages", scoreFa3<Form{3, 1, false, false, true, true, false, 256}>, 3, 384, true, nullptr, 256);
-  runVariant("wide, 4 stages", scoreFa3<Form{4, 1, false, false, true, true, false, 256}>, 4, 384, true, nullptr, 256);
-  runVariant("wide, 3, f16 table", scoreFa3<Form{3, 1, false, true, true, true, false, 256}>, 3, 384, true, table16, 256);
-  runVariant("wide, 3, 2 producers", scoreFa3<Form{3, 2, false, false, true, true, false, 256}>, 3, 512, true, nullptr, 256);
-  runVariant("wide, 3, 2 prod, f16 table", scoreFa3<Form{3, 2, false, true, true, true, false, 256}>, 3, 512, true, table16, 256);
-  runVariant("wide, 3, no decode", scoreFa3<Form{3, 1, false, false, false, true, false, 256}>, 3, 384, false, nullptr, 256);
+  // 256 columns a CTA (the wide work list): Form{stages, producers, overlap, f16Table, decode,
+  // consume, fused, cols}
+  runVariant("wide, 3 stages", scoreFa3<Form{3, 1, false, false, true, true, false, 256}>, 3, 384, true,
+             nullptr, 256);
+  runVariant("wide, 4 stages", scoreFa3<Form{4, 1, false, false, true, true, false, 256}>, 4, 384, true,
+             nullptr, 256);
+  runVariant("wide, 3, f16 table", scoreFa3<Form{3, 1, false, true, true, true, false, 256}>, 3, 384, true,
+             table16, 256);
+  runVariant("wide, 3, 2 producers", scoreFa3<Form{3, 2, false, false, true, true, false, 256}>, 3, 512, true,
+             nullptr, 256);
+  runVariant("wide, 3, 2 prod, f16 table", scoreFa3<Form{3, 2, false, true, true, true, false, 256}>, 3, 512,
+             true, table16, 256);
+  runVariant("wide, 3, no decode", scoreFa3<Form{3, 1, false, false, false, true, false, 256}>, 3, 384, false,
+             nullptr, 256);
   if (!all)
     return 0;
 

@@ -106,8 +106,8 @@ void printOp(const Kernel &k, const Op &op, int indent, std::string &out, const 
     if (op.intAttr > 1)
       attrs = fmt::format(" unroll={}", op.intAttr);
     break;
-  case OpKind::Load: case OpKind::LoadTile: case OpKind::LoadTileMasked: case OpKind::LoadGather: case OpKind::Store:
-  case OpKind::StoreTile: case OpKind::StoreScatter: case OpKind::AtomicAdd:
+  case OpKind::Load: case OpKind::LoadTile: case OpKind::LoadTileMasked: case OpKind::LoadGather:
+  case OpKind::Store: case OpKind::StoreTile: case OpKind::StoreScatter: case OpKind::AtomicAdd:
     attrs = fmt::format(" @{}", k.buffers[op.intAttr].name);
     if (op.alignAttr)
       attrs += fmt::format(" align={}", op.alignAttr);

@@ -383,11 +383,10 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &c) {
   };
   // Unsplit rows go R = queryRows at a time as one tile of R x 16 lanes: row r in lanes [16r,
   // 16r + 16), so that on a GPU of R threads each holds one row and every exchange of the sorting
-  // networks (lane i ^ j, j < 16) stays in its registers -- no shuffles, no barriers. A trip's
-  // lengths are loaded a trip ahead, the first before the wait for the score kernel (they are the
-  // plan's, not its).
-  // Per-row values are R-lane tiles (a thread's one lane), spread to the row's 16 lanes by a
-  // shuffle that stays in the thread.
+  // networks (lane i ^ j, j < 16) stays in its registers -- no shuffles, no barriers. Per-row
+  // values are R-lane tiles (a thread's one lane), spread to the row's 16 lanes by a shuffle that
+  // stays in the thread. A trip's lengths are loaded a trip ahead, the first before the wait for
+  // the score kernel (they are the plan's, not its).
   const int R = c.queryRows, L = R * K;
   Value rows = b.iota(R), slot = b.iota(L) & (K - 1);
   std::vector<int32_t> spread;

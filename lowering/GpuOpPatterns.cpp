@@ -294,7 +294,8 @@ class StageLowering final : public GpuPattern<tile::StageOp> {
 void populateGpuOpPatterns(const TypeConverter &converter, RewritePatternSet &patterns, GpuKernelState &kernel) {
   patterns.add<ElementwiseOnTiles, ExtractLowering, ExtractAtLowering, ShuffleLowering,
                ReduceLowering<tile::ReduceAddOp, true>, ReduceLowering<tile::ReduceMaxOp, false>, DotLowering,
-               FoldMaxLowering, ReduceMaxGroupsLowering, LoadLowering, LoadTileLowering, LoadTileMaskedLowering, LoadGatherLowering,
+               FoldMaxLowering, ReduceMaxGroupsLowering, LoadLowering, LoadTileLowering, LoadTileMaskedLowering,
+               LoadGatherLowering,
                StoreLowering, StoreTileLowering, StoreScatterLowering, AtomicAddLowering,
                GridOrderLowering<tile::GridAwaitOp>, GridOrderLowering<tile::GridReleaseOp>, DecodeNvfp4Lowering,
                DotTilesLowering, ConvertLayoutLowering, StageLowering>(converter, patterns.getContext(), kernel);

@@ -151,10 +151,11 @@ def Tile_LoadTileMaskedOp : Tile_Op<"load_tile_masked"> {
 
 def Tile_LoadGatherOp : Tile_Op<"load_gather"> {
   let summary = "lane i: element offsets[i] of a buffer where mask[i], else 0 (no memory touched)";
-  let arguments = (ins Arg<Tile_Buffer, "", [MemRead]>:$buffer, 1DTensorOf<[I64]>:$offsets, 1DTensorOf<[I1]>:$mask);
+  let arguments = (ins Arg<Tile_Buffer, "", [MemRead]>:$buffer, 1DTensorOf<[I64]>:$offsets,
+                       1DTensorOf<[I1]>:$mask);
   let results = (outs Tile_Tile:$result);
-  let assemblyFormat = "$buffer `[` $offsets `]` `,` $mask attr-dict `:` type($buffer) `,` type($offsets) `,` type($mask)"
-                       " `->` type($result)";
+  let assemblyFormat = "$buffer `[` $offsets `]` `,` $mask attr-dict `:` type($buffer) `,` type($offsets) `,`"
+                       " type($mask) `->` type($result)";
   let hasVerifier = 1;
 }
 

@@ -354,7 +354,7 @@ class FoldMaxLowering final : public HostPattern<tile::FoldMaxOp> {
   }
 };
 
-// ---- memory: load, load_tile, load_tile_masked, load_gather, store, store_tile, store_scatter, atomic_add ----
+// ---- memory: load, load_tile(_masked), load_gather, store, store_tile, store_scatter, atomic_add ----
 
 class LoadLowering final : public HostPattern<tile::LoadOp> {
   using HostPattern::HostPattern;
@@ -576,8 +576,9 @@ class StageLowering final : public HostPattern<tile::StageOp> {
 void populateHostOpPatterns(const HostTypeConverter &converter, RewritePatternSet &patterns, HostKernelState &kernel) {
   patterns.add<ElementwiseOnTiles, ExtractLowering, ExtractAtLowering, ShuffleLowering, ReduceAddLowering,
                ReduceMaxLowering, DotLowering, ReduceMaxGroupsLowering, FoldMaxLowering, LoadLowering,
-               LoadTileLowering, LoadTileMaskedLowering, LoadGatherLowering, StoreLowering, StoreTileLowering, StoreScatterLowering,
-               AtomicAddLowering, GridOrderLowering<tile::GridAwaitOp>, GridOrderLowering<tile::GridReleaseOp>,
+               LoadTileLowering, LoadTileMaskedLowering, LoadGatherLowering, StoreLowering, StoreTileLowering,
+               StoreScatterLowering, AtomicAddLowering, GridOrderLowering<tile::GridAwaitOp>,
+               GridOrderLowering<tile::GridReleaseOp>,
                DecodeNvfp4Lowering, DotTilesLowering, StageLowering>(converter, patterns.getContext(), kernel);
 }
 

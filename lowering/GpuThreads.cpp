@@ -144,7 +144,7 @@ mlir::Value GpuThreads::lanePermutation(mlir::Value a, mlir::Value b, int64_t la
     bool used = false, byShift = true, byXor = true;
     int64_t shift = 0, flip = 0;
   } src[2];
-  uint32_t fromB = 0;
+  uint64_t fromB = 0; // bit i: output lane i comes from b (outLanes <= threads <= 64)
   for (int64_t i = 0; i < outLanes; ++i) {
     const int op = mask[i] >= lanes ? 1 : 0;
     const int64_t from = mask[i] % lanes;
@@ -156,7 +156,7 @@ mlir::Value GpuThreads::lanePermutation(mlir::Value a, mlir::Value b, int64_t la
     }
     s.byShift = s.byShift && from - i == s.shift;
     s.byXor = s.byXor && (from ^ i) == s.flip;
-    fromB |= static_cast<uint32_t>(op) << i;
+    fromB |= static_cast<uint64_t>(op) << i;
   }
   for (const Source &s : src)
     if (s.used && !s.byShift && !s.byXor)
@@ -177,8 +177,9 @@ mlir::Value GpuThreads::lanePermutation(mlir::Value a, mlir::Value b, int64_t la
   else if (!src[0].used)
     v = vb;
   else {
-    mlir::Value bit = arith::AndIOp::create(
-        b_, arith::ShRUIOp::create(b_, constant(b_, i64, static_cast<double>(fromB)), laneI64()), constant(b_, i64, 1));
+    // (an exact i64: a wave64's mask has bits a double cannot hold)
+    mlir::Value mask64 = arith::ConstantOp::create(b_, b_.getI64IntegerAttr(static_cast<int64_t>(fromB)));
+    mlir::Value bit = arith::AndIOp::create(b_, arith::ShRUIOp::create(b_, mask64, laneI64()), constant(b_, i64, 1));
     v = arith::SelectOp::create(b_, arith::CmpIOp::create(b_, arith::CmpIPredicate::ne, bit, constant(b_, i64, 0)),
                                 vb, va);
   }

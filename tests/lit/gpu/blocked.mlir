@@ -163,3 +163,18 @@ func.func @gather_and_in_thread_shuffle(%in: memref<?xf32>, %out: memref<?xf32>)
   m3idx.store_tile %p, %out[%c0] : tensor<128xf32>, memref<?xf32>
   return
 }
+
+// -----
+
+// A one-lane-a-thread shuffle on a wave64 taking lanes 32-63 from its second operand: the select's
+// lane mask is an exact i64 (bits 32-63; it had been a 32-bit shift past its width).
+// CHECK-LABEL: gpu.func @wave_halves
+// GFX950: arith.constant -4294967296 : i64
+func.func @wave_halves(%out: memref<?xf32>, %x: f32, %y: f32) {
+  %c0 = arith.constant 0 : i64
+  %a = tensor.splat %x : tensor<64xf32>
+  %b = tensor.splat %y : tensor<64xf32>
+  %p = m3idx.shuffle %a, %b [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127] : tensor<64xf32>, tensor<64xf32> -> tensor<64xf32>
+  m3idx.store_tile %p, %out[%c0] : tensor<64xf32>, memref<?xf32>
+  return
+}

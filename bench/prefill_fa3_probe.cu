@@ -97,6 +97,14 @@ template <int N> __device__ __forceinline__ void wgmmaWait(float *d) {
       : "memory");
 }
 
+// 16-byte chunk `chunk` (dims 8 chunk .. + 8, f16) of row `row` in a K-major, 128-byte swizzled
+// operand of `rows` rows x 128 dims: two 64-dim atoms of rows x 128 bytes, rows in groups of 8
+// (1024 bytes), a row's chunk c at c ^ (row % 8) -- what descAt describes.
+__device__ __forceinline__ uint4 *swizzledChunk(uint8_t *base, int rows, int row, int chunk) {
+  return reinterpret_cast<uint4 *>(base + (chunk / 8) * rows * 128 + (row / 8) * 1024 + (row % 8) * 128 +
+                                   (((chunk % 8) ^ (row % 8)) * 16));
+}
+
 // Dims [64 * half, + 64) of token n (8 words of codes, 4 scale bytes) as f16 into atom `half` of a
 // stage: B's K-major, 128-byte swizzled layout.
 __device__ __forceinline__ void decodeHalf(const uint32_t (&words)[8], uint32_t scales, const uint2 *table,
@@ -110,11 +118,8 @@ __device__ __forceinline__ void decodeHalf(const uint32_t (&words)[8], uint32_t 
     const uint4 lo = {f16Pair(k0, 0), f16Pair(k0, 1), f16Pair(k1, 0), f16Pair(k1, 1)};
     const uint4 hi = {f16Pair(k2, 0), f16Pair(k2, 1), f16Pair(k3, 0), f16Pair(k3, 1)};
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int c = 2 * gi + h;
-      *reinterpret_cast<uint4 *>(stage + half * kAtomBytes + (n / 8) * 1024 + (n % 8) * 128 + ((c ^ (n % 8)) * 16)) =
-          h ? hi : lo;
-    }
+    for (int h = 0; h < 2; ++h)
+      *swizzledChunk(stage, kTokens, n, 8 * half + 2 * gi + h) = h ? hi : lo;
   }
 }
 
@@ -139,11 +144,8 @@ __device__ __forceinline__ void decodeHalf16(const uint32_t (&words)[8], uint32_
       }
     }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int c = 2 * gi + h;
-      *reinterpret_cast<uint4 *>(stage + half * kAtomBytes + (n / 8) * 1024 + (n % 8) * 128 + ((c ^ (n % 8)) * 16)) =
-          uint4{o[4 * h], o[4 * h + 1], o[4 * h + 2], o[4 * h + 3]};
-    }
+    for (int h = 0; h < 2; ++h)
+      *swizzledChunk(stage, kTokens, n, 8 * half + 2 * gi + h) = uint4{o[4 * h], o[4 * h + 1], o[4 * h + 2], o[4 * h + 3]};
   }
 }
 
@@ -369,9 +371,7 @@ __global__ void __launch_bounds__(128 * (F.producers + 2), 1)
 #pragma unroll
     for (int c = 0; c < 16; ++c) {
       const uint2 b8 = *reinterpret_cast<const uint2 *>(qt + 8 * c);
-      *reinterpret_cast<uint4 *>(qs + (c / 8) * 256 * 128 + (ct / 8) * 1024 + (ct % 8) * 128 +
-                                 (((c % 8) ^ (ct % 8)) * 16)) =
-          uint4{f16Pair(b8.x, 0), f16Pair(b8.x, 1), f16Pair(b8.y, 0), f16Pair(b8.y, 1)};
+      *swizzledChunk(qs, 256, ct, c) = uint4{f16Pair(b8.x, 0), f16Pair(b8.x, 1), f16Pair(b8.y, 0), f16Pair(b8.y, 1)};
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     asm volatile("bar.sync 1, 256;" ::: "memory"); // the consumers only

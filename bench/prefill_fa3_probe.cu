@@ -51,6 +51,16 @@ __device__ __forceinline__ void mbarInit(uint32_t bar, int count) {
 __device__ __forceinline__ void mbarArrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+// The barrier's phase completes once `bytes` more have landed by complete_tx (and its one arrival).
+__device__ __forceinline__ void mbarExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// A bulk copy global -> shared (the async proxy, as wgmma reads), completing `bytes` on `bar`.
+__device__ __forceinline__ void bulkCopy(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
 __device__ __forceinline__ void mbarWait(uint32_t bar, uint32_t parity) {
   asm volatile("{\n.reg .pred done;\nwait_%=:\n"
                "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
@@ -253,6 +263,8 @@ __device__ __forceinline__ void topkInsert(uint64_t (&slots)[4], uint64_t key, i
 // the consumers' and the ring's ceiling (stale keys); consume false: the producers' (no wgmma).
 // cols 256: each consumer warpgroup 128 query columns as two m64 tiles, A from shared memory (the
 // queries staged once, f16, swizzled as B is), so a decoded block feeds twice the tensor work.
+// image: the keys decoded once before (predecode: each page's stage image, f16, swizzled, in global
+// memory); one producer thread bulk-copies a block's image into the ring (no decode per row tile).
 // (Outside the anonymous namespace: nvcc's host stubs name a class-type template argument's type,
 // which they cannot do for one declared there.)
 } // namespace
@@ -260,6 +272,7 @@ struct Form {
   int stages, producers = 1;
   bool overlap = false, f16Table = false, decode = true, consume = true, fused = false;
   int cols = 128;
+  bool image = false;
 };
 namespace {
 
@@ -282,7 +295,7 @@ __global__ void __launch_bounds__(128 * (F.producers + 2), 1)
   const int tid = threadIdx.x;
   if (tid == 0)
     for (int s = 0; s < S; ++s) {
-      mbarInit(bars + 8 * s, 128 * PW); // full: every producer thread
+      mbarInit(bars + 8 * s, F.image ? 1 : 128 * PW); // full: every producer thread, or the copier
       mbarInit(bars + 8 * (S + s), 8); // empty: each consumer warp
     }
   for (int i = tid; i < (F.f16Table ? 512 : 256); i += blockDim.x)
@@ -298,6 +311,22 @@ __global__ void __launch_bounds__(128 * (F.producers + 2), 1)
     else
       decodeHalf(words, sc, table, stage, n, half);
   };
+  if (F.image && tid < 128) { // producer: thread 0 copies each block's image (kv is the images)
+    if constexpr (kMoveRegs)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
+    if (tid == 0)
+      for (int i = 0; i < nblk; ++i) {
+        const int s = i % S;
+        if (i >= S)
+          mbarWait(bars + 8 * (S + s), ((i / S) - 1) & 1);
+        const uint8_t *src = kv + size_t(pageTable[w.req * bpr + w.first + i]) * kStageBytes;
+        mbarExpectTx(bars + 8 * s, kStageBytes);
+        for (int c = 0; c < 4; ++c)
+          bulkCopy(ring + s * kStageBytes + c * (kStageBytes / 4), src + c * (kStageBytes / 4), kStageBytes / 4,
+                   bars + 8 * s);
+      }
+    return;
+  }
   if (PW == 2 && tid < 256) { // producer, half a token a thread
     if constexpr (kMoveRegs)
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
@@ -516,6 +545,24 @@ __global__ void __launch_bounds__(128 * (F.producers + 2), 1)
   }
 }
 
+// Each page's stage image (what the producer writes into the ring), once: a thread a token.
+__global__ void __launch_bounds__(128) predecode(const uint8_t *kv, const uint8_t *tableG, uint8_t *image) {
+  __shared__ uint2 table[256];
+  const int n = threadIdx.x;
+  for (int i = n; i < 256; i += 128)
+    table[i] = reinterpret_cast<const uint2 *>(tableG)[i];
+  __syncthreads();
+  const uint8_t *page = kv + size_t(blockIdx.x) * kPageBytes;
+  const uint4 *dp = reinterpret_cast<const uint4 *>(page + n * 64);
+  const uint4 d0 = __ldg(dp), d1 = __ldg(dp + 1), d2 = __ldg(dp + 2), d3 = __ldg(dp + 3);
+  const uint2 sc = __ldg(reinterpret_cast<const uint2 *>(page + kDataBytes + n * 8));
+  const uint32_t lo[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
+  const uint32_t hi[8] = {d2.x, d2.y, d2.z, d2.w, d3.x, d3.y, d3.z, d3.w};
+  uint8_t *out = image + size_t(blockIdx.x) * kStageBytes;
+  decodeHalf(lo, sc.x, table, out, n, 0);
+  decodeHalf(hi, sc.y, table, out, n, 1);
+}
+
 // One group, software-pipelined: 2 warpgroups (64 columns each) both decode (each thread half a
 // token) and run wgmma; block i's wgmma runs while block i + 1 is decoded into the other stage.
 __global__ void __launch_bounds__(256, 1)
@@ -623,12 +670,13 @@ int main(int argc, char **argv) {
     return list;
   };
   const std::vector<Work> work = makeWork(rowsPerTile), wide = makeWork(2 * rowsPerTile);
-  uint8_t *kv, *q, *table, *table16, *flush;
+  uint8_t *kv, *q, *table, *table16, *flush, *image;
   int *pt;
   Work *wd, *wdWide;
   float *out;
   const size_t outN = size_t(H) * numRows * width, flushBytes = size_t(512) << 20;
   CHECK(cudaMalloc(&kv, kvBytes));
+  CHECK(cudaMalloc(&image, pages * kStageBytes));
   CHECK(cudaMalloc(&q, qh.size()));
   CHECK(cudaMalloc(&table, 256 * 8));
   CHECK(cudaMalloc(&table16, 256 * 16));
@@ -684,17 +732,18 @@ int main(int argc, char **argv) {
   EventTimer timer;
   timer.flush = flush, timer.flushBytes = flushBytes;
   auto runVariant = [&](const char *name, auto kernel, int stages, int threads = 384, bool checked = true,
-                        const uint8_t *tab = nullptr, int cols = 128) {
+                        const uint8_t *tab = nullptr, int cols = 128, const uint8_t *keys = nullptr) {
     tab = tab ? tab : table;
+    keys = keys ? keys : kv;
     const int smemBytes = stages * kStageBytes + 4096 + 1024 + (cols == 256 ? 65536 : 64) + 1024;
     const size_t ctas = cols == 256 ? wide.size() : work.size();
     const Work *wl = cols == 256 ? wdWide : wd;
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
     auto launch = [&] {
       if constexpr (std::is_same_v<decltype(kernel), decltype(&scoreInterleaved)>)
-        kernel<<<ctas, threads, smemBytes>>>(kv, pt, q, tab, wl, L, H, bpr, width, numRows, out);
+        kernel<<<ctas, threads, smemBytes>>>(keys, pt, q, tab, wl, L, H, bpr, width, numRows, out);
       else
-        kernel<<<ctas, threads, smemBytes>>>(kv, pt, q, tab, wl, L, H, bpr, width, numRows, out, nullptr);
+        kernel<<<ctas, threads, smemBytes>>>(keys, pt, q, tab, wl, L, H, bpr, width, numRows, out, nullptr);
     };
     CHECK(cudaMemset(out, 0xFF, outN * sizeof(float)));
     launch();
@@ -752,6 +801,21 @@ int main(int argc, char **argv) {
              nullptr, 256);
   runVariant("wide, 3, 2 prod, f16 table", scoreFa3<Form{3, 2, false, true, true, true, false, 256}>, 3, 512,
              true, table16, 256);
+  // Keys decoded once a step (predecode, timed alone), then copied per block: 128 and 256 columns.
+  const double predecodeMs = timer.medianMs([&] { predecode<<<pages, 128>>>(kv, table, image); }, 2);
+  CHECK(cudaGetLastError());
+  std::printf("  %-30s %.3f ms (%zu pages, %.1f MB of images)\n", "predecode", predecodeMs, pages,
+              pages * double(kStageBytes) / 1e6);
+  runVariant("image, 3 stages", scoreFa3<Form{3, 1, false, false, true, true, false, 128, true}>, 3, 384, true,
+             nullptr, 128, image);
+  runVariant("image, 4 stages", scoreFa3<Form{4, 1, false, false, true, true, false, 128, true}>, 4, 384, true,
+             nullptr, 128, image);
+  runVariant("image, 3, overlap", scoreFa3<Form{3, 1, true, false, true, true, false, 128, true}>, 3, 384, true,
+             nullptr, 128, image);
+  runVariant("wide image, 3 stages", scoreFa3<Form{3, 1, false, false, true, true, false, 256, true}>, 3, 384, true,
+             nullptr, 256, image);
+  runVariant("wide image, 4 stages", scoreFa3<Form{4, 1, false, false, true, true, false, 256, true}>, 4, 384, true,
+             nullptr, 256, image);
   runVariant("wide, 3, no decode", scoreFa3<Form{3, 1, false, false, false, true, false, 256}>, 3, 384, false,
              nullptr, 256);
   if (!all)

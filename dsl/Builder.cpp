@@ -434,6 +434,15 @@ void KernelBuilder::releaseNextGrid(SourceAt at) {
   gridOrder(OpKind::GridRelease, "grid.release");
 }
 
+void KernelBuilder::programSync(SourceAt at) {
+  LocScope scope(*this, at);
+  bool inLoop = false;
+  for (const Cursor &c : cursor_)
+    inLoop = inLoop || (c.op >= 0 && k_.ops[c.op].kind == OpKind::For);
+  check(!inLoop, "program.sync: inside a loop");
+  emit(OpKind::ProgramSync, {}, {});
+}
+
 void KernelBuilder::storeTile(Buffer buf, Value offset, Value v, SourceAt at) {
   LocScope scope(*this, at);
   if (!live({offset, v}))
@@ -615,6 +624,7 @@ Values KernelBuilder::stagedFor(Value lo, Value hi, int stages, const Values &in
           const OpKind kind = k_.ops[current().ops[i]].kind;
           const bool ok = kind != OpKind::Store && kind != OpKind::StoreTile && kind != OpKind::StoreScatter &&
                           kind != OpKind::AtomicAdd && kind != OpKind::GridAwait && kind != OpKind::GridRelease &&
+                          kind != OpKind::ProgramSync &&
                           kind != OpKind::For && kind != OpKind::If && kind != OpKind::Stage;
           check(ok, fmt::format("staged for: the producer may not {} (it only loads and computes)", opName(kind)));
         }

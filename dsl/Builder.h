@@ -132,6 +132,10 @@ public:
   // Lets the next kernel's programs start (up to their awaitEarlierGrids) once every program of
   // this one has passed here; without it they start as this kernel ends.
   void releaseNextGrid(SourceAt at = SourceAt::current());
+  // Every store this program made before it is seen by every load it makes after it, whichever of
+  // its lanes made either (a GPU workgroup's barrier; nothing where one thread runs a program).
+  // Not inside a loop: every lane of a program must reach it, and the same number of times.
+  void programSync(SourceAt at = SourceAt::current());
 
   // e4m3_rn_satfinite(E2M1(nibble) * E4M3(scale)) for every element: packed is tile<N/2 x i8>
   // (element 2i in the low nibble of byte i), scales tile<N/16 x i8>; result tile<N x f8E4M3FN>.

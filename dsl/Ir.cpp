@@ -60,6 +60,7 @@ const char *opName(OpKind k) {
   case OpKind::AtomicAdd: return "atomic.add";
   case OpKind::GridAwait: return "grid.await";
   case OpKind::GridRelease: return "grid.release";
+  case OpKind::ProgramSync: return "program.sync";
   case OpKind::DecodeNvfp4: return "nvfp4.decode";
   case OpKind::Dot: return "dot";
   case OpKind::DotTiles: return "dot.tiles";

@@ -28,6 +28,8 @@ enum class OpKind : uint8_t {
   AtomicAdd, // scalar: the old value; ordered after the program's stores, before its loads
   // the order of a step's kernels (KernelBuilder::awaitEarlierGrids, releaseNextGrid)
   GridAwait, GridRelease,
+  // every store of the program before it is seen by every load of the program after it
+  ProgramSync,
   // domain ops
   DecodeNvfp4, Dot, DotTiles, PackScoreKey,
   // structure (Stage: KernelBuilder::stagedFor's hand-over from its producer to its consumer)

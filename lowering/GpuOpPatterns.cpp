@@ -239,6 +239,16 @@ class GridOrderLowering final : public GpuPattern<GridOp> {
   }
 };
 
+// A workgroup barrier orders the program's global-memory accesses across its threads as well as
+// its workgroup memory's (PTX bar.sync; AMDGPU's workgroup-scope fences around s_barrier).
+class ProgramSyncLowering final : public GpuPattern<tile::ProgramSyncOp> {
+  using GpuPattern::GpuPattern;
+  Values lower(tile::ProgramSyncOp, Adaptor) const override {
+    kernel_.gpu().barrier();
+    return {};
+  }
+};
+
 // ---- NVFP4, dots, layouts ----
 
 class DecodeNvfp4Lowering final : public GpuPattern<tile::DecodeNvfp4Op> {
@@ -297,7 +307,7 @@ void populateGpuOpPatterns(const TypeConverter &converter, RewritePatternSet &pa
                FoldMaxLowering, ReduceMaxGroupsLowering, LoadLowering, LoadTileLowering, LoadTileMaskedLowering,
                LoadGatherLowering,
                StoreLowering, StoreTileLowering, StoreScatterLowering, AtomicAddLowering,
-               GridOrderLowering<tile::GridAwaitOp>, GridOrderLowering<tile::GridReleaseOp>, DecodeNvfp4Lowering,
+               GridOrderLowering<tile::GridAwaitOp>, GridOrderLowering<tile::GridReleaseOp>, ProgramSyncLowering, DecodeNvfp4Lowering,
                DotTilesLowering, ConvertLayoutLowering, StageLowering>(converter, patterns.getContext(), kernel);
 }
 

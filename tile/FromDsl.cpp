@@ -154,6 +154,7 @@ private:
     case OpKind::AtomicAdd: set(AtomicAddOp::create(b_, at, rt(), buf(), in(0), in(1))); return Status();
     case OpKind::GridAwait: GridAwaitOp::create(b_, at); return Status();
     case OpKind::GridRelease: GridReleaseOp::create(b_, at); return Status();
+    case OpKind::ProgramSync: ProgramSyncOp::create(b_, at); return Status();
     case OpKind::DecodeNvfp4: set(DecodeNvfp4Op::create(b_, at, rt(), in(0), in(1))); return Status();
     case OpKind::Dot: set(DotOp::create(b_, at, b_.getF32Type(), in(0), in(1))); return Status();
     case OpKind::DotTiles: set(DotTilesOp::create(b_, at, rt(), in(0), in(1), b_.getI64IntegerAttr(op.intAttr))); return Status();

@@ -171,6 +171,13 @@ def Tile_GridReleaseOp : Tile_Op<"grid_release", [MemoryEffects<[MemRead, MemWri
   let assemblyFormat = "attr-dict";
 }
 
+// dsl/Builder.h's programSync: the program's stores before it are seen by its loads after it,
+// whichever of its threads made them (a workgroup barrier on GPUs).
+def Tile_ProgramSyncOp : Tile_Op<"program_sync", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "the program's stores before this are seen by all its loads after it";
+  let assemblyFormat = "attr-dict";
+}
+
 def Tile_StoreOp : Tile_Op<"store"> {
   let summary = "a scalar to element `offset` of a buffer";
   let arguments = (ins Tile_Scalar:$value, Arg<Tile_Buffer, "", [MemWrite]>:$buffer, I64:$offset);

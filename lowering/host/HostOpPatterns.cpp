@@ -505,6 +505,12 @@ class GridOrderLowering final : public HostPattern<GridOp> {
   FailureOr<Values> lower(GridOp, typename GridOp::Adaptor, ImplicitLocOpBuilder &) const override { return Values{}; }
 };
 
+// One thread runs a program, its loads and stores in program order: nothing to do.
+class ProgramSyncLowering final : public HostPattern<tile::ProgramSyncOp> {
+  using HostPattern::HostPattern;
+  FailureOr<Values> lower(tile::ProgramSyncOp, Adaptor, ImplicitLocOpBuilder &) const override { return Values{}; }
+};
+
 // ---- decode_nvfp4, dot_tiles ----
 
 // SPEC §2 in target-neutral arith; wide, a loop over kPiece-element pieces (half as many packed
@@ -578,7 +584,7 @@ void populateHostOpPatterns(const HostTypeConverter &converter, RewritePatternSe
                ReduceMaxLowering, DotLowering, ReduceMaxGroupsLowering, FoldMaxLowering, LoadLowering,
                LoadTileLowering, LoadTileMaskedLowering, LoadGatherLowering, StoreLowering, StoreTileLowering,
                StoreScatterLowering, AtomicAddLowering, GridOrderLowering<tile::GridAwaitOp>,
-               GridOrderLowering<tile::GridReleaseOp>,
+               GridOrderLowering<tile::GridReleaseOp>, ProgramSyncLowering,
                DecodeNvfp4Lowering, DotTilesLowering, StageLowering>(converter, patterns.getContext(), kernel);
 }
 

@@ -167,6 +167,25 @@ TEST(DslBuilder, GridOrderOpsAreOnceOutsideLoopsAndAwaitPrecedesStores) {
   EXPECT_NE(k->print().find("    grid.await\n"), std::string::npos) << k->print();
 }
 
+// program.sync: every lane of a program reaches it the same number of times, so not in a loop.
+TEST(DslBuilder, ProgramSyncIsOutsideLoops) {
+  expectError([](KernelBuilder &b) {
+    b.forLoop(b.constInt(0), b.constInt(2), b.constInt(1), {}, [&](Value, const Values &) {
+      b.programSync();
+      return Values{};
+    });
+  }, "program.sync: inside a loop");
+  KernelBuilder b("k");
+  Buffer buf = b.buffer("buf", Elem::I32, Access::ReadWrite);
+  b.store(buf, b.constInt(0), b.constInt(1, Elem::I32));
+  b.programSync();
+  b.store(buf, b.constInt(1), b.load(buf, b.constInt(2)));
+  auto k = b.finish();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_TRUE(k->has(OpKind::ProgramSync));
+  EXPECT_NE(k->print().find("  program.sync\n"), std::string::npos) << k->print();
+}
+
 TEST(DslBuilder, AtomicAddTakesAnIntegerScalarOfAReadWriteBuffer) {
   auto add = [](Elem elem, Access access, Value (*value)(KernelBuilder &)) {
     return [=](KernelBuilder &b) {

@@ -131,3 +131,22 @@ func.func @grids() {
   m3idx.grid_release
   return
 }
+
+// -----
+
+// program_sync: the program's barrier (a one-warp program's bar.warp.sync, which as bar.sync
+// orders global memory among the threads it joins) between a store and a later load.
+// CHECK-LABEL: gpu.func @program_sync
+// CHECK: memref.store %{{.*}}, %arg0
+// CHECK: nvvm.bar.warp.sync
+// CHECK: memref.load %arg0
+func.func @program_sync(%buf: memref<?xi32>, %out: memref<?xi32>) {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %x = arith.constant 7 : i32
+  m3idx.store %x, %buf[%c0] : i32, memref<?xi32>
+  m3idx.program_sync
+  %y = m3idx.load %buf[%c1] : memref<?xi32> -> i32
+  m3idx.store %y, %out[%c0] : i32, memref<?xi32>
+  return
+}

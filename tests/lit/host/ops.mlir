@@ -95,6 +95,7 @@ func.func @lanes(%buf: memref<?xf32>, %out: memref<?xf32>, %i: i64) {
 // CHECK: %[[G:.*]] = vector.gather %[[BUF]][%{{.*}}] [%[[AT]]], %[[CMP]], %{{.*}} : memref<?xi32>, vector<8xi64>, vector<8xi1>, vector<8xi32> into vector<8xi32>
 // CHECK: vector.store %[[G]], %[[OUT]]
 // CHECK-NOT: m3idx.grid
+// CHECK-NOT: m3idx.program_sync
 func.func @memory(%buf: memref<?xi32>, %out: memref<?xi32>) {
   %c0 = arith.constant 0 : i64
   %c1 = arith.constant 1 : i32
@@ -105,6 +106,7 @@ func.func @memory(%buf: memref<?xi32>, %out: memref<?xi32>) {
   %at = m3idx.iota : tensor<8xi64>
   %cmp = arith.cmpi sgt, %v, %v : tensor<8xi32>
   m3idx.store_scatter %v, %out[%at], %cmp : tensor<8xi32>, memref<?xi32>, tensor<8xi64>, tensor<8xi1>
+  m3idx.program_sync
   %g = m3idx.load_gather %buf[%at], %cmp : memref<?xi32>, tensor<8xi64>, tensor<8xi1> -> tensor<8xi32>
   m3idx.store_tile %g, %out[%c0] : tensor<8xi32>, memref<?xi32>
   m3idx.grid_release

@@ -46,6 +46,8 @@ func.func @all_ops(%buf: memref<?xi8> {m3idx.access = "read"}, %out: memref<?xf3
   m3idx.grid_release
   // CHECK: m3idx.grid_await
   m3idx.grid_await
+  // CHECK: m3idx.program_sync
+  m3idx.program_sync
   // CHECK: m3idx.store_tile %{{.*}}, %{{.*}}[%{{.*}}] : tensor<2xf32>, memref<?xf32>
   m3idx.store_tile %cl, %out[%off] : tensor<2xf32>, memref<?xf32>
   %offs = tensor.splat %off : tensor<2xi64>

@@ -23,6 +23,8 @@ std::string KernelConfig::str() const {
     s += fmt::format(",ahead={}", tilesAhead);
   if (keyStages != 0)
     s += fmt::format(",stages={}", keyStages);
+  if (fusedTopkTrip != 0)
+    s += fmt::format(",topk={}", fusedTopkTrip);
   return s;
 }
 
@@ -80,6 +82,10 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   if (c.keyStages != 0 && (k != KernelKind::ScorePrefill || c.keyStages < 2 || c.keyStages > 8))
     return invalidArgument("key stages", "0, or 2 to 8 for score_prefill",
                            fmt::format("{} for {}", c.keyStages, kernelName(k)));
+  const int trip = c.fusedTopkTrip;
+  if (trip != 0 && (k != KernelKind::ScorePrefill || trip < 1 || trip > 128 || (trip & (trip - 1))))
+    return invalidArgument("fused top-k rows a trip", "0, or a power of two in 1..128 for score_prefill",
+                           fmt::format("{} for {}", trip, kernelName(k)));
   switch (k) {
   case KernelKind::ScoreDecode: return buildScoreDecode(c);
   case KernelKind::ScorePrefill: return buildScorePrefill(c);

@@ -48,10 +48,14 @@ struct KernelConfig {
   // producer loads and decodes a whole block, the work dots its 128 tokens with every column at
   // once (FlashAttention-3's layout on a target with producer warps: queries as M, keys as N).
   int keyStages = 0;
+  // score_prefill: 0, or each program also tops its own rows (top-16 ids, as topk_prefill would),
+  // this many rows a trip (a power of two up to 128; topk_prefill's queryRows): for steps whose
+  // every prefill row tile one program scores whole, which then need no topk_prefill launch.
+  int fusedTopkTrip = 0;
 
   auto tied() const {
     return std::tie(numHeads, queryRows, tokenTile, warps, foldTokenPairs, blockUnroll, narrowMask, rowTile,
-                    tilesAhead, keyStages);
+                    tilesAhead, keyStages, fusedTopkTrip);
   }
   // Row tiles of a decode request (1 without rowTile), the rows of one, and its columns (rows x
   // heads: what one score_decode program dots each key tile with).
@@ -62,7 +66,8 @@ struct KernelConfig {
   bool operator<(const KernelConfig &o) const { return tied() < o.tied(); }
   // "heads=4,rows=4", then ",tokens=T,warps=W" unless 16 and 1, ",fold" if folding, ",unroll=U"
   // unless 1, ",narrow" for i32 masks, ",tile=R" for a decode row tile, ",ahead=A" unless 1,
-  // ",stages=S" for staged keys: every field, so two configs never print alike.
+  // ",stages=S" for staged keys, ",topk=R" for a fused top-k: every field, so two configs never
+  // print alike.
   std::string str() const;
 };
 

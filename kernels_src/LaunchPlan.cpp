@@ -128,11 +128,17 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
   const KernelConfig &prefill = t.config(KernelKind::ScorePrefill);
   plan.rowTile = prefill.queryRows;
   const int64_t longestPrefill = maxRequestBlocks(b, D, R); // the score grid's and the top-k's
+  // Short prefill rows (fusedTopkMaxBlocks): one program a row tile, which tops its rows itself.
+  const bool fusedTopk = t.fusedTopkTrip > 0 && (parts & kScorePrefill) && (parts & kTopkPrefill) &&
+                         prefillRows > 0 && longestPrefill <= t.fusedTopkMaxBlocks;
   if ((parts & kScorePrefill) && prefillRows > 0) {
     plan.prefillTiles = prefillTileCount(b, plan.rowTile);
-    const ScoreGrid g = scoreGrid(plan.prefillTiles, longestPrefill, t.prefillScorePrograms,
-                                  t.prefillMaxBlocksPerProgram, t.prefillMinBlocksPerProgram);
-    LaunchBuilder l(plan, KernelKind::ScorePrefill, prefill, g.programs(plan.prefillTiles));
+    const ScoreGrid g = fusedTopk ? ScoreGrid{1, std::max<int64_t>(longestPrefill, 1)}
+                                  : scoreGrid(plan.prefillTiles, longestPrefill, t.prefillScorePrograms,
+                                              t.prefillMaxBlocksPerProgram, t.prefillMinBlocksPerProgram);
+    KernelConfig config = prefill;
+    config.fusedTopkTrip = fusedTopk ? t.fusedTopkTrip : 0;
+    LaunchBuilder l(plan, KernelKind::ScorePrefill, config, g.programs(plan.prefillTiles));
     scoreScalars(batch(l)
                      .buffer(StepBuffer::QueryStartLoc, R + 1)
                      .buffer(StepBuffer::TileRequest, plan.prefillTiles)
@@ -140,6 +146,8 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
                      .buffer(StepBuffer::Scores, scores),
                  g.chunks, T)
         .scalar("blocks_per_program", g.blocksPerProgram);
+    if (fusedTopk)
+      l.buffer(StepBuffer::Topk, topk);
     M3IDX_RETURN_IF_ERROR(l.add());
   }
   // Rows too few to fill the target are cut into segments (topkSplit).
@@ -180,7 +188,7 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
   };
   if ((parts & kTopkDecode) && decodeRows > 0)
     M3IDX_RETURN_IF_ERROR(topkLaunch(KernelKind::TopkDecode, 0, decodeRows));
-  if ((parts & kTopkPrefill) && prefillRows > 0)
+  if ((parts & kTopkPrefill) && prefillRows > 0 && !fusedTopk)
     M3IDX_RETURN_IF_ERROR(topkLaunch(KernelKind::TopkPrefill, decodeRows, prefillRows));
   return plan;
 }

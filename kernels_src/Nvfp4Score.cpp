@@ -25,6 +25,7 @@ namespace {
 // validated on the host.
 struct ScoreArgs {
   Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores, status, programFlags;
+  Buffer topk; // prefill programs that top their own rows (KernelConfig::fusedTopkTrip)
   Value numRows, maxBlocks, width, blocksPerProgram, initBlocks, localBlocks, blockBegin, numPages, maxSeqLen,
       maxRun;
   Divisor gridChunks, blockStep, runUnits, activePrograms; // what the prologue divides by
@@ -32,7 +33,7 @@ struct ScoreArgs {
   Value program;        // checked kernels: this program's flag's index
 };
 
-ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
+ScoreArgs declareArgs(KernelBuilder &b, bool prefill, bool fusedTopk = false) {
   ScoreArgs a;
   a.checked = !prefill;
   a.q = b.buffer("q", Elem::I8, Access::Read);
@@ -44,7 +45,9 @@ ScoreArgs declareArgs(KernelBuilder &b, bool prefill) {
     a.tileRequest = b.buffer("tile_request", Elem::I32, Access::Read);
     a.tileRowBegin = b.buffer("tile_row_begin", Elem::I32, Access::Read);
   }
-  a.scores = b.buffer("scores", Elem::F32, Access::Write);
+  a.scores = b.buffer("scores", Elem::F32, fusedTopk ? Access::ReadWrite : Access::Write);
+  if (fusedTopk)
+    a.topk = b.buffer("topk", Elem::I32, Access::Write);
   if (a.checked) {
     a.status = b.buffer("status", Elem::I64, Access::Write);
     a.programFlags = b.buffer("program_flags", Elem::I32, Access::Write);
@@ -375,7 +378,8 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
 
 StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   KernelBuilder b("score_prefill", c.warps);
-  ScoreArgs a = declareArgs(b, /*prefill=*/true);
+  const bool fused = c.fusedTopkTrip > 0;
+  ScoreArgs a = declareArgs(b, /*prefill=*/true, /*fusedTopk=*/fused);
   b.releaseNextGrid(); // as score_decode's
   Value pid = b.programId();
   Value tileId = divide(pid, a.gridChunks);
@@ -409,6 +413,26 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
     else
       scoreBlocks(b, a, c, req, range, rt);
   });
+  if (fused) {
+    // The plan gives such a kernel one program a row tile (grid_chunks 1): the tile's rows' every
+    // score is this program's, stored above, so it tops them itself once they are all seen.
+    // Head row i of the tile is (row i / H, head i % H), as BlockStore's lanes: the tile's valid
+    // rows are i < numValid x H (the padding rows past them are the next request's, or past the
+    // batch's end, and are neither read nor written).
+    const int H = c.numHeads, R = c.fusedTopkTrip;
+    Value causalBase = seqLen - qLen + rowBegin - qStart + 1, headRows = numValid * H;
+    Value tripLanes = b.iota(R);
+    TripRows rows;
+    rows.lengths = [&](Value trip) {
+      Value i = trip + tripLanes;
+      return b.select(i < headRows, spec::blocksFor(b.maxS(i / H + causalBase, zero)), zero).to(Elem::I32);
+    };
+    rows.headRow = [&](Value at) { return (at % H) * a.numRows + rowBegin + at / H; };
+    rows.width = a.width;
+    rows.longest = spec::blocksFor(tileCausal); // the tile's last valid row sees most
+    b.programSync();
+    topkTrips(b, a.scores, a.topk, R, zero, headRows, rows.lengths(zero), rows);
+  }
   return b.finish();
 }
 

@@ -273,6 +273,46 @@ void topkSegment(KernelBuilder &b, Buffer scores, Value base, Value nblk, Buffer
 
 } // namespace
 
+// The rows' top-16 ids, R rows a trip as one tile of R x 16 lanes: row r in lanes [16r, 16r + 16),
+// so that on a GPU of R threads each holds one row and every exchange of the sorting networks
+// (lane i ^ j, j < 16) stays in its registers -- no shuffles, no barriers. Per-row values are
+// R-lane tiles (a thread's one lane), spread to the row's 16 lanes by a shuffle that stays in the
+// thread. A row's running top 16 starts as its first 16 keys sorted; each further 16 scores are
+// merged in (mergeStep), the next 16 loaded while these are merged. A trip's lengths are taken a
+// trip ahead (firstLengths: the first trip's, which a caller may load before it waits).
+void topkTrips(KernelBuilder &b, Buffer scores, Buffer out, int R, Value first, Value last, Value firstLengths,
+               const TripRows &tr) {
+  const int L = R * K;
+  Value rows = b.iota(R), slot = b.iota(L) & (K - 1);
+  std::vector<int32_t> spread;
+  for (int l = 0; l < L; ++l)
+    spread.push_back(l / K);
+  auto perLane = [&](Value perRow) { return b.shuffle(perRow, perRow, spread); };
+  b.forLoop(first, last, b.constInt(R), Values{firstLengths}, [&](Value trip, const Values &it) {
+    Value i = trip + rows, at = b.minS(i, last - 1), headRow = tr.headRow(at);
+    Value real = perLane(i < last), nblk = perLane(it[0]).to(Elem::I64), base = perLane(headRow * tr.width);
+    Value ahead = tr.lengths(trip + R);
+    // Keys of blocks [from, from + 16) of each row (0 past its nblk: nothing read there).
+    auto load = [&](Value from) {
+      Value blk = slot + from;
+      return b.loadGather(scores, base + blk, blk < nblk);
+    };
+    auto keys = [&](Value tile, Value from) {
+      Value blk = slot + from;
+      return b.select(blk < nblk, b.packScoreKey(tile, blk), b.constInt(0));
+    };
+    Value top = bitonicSort(b, keys(load(b.constInt(0)), b.constInt(0)), /*descending=*/true, K);
+    Value longest = tr.longest.id().valid() ? tr.longest : b.reduceMax(it[0]).to(Elem::I64);
+    Values merged = b.pipelinedFor(b.constInt(K), longest, b.constInt(K), {top},
+                                   [&](Value from) { return Values{load(from)}; },
+                                   [&](Value from, const Values &tile, const Values &s) {
+      return Values{mergeStep(b, s[0], keys(tile[0], from), K)};
+    });
+    b.storeScatter(out, perLane(headRow * K) + slot, blockIds(b, merged[0]), real);
+    return Values{ahead};
+  });
+}
+
 StatusOr<Kernel> buildTopkDecode(const KernelConfig &c) {
   KernelBuilder b("topk_decode");
   Buffer scores = b.buffer("scores", Elem::F32, Access::Read);
@@ -381,18 +421,7 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &c) {
     const QuotientRemainder hr = divideWithRemainder(i, prefillRows);
     return hr.quotient * numRows + rowBegin + hr.remainder;
   };
-  // Unsplit rows go R = queryRows at a time as one tile of R x 16 lanes: row r in lanes [16r,
-  // 16r + 16), so that on a GPU of R threads each holds one row and every exchange of the sorting
-  // networks (lane i ^ j, j < 16) stays in its registers -- no shuffles, no barriers. Per-row
-  // values are R-lane tiles (a thread's one lane), spread to the row's 16 lanes by a shuffle that
-  // stays in the thread. A trip's lengths are loaded a trip ahead, the first before the wait for
-  // the score kernel (they are the plan's, not its).
-  const int R = c.queryRows, L = R * K;
-  Value rows = b.iota(R), slot = b.iota(L) & (K - 1);
-  std::vector<int32_t> spread;
-  for (int l = 0; l < L; ++l)
-    spread.push_back(l / K);
-  auto perLane = [&](Value perRow) { return b.shuffle(perRow, perRow, spread); };
+  Value rows = b.iota(c.queryRows);
   auto lengths = [&](Value trip) { // i32, 0 past `last`
     Value i = trip + rows;
     return b.loadGather(rowBlocks, rowOf(b.minS(i, last - 1)), i < last);
@@ -400,31 +429,11 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &c) {
   Value firstLengths = lengths(first);
   b.awaitEarlierGrids(); // the scores are this step's (once a program: topkSegment's comment)
   b.ifElse(sg.segments == 1, [&] {
-    // A row's running top 16 starts as its first 16 keys sorted; each further 16 scores are
-    // merged in (mergeStep), the next 16 loaded while these are merged.
-    b.forLoop(first, last, b.constInt(R), Values{firstLengths}, [&](Value trip, const Values &it) {
-      Value i = trip + rows, at = b.minS(i, last - 1), headRow = headRowOf(at);
-      Value real = perLane(i < last), nblk = perLane(it[0]).to(Elem::I64), base = perLane(headRow * width);
-      Value ahead = lengths(trip + R);
-      // Keys of blocks [from, from + 16) of each row (0 past its nblk: nothing read there).
-      auto load = [&](Value from) {
-        Value blk = slot + from;
-        return b.loadGather(scores, base + blk, blk < nblk);
-      };
-      auto keys = [&](Value tile, Value from) {
-        Value blk = slot + from;
-        return b.select(blk < nblk, b.packScoreKey(tile, blk), b.constInt(0));
-      };
-      Value top = bitonicSort(b, keys(load(b.constInt(0)), b.constInt(0)), /*descending=*/true, K);
-      Value longest = b.reduceMax(it[0]).to(Elem::I64);
-      Values merged = b.pipelinedFor(b.constInt(K), longest, b.constInt(K), {top},
-                                     [&](Value from) { return Values{load(from)}; },
-                                     [&](Value from, const Values &tile, const Values &s) {
-        return Values{mergeStep(b, s[0], keys(tile[0], from), K)};
-      });
-      b.storeScatter(out, perLane(headRow * K) + slot, blockIds(b, merged[0]), real);
-      return Values{ahead};
-    });
+    TripRows rows;
+    rows.lengths = lengths;
+    rows.headRow = headRowOf;
+    rows.width = width;
+    topkTrips(b, scores, out, c.queryRows, first, last, firstLengths, rows);
     return Values{};
   }, [&] {
     // A row cut into segments (one row a program): its segment streamed by topkSegment.

@@ -39,7 +39,7 @@ struct BenchArgs {
       decodeWarpgroupAbove = -1;
   bool decodeWarpgroupPad = false;
   int64_t decodePrograms = -1, decodeActive = -1, decodeWarpgroupRequests = -1, decodeSmallActive = -1,
-          topkPrefillRows = -1, topkPrefillLongRows = -1;
+          topkPrefillRows = -1, topkPrefillLongRows = -1, fusedTopkMaxBlocks = -1;
 };
 
 // "R:L:H" or "R:L:H:Q" -> positive numbers (Q, the decode rows a request, 4 when absent).
@@ -124,13 +124,14 @@ int runBench(const BenchArgs &a) {
   if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0 ||
       a.tilesAhead >= 0 || a.decodePrograms >= 0 || a.decodeWarpgroupAbove >= 0 || a.decodeActive >= 0 ||
       a.decodeWarpgroupPad || a.decodeWarpgroupRequests >= 0 || a.decodeSmallActive >= 0 || a.topkPrefillRows >= 0 ||
-      a.topkPrefillLongRows >= 0) {
+      a.topkPrefillLongRows >= 0 || a.fusedTopkMaxBlocks >= 0) {
     // a variant of the target's table, to measure it
     auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
     if (!gpu)
       return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs/--tiles-ahead/"
                   "--decode-programs/--decode-active/--decode-warpgroup-above/--decode-warpgroup-pad/"
-                  "--decode-warpgroup-requests/--decode-small-active/--topk-prefill-rows/--topk-prefill-long-rows: expected "
+                  "--decode-warpgroup-requests/--decode-small-active/--topk-prefill-rows/--topk-prefill-long-rows/"
+                  "--fused-topk-max-blocks: expected "
                   "--backend cuda or hip");
     tuning::TargetTuning t = gpu->tuning();
     if (a.decodeColumns >= 0)
@@ -145,6 +146,8 @@ int runBench(const BenchArgs &a) {
       t.topkPrefillRows = a.topkPrefillRows;
     if (a.topkPrefillLongRows >= 1)
       t.topkPrefillLongRows = a.topkPrefillLongRows;
+    if (a.fusedTopkMaxBlocks >= 0)
+      t.fusedTopkMaxBlocks = a.fusedTopkMaxBlocks;
     if (a.tilesAhead >= 1 || a.decodePrograms >= 1) // one value for every width of program
       for (tuning::TargetTuning::DecodeForm &f : t.decodeForms) {
         f.tilesAhead = a.tilesAhead >= 1 ? a.tilesAhead : f.tilesAhead;
@@ -280,6 +283,9 @@ void addBenchCommand(CLI::App &app, Runner &run) {
                   "--topk-programs programs) in steps whose prefill rows all have at most 32 blocks");
   cmd->add_option("--topk-prefill-long-rows", args->topkPrefillLongRows,
                   "GPU: measure a tuning variant: the same in steps with longer prefill rows");
+  cmd->add_option("--fused-topk-max-blocks", args->fusedTopkMaxBlocks,
+                  "GPU: measure a tuning variant: steps whose prefill rows have at most this many blocks top them "
+                  "in the score programs (0: never)");
   cmd->add_option("--tiles-ahead", args->tilesAhead,
                   "GPU: measure a tuning variant: score_decode's key tiles loaded ahead of the one dotted");
   cmd->add_option("--decode-programs", args->decodePrograms,

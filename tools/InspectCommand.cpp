@@ -26,7 +26,7 @@ namespace m3idx::cli {
 namespace {
 
 struct InspectArgs {
-  bool list = false, printAfterAll = false, pipeline = false, json = false;
+  bool list = false, printAfterAll = false, pipeline = false, json = false, fusedTopk = false;
   std::string kernel, target = "host", emit = "dsl", out, tuning;
   int heads = 1, queryRows = 0;
   int64_t requests = 0; // 0: a step past the table's small-step rule
@@ -156,6 +156,12 @@ int runInspect(const InspectArgs &a) {
                                                               a.requests > 0 ? a.requests : tuning::TargetTuning::kLargeStep);
   if (a.queryRows && *kind != kernels::KernelKind::ScorePrefill)
     config.queryRows = a.queryRows;
+  if (a.fusedTopk) {
+    if (*kind != kernels::KernelKind::ScorePrefill || (*tuning)->fusedTopkTrip == 0)
+      return fail(fmt::format("--fused-topk: expected score_prefill on a table that fuses its top-k, got {} on {}",
+                              a.kernel, (*tuning)->target));
+    config.fusedTopkTrip = (*tuning)->fusedTopkTrip;
+  }
   StatusOr<dsl::Kernel> k = kernels::buildKernel(*kind, config);
   if (!k.ok())
     return fail(k.status().message());
@@ -219,6 +225,8 @@ void addInspectCommand(CLI::App &app, Runner &run) {
                   "decode requests of the step the config is for (a target may score small steps in another form; "
                   "default: a large step)");
   cmd->add_option("--target", args->target, "host, sm_90 or gfx950")->capture_default_str();
+  cmd->add_flag("--fused-topk", args->fusedTopk,
+                "score_prefill: the form whose programs top their own rows (the table's fusedTopkTrip)");
   cmd->add_option("--tuning", args->tuning,
                   "build the config this target's tuning table gives (host, sm_90, gfx950; default: --target's)");
   cmd->add_option("--emit", args->emit,

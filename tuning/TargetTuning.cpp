@@ -25,6 +25,10 @@ TargetTuning makeHost() {
   // As on GPUs: every host test of a large prompt step runs programs of several rows.
   t.topkPrefillRows = 8;
   t.topkPrefillLongRows = 2;
+  // Steps of rows up to 16 blocks top them in the score programs (trips of topk_prefill's 4 rows):
+  // every host test of such a step runs the fused form, longer ones topk_prefill.
+  t.fusedTopkTrip = 4;
+  t.fusedTopkMaxBlocks = 16;
   return t;
 }
 
@@ -56,6 +60,11 @@ TargetTuning makeSm90() {
   t.topkPrefillRows = 32;
   t.topkPrefillLongRows = 32;
   t.topkPrefillTripRows = 32;
+  // Steps of rows up to 2K tokens (16 blocks): the score program's 128 threads top its 128 columns'
+  // rows, a thread a row, one launch a step where two were (1 x 1K: 0.015 ms of kernels, less than
+  // run()'s host time for two launches; bench/RESULTS.md, 2026-12-07 (2)).
+  t.fusedTopkTrip = 128;
+  t.fusedTopkMaxBlocks = 16;
   // Wider requests (24 and 32 columns: 6 and 8 rows x 4 heads) as one warpgroup on wgmma m64nN,
   // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
   // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).
@@ -156,6 +165,11 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
 
 std::vector<KernelConfig> TargetTuning::configsFor(KernelKind kind, int numHeads, int decodeQueryLen) const {
   std::vector<KernelConfig> all = {configFor(kind, numHeads, decodeQueryLen)};
+  if (kind == KernelKind::ScorePrefill && fusedTopkTrip > 0) {
+    KernelConfig fused = all[0];
+    fused.fusedTopkTrip = fusedTopkTrip;
+    all.push_back(fused);
+  }
   if (decodeWarpgroupRequests > 0)
     if (KernelConfig small = configFor(kind, numHeads, decodeQueryLen, 1); small.str() != all[0].str())
       all.push_back(small);
@@ -182,6 +196,8 @@ kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen, int6
   s.topkPrograms = topkPrograms;
   s.topkPrefillRows = topkPrefillRows;
   s.topkPrefillLongRows = topkPrefillLongRows;
+  s.fusedTopkTrip = fusedTopkTrip;
+  s.fusedTopkMaxBlocks = fusedTopkMaxBlocks;
   return s;
 }
 

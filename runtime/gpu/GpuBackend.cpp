@@ -336,6 +336,8 @@ StatusOr<GpuBackend::PlannedStep> GpuBackend::prepareStep(const BatchView &b, in
   // Every function first (a compile or module load), so nothing below waits on the host.
   for (KernelKind k : kernels::allKernels())
     M3IDX_RETURN_IF_ERROR(prepare(k, stepTuning.config(k)));
+  for (const kernels::Launch &launch : plan->launches) // a step's own form (a fused top-k)
+    M3IDX_RETURN_IF_ERROR(prepare(launch.kind, launch.config));
 
   // Metadata: one host staging array of int32 sections, each 16 bytes aligned, one upload.
   int64_t at[kernels::kStepBufferCount] = {}, total = 0;

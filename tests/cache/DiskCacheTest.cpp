@@ -182,7 +182,7 @@ TEST(AotBundle, ServesKernelsWithTheCompilerDisabled) {
   req.decodeQueryLens = {4};
   auto items = runtime::compileBundle(req, nullptr);
   ASSERT_TRUE(items.ok()) << items.status().message();
-  EXPECT_EQ(items->size(), 4u); // score and top-k, decode and prefill
+  EXPECT_EQ(items->size(), 5u); // score and top-k, decode and prefill, and the prefill score's fused form
   EXPECT_TRUE(fs::exists(fs::path(bundle) / "manifest.json"));
 
   ::setenv("M3IDX_CACHE_DIR", freshDir("bundle-cache").c_str(), 1);

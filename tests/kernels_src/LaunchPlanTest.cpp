@@ -258,6 +258,67 @@ TEST(StepPlan, PrefillTopkProgramsTakeSeveralRows) {
   EXPECT_EQ(scalar(l, "rows_per_program"), 1);
 }
 
+// A step whose prefill rows all have at most fusedTopkMaxBlocks blocks: one score_prefill program a
+// row tile (grid_chunks 1, runs of the longest row's blocks) in the fused form, binding its top-k
+// output, and no topk_prefill launch; one row longer, a table without the form, or a plan without
+// the prefill top-k (a CP share's parts) keep the two launches.
+TEST(StepPlan, ShortPrefillStepsTopTheirRowsInTheScorePrograms) {
+  m3idx::IndexerParams p;
+  p.numHeads = 2;
+  p.numDecodes = 2;
+  p.decodeQueryLen = 4;
+  auto scalar = [](const Launch &l, const std::string &name) {
+    for (const LaunchArg &a : l.args)
+      if (!a.isBuffer && name == a.name)
+        return a.value;
+    ADD_FAILURE() << name;
+    return int64_t{-1};
+  };
+  auto kindsOf = [](const StepPlan &plan) {
+    std::vector<KernelKind> kinds;
+    for (const Launch &l : plan.launches)
+      kinds.push_back(l.kind);
+    return kinds;
+  };
+  for (const std::string &target : {std::string("host"), std::string("sm_90")}) {
+    const StepTuning t = (**m3idx::tuning::tuningFor(target)).forStep(2, 4, TargetTuning::kLargeStep);
+    ASSERT_GT(t.fusedTopkTrip, 0) << target;
+    const m3idx::Case fits = m3idx::testing::buildCase(p, {4, 4, 70, 300}, {9000, 9, 500, 2048});
+    auto plan = planStep(fits.view(), 256, t);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    ASSERT_EQ(kindsOf(*plan), (std::vector{KernelKind::ScoreDecode, KernelKind::ScorePrefill, KernelKind::TopkDecode}))
+        << target;
+    const Launch &score = plan->launches[1];
+    EXPECT_EQ(score.config.fusedTopkTrip, t.fusedTopkTrip);
+    EXPECT_EQ(scalar(score, "grid_chunks"), 1);
+    EXPECT_EQ(scalar(score, "blocks_per_program"), 16);
+    EXPECT_EQ(score.programs, plan->prefillTiles);
+    int64_t topkElements = 0;
+    Status s = bindLaunch(*signatureOf(score.kind, score.config), score,
+                          [&](StepBuffer role, int64_t elements) {
+                            if (role == StepBuffer::Topk)
+                              topkElements = elements;
+                          },
+                          [](int64_t) {});
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(topkElements, 2 * fits.view().numRows * 16);
+
+    const m3idx::Case longer = m3idx::testing::buildCase(p, {4, 4, 70, 300}, {9000, 9, 500, 2049});
+    auto unfused = planStep(longer.view(), 256, t);
+    ASSERT_TRUE(unfused.ok());
+    EXPECT_EQ(kindsOf(*unfused).back(), KernelKind::TopkPrefill) << target;
+    EXPECT_EQ(unfused->launches[1].config.fusedTopkTrip, 0);
+    StepTuning without = t;
+    without.fusedTopkTrip = 0;
+    auto off = planStep(fits.view(), 256, without);
+    ASSERT_TRUE(off.ok());
+    EXPECT_EQ(kindsOf(*off).back(), KernelKind::TopkPrefill) << target;
+    auto scoresOnly = planStep(fits.view(), 256, t, kScoreDecode | kScorePrefill);
+    ASSERT_TRUE(scoresOnly.ok());
+    EXPECT_EQ(scoresOnly->launches.back().config.fusedTopkTrip, 0) << target;
+  }
+}
+
 TEST(StepPlan, BindingNamesAMissingOrUnknownArgument) {
   const m3idx::Case c = mixedCase(1);
   auto plan = planStep(c.view(), 320, hostTuning().forStep(1, 4, TargetTuning::kLargeStep));

@@ -5,10 +5,12 @@
 #include <cstring>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "casefile/CaseGenerator.h"
 #include "core/Spec.h"
+#include "kernels_src/LaunchPlan.h"
 #include "reference/ReferenceIndexer.h"
 #include "reference/TopkCheck.h"
 #include "runtime/HostBackend.h"
@@ -253,6 +255,39 @@ TEST(HostBackend, PrefillTopkProgramsOfSeveralRowsMatchTheReference) {
       o->mode = ValueMode::Exact; // every score bit comparable
     for (const GenOptions &o : {prompts, mixed})
       expectExactlyTheReference(host, o, std::to_string(rows) + " rows a program, seed " + std::to_string(o.seed));
+  }
+}
+
+// Steps whose prefill rows all have at most fusedTopkMaxBlocks blocks: each score_prefill program
+// tops its own row tile's rows (no topk_prefill launch, which the plan is checked for), in the
+// host's trips of 4 rows and sm_90's of 128 (its 128 columns, a thread a row): prompts and chunks
+// of up to 2048 tokens with partial row tiles, and a mixed step, bit for bit the reference.
+TEST(HostBackend, ShortPromptStepsTopTheirRowsInTheScorePrograms) {
+  for (const char *target : {"host", "sm_90"}) {
+    tuning::TargetTuning form = **tuning::tuningFor(target);
+    form.decodeWarpgroupRequests = 0;
+    ASSERT_GT(form.fusedTopkTrip, 0) << target;
+    ASSERT_EQ(form.fusedTopkMaxBlocks, 16) << target;
+    runtime::HostBackend host(form);
+    for (int heads : {1, 2, 4}) {
+      GenOptions prompts = base(40 + heads, heads, 0, 3), mixed = base(50 + heads, heads, 2, 2);
+      prompts.prefillQueryLen = {1, 300};
+      prompts.prefillContext = {1, 2048}; // up to 16 blocks
+      mixed.prefillContext = {200, 2048};
+      mixed.localBlocks = 1;
+      for (GenOptions *o : {&prompts, &mixed}) {
+        o->mode = ValueMode::Exact;
+        StatusOr<Case> c = generateCase(*o);
+        ASSERT_TRUE(c.ok()) << c.status().message();
+        const BatchView v = c->view();
+        const kernels::StepTuning t = form.forStep(heads, v.params.decodeQueryLen, v.params.numDecodes);
+        StatusOr<kernels::StepPlan> plan = kernels::planStep(v, 256, t);
+        ASSERT_TRUE(plan.ok()) << plan.status().message();
+        for (const kernels::Launch &l : plan->launches)
+          ASSERT_NE(l.kind, kernels::KernelKind::TopkPrefill) << target << ": the step was not fused";
+        expectExactlyTheReference(host, *o, fmt::format("{}, {} heads, seed {}", target, heads, o->seed));
+      }
+    }
   }
 }
 

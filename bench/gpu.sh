@@ -332,6 +332,8 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
           --prefills 0 --nan-scales 0.01 --extra-pages 3 >/dev/null # rows in segments, short enough for all four tools
         "$m3idx" gen --out "$sc/prefill_rows_h2" --seed 53 --heads 2 --decodes 0 --prefills 2 --prefill-len 4000:5000 \
           --prefill-context 4000:6000 --nan-scales 0.01 --extra-pages 3 >/dev/null # topk_prefill programs of several rows, short and long
+        "$m3idx" gen --out "$sc/prefill_fused_h2" --seed 54 --heads 2 --decodes 2 --prefills 3 --prefill-len 1:300 \
+          --prefill-context 1:2048 --nan-scales 0.01 --extra-pages 3 >/dev/null # score programs that top their own rows
       fi
       for c in "$sc"/*/; do "$m3idx" run "$c" --backend cuda --out /tmp/m3idx-sanitize-warm >/dev/null; done
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do

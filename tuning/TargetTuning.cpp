@@ -60,11 +60,9 @@ TargetTuning makeSm90() {
   t.topkPrefillRows = 32;
   t.topkPrefillLongRows = 32;
   t.topkPrefillTripRows = 32;
-  // Steps of rows up to 2K tokens (16 blocks): the score program's 128 threads top its 128 columns'
-  // rows, a thread a row, one launch a step where two were (1 x 1K: 0.015 ms of kernels, less than
-  // run()'s host time for two launches; bench/RESULTS.md, 2026-12-07 (2)).
-  t.fusedTopkTrip = 128;
-  t.fusedTopkMaxBlocks = 16;
+  // No fused top-k (fusedTopkTrip): the form with trips of 128 (a thread a row) was measured
+  // slower on the smallest steps, whose tiles it gives one program each (1 x 1K: 0.029 against
+  // 0.017 ms of kernels), and even on 64 x 2K (0.157 against 0.160; bench/RESULTS.md, 2026-12-07 (2)).
   // Wider requests (24 and 32 columns: 6 and 8 rows x 4 heads) as one warpgroup on wgmma m64nN,
   // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
   // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).

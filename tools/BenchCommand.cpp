@@ -146,6 +146,9 @@ int runBench(const BenchArgs &a) {
       t.topkPrefillRows = a.topkPrefillRows;
     if (a.topkPrefillLongRows >= 1)
       t.topkPrefillLongRows = a.topkPrefillLongRows;
+    if (a.fusedTopkMaxBlocks > 0 && t.fusedTopkTrip == 0)
+      return fail(fmt::format("--fused-topk-max-blocks: expected a target whose table has the fused top-k's form, got {}",
+                              t.target));
     if (a.fusedTopkMaxBlocks >= 0)
       t.fusedTopkMaxBlocks = a.fusedTopkMaxBlocks;
     if (a.tilesAhead >= 1 || a.decodePrograms >= 1) // one value for every width of program

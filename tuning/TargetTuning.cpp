@@ -60,9 +60,12 @@ TargetTuning makeSm90() {
   t.topkPrefillRows = 32;
   t.topkPrefillLongRows = 32;
   t.topkPrefillTripRows = 32;
-  // No fused top-k (fusedTopkTrip): the form with trips of 128 (a thread a row) was measured
-  // slower on the smallest steps, whose tiles it gives one program each (1 x 1K: 0.029 against
-  // 0.017 ms of kernels), and even on 64 x 2K (0.157 against 0.160; bench/RESULTS.md, 2026-12-07 (2)).
+  // The fused top-k's form is trips of 128 (the program's threads, a row each), but no step takes
+  // it (fusedTopkMaxBlocks 0; `m3idx bench --fused-topk-max-blocks 16` measures it): it was slower
+  // on the smallest steps, whose tiles it gives one program each (1 x 1K: 0.029 against 0.017 ms
+  // of kernels), and no faster on 64 x 2K (0.157 against 0.160; bench/RESULTS.md, 2026-12-07 (2)).
+  t.fusedTopkTrip = 128;
+  t.fusedTopkMaxBlocks = 0;
   // Wider requests (24 and 32 columns: 6 and 8 rows x 4 heads) as one warpgroup on wgmma m64nN,
   // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
   // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).
@@ -163,7 +166,7 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
 
 std::vector<KernelConfig> TargetTuning::configsFor(KernelKind kind, int numHeads, int decodeQueryLen) const {
   std::vector<KernelConfig> all = {configFor(kind, numHeads, decodeQueryLen)};
-  if (kind == KernelKind::ScorePrefill && fusedTopkTrip > 0) {
+  if (kind == KernelKind::ScorePrefill && fusedTopkTrip > 0 && fusedTopkMaxBlocks > 0) {
     KernelConfig fused = all[0];
     fused.fusedTopkTrip = fusedTopkTrip;
     all.push_back(fused);

@@ -54,9 +54,9 @@ struct TargetTuning {
   int topkPrefillTripRows = 4;
   // Steps whose prefill rows all have at most fusedTopkMaxBlocks blocks score each row tile in one
   // program that then tops the tile's rows itself, fusedTopkTrip rows a trip
-  // (KernelConfig::fusedTopkTrip; 0: never): one launch where two were, and no top-k pass of its
-  // own. A GPU program's threads a trip (each a row, as topk_prefill's); short rows only, since
-  // one program a tile gives up the grid's split of a tile's blocks.
+  // (KernelConfig::fusedTopkTrip; either 0: never): one launch where two were, and no top-k pass
+  // of its own. A GPU program's threads a trip (each a row, as topk_prefill's); short rows only,
+  // since one program a tile gives up the grid's split of a tile's blocks.
   int fusedTopkTrip = 0;
   int64_t fusedTopkMaxBlocks = 0;
   int scoreUnroll = 4; // the unmasked block loop's unroll hint (KernelConfig::blockUnroll)

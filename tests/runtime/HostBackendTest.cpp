@@ -260,14 +260,13 @@ TEST(HostBackend, PrefillTopkProgramsOfSeveralRowsMatchTheReference) {
 
 // Steps whose prefill rows all have at most fusedTopkMaxBlocks blocks: each score_prefill program
 // tops its own row tile's rows (no topk_prefill launch, which the plan is checked for), in the
-// host's trips of 4 rows and in sm_90's program shape with trips of 128 (its 128 columns, a
-// thread a row; the form its table measured and left off): prompts and chunks of up to 2048 tokens
+// host's trips of 4 rows and sm_90's of 128 (its 128 columns, a thread a row; a form its table
+// measured and gives no step, fusedTopkMaxBlocks 0): prompts and chunks of up to 2048 tokens
 // with partial row tiles, and a mixed step, bit for bit the reference.
 TEST(HostBackend, ShortPromptStepsTopTheirRowsInTheScorePrograms) {
   for (const char *target : {"host", "sm_90"}) {
     tuning::TargetTuning form = **tuning::tuningFor(target);
     form.decodeWarpgroupRequests = 0;
-    form.fusedTopkTrip = std::string(target) == "host" ? form.fusedTopkTrip : 128;
     form.fusedTopkMaxBlocks = 16;
     ASSERT_GT(form.fusedTopkTrip, 0) << target;
     runtime::HostBackend host(form);

@@ -26,6 +26,15 @@ const int64_t kGpuScorePrograms = sm90().decodeScorePrograms, kHostScorePrograms
 const int64_t kMaxBlocksPerProgram = hostTuning().decodeMaxBlocksPerProgram;
 const int64_t kGpuTopkPrograms = sm90().topkPrograms, kHostTopkPrograms = hostTuning().topkPrograms;
 
+// A launch's scalar argument `name` (a failure, and -1, where it has none).
+int64_t scalar(const Launch &l, const std::string &name) {
+  for (const LaunchArg &a : l.args)
+    if (!a.isBuffer && name == a.name)
+      return a.value;
+  ADD_FAILURE() << name;
+  return -1;
+}
+
 } // namespace
 
 TEST(ScoreGrid, LongBatchesTakeRunsOfBlocks) {
@@ -219,13 +228,6 @@ TEST(StepPlan, PrefillTopkProgramsTakeSeveralRows) {
     ADD_FAILURE() << "no topk_prefill launch";
     return Launch{};
   };
-  auto scalar = [](const Launch &l, const std::string &name) {
-    for (const LaunchArg &a : l.args)
-      if (!a.isBuffer && name == a.name)
-        return a.value;
-    ADD_FAILURE() << name;
-    return int64_t{-1};
-  };
   using Form = std::tuple<int64_t, int64_t, int64_t>; // topkPrograms, topkPrefillRows, rows a program
   for (auto [programs, most, want] :
        {Form{1, 5, 5}, Form{1, 1, 1}, Form{2 * prefillRows, 8, 4}, Form{2 * prefillRows, 3, 3},
@@ -267,13 +269,6 @@ TEST(StepPlan, ShortPrefillStepsTopTheirRowsInTheScorePrograms) {
   p.numHeads = 2;
   p.numDecodes = 2;
   p.decodeQueryLen = 4;
-  auto scalar = [](const Launch &l, const std::string &name) {
-    for (const LaunchArg &a : l.args)
-      if (!a.isBuffer && name == a.name)
-        return a.value;
-    ADD_FAILURE() << name;
-    return int64_t{-1};
-  };
   auto kindsOf = [](const StepPlan &plan) {
     std::vector<KernelKind> kinds;
     for (const Launch &l : plan.launches)

@@ -411,11 +411,15 @@ bool isStore(OpKind k) {
 
 } // namespace
 
-void KernelBuilder::gridOrder(OpKind kind, const char *what) {
-  bool inLoop = false;
+bool KernelBuilder::insideLoop() const {
   for (const Cursor &c : cursor_)
-    inLoop = inLoop || (c.op >= 0 && k_.ops[c.op].kind == OpKind::For);
-  check(!inLoop, fmt::format("{}: inside a loop (once per program)", what));
+    if (c.op >= 0 && k_.ops[c.op].kind == OpKind::For)
+      return true;
+  return false;
+}
+
+void KernelBuilder::gridOrder(OpKind kind, const char *what) {
+  check(!insideLoop(), fmt::format("{}: inside a loop (once per program)", what));
   for (const Op &op : k_.ops) {
     check(op.kind != kind, fmt::format("{}: a second one (once per program)", what));
     check(kind != OpKind::GridAwait || !isStore(op.kind),
@@ -436,10 +440,7 @@ void KernelBuilder::releaseNextGrid(SourceAt at) {
 
 void KernelBuilder::programSync(SourceAt at) {
   LocScope scope(*this, at);
-  bool inLoop = false;
-  for (const Cursor &c : cursor_)
-    inLoop = inLoop || (c.op >= 0 && k_.ops[c.op].kind == OpKind::For);
-  check(!inLoop, "program.sync: inside a loop");
+  check(!insideLoop(), "program.sync: inside a loop");
   emit(OpKind::ProgramSync, {}, {});
 }
 

@@ -217,6 +217,7 @@ private:
   Value aligned(Value loaded, OpKind kind, int alignBytes);
   Values runRegion(int32_t op, int region, const std::function<Values()> &fn);
   void gridOrder(OpKind kind, const char *what); // awaitEarlierGrids, releaseNextGrid
+  bool insideLoop() const; // whether ops are being added to a loop's body (at any depth)
 
   Kernel k_;
   std::vector<Cursor> cursor_;

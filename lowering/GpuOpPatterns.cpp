@@ -307,8 +307,8 @@ void populateGpuOpPatterns(const TypeConverter &converter, RewritePatternSet &pa
                FoldMaxLowering, ReduceMaxGroupsLowering, LoadLowering, LoadTileLowering, LoadTileMaskedLowering,
                LoadGatherLowering,
                StoreLowering, StoreTileLowering, StoreScatterLowering, AtomicAddLowering,
-               GridOrderLowering<tile::GridAwaitOp>, GridOrderLowering<tile::GridReleaseOp>, ProgramSyncLowering, DecodeNvfp4Lowering,
-               DotTilesLowering, ConvertLayoutLowering, StageLowering>(converter, patterns.getContext(), kernel);
+               GridOrderLowering<tile::GridAwaitOp>, GridOrderLowering<tile::GridReleaseOp>, ProgramSyncLowering,
+               DecodeNvfp4Lowering, DotTilesLowering, ConvertLayoutLowering, StageLowering>(converter, patterns.getContext(), kernel);
 }
 
 } // namespace m3idx::lowering

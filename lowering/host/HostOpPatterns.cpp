@@ -498,17 +498,13 @@ class AtomicAddLowering final : public HostPattern<tile::AtomicAddOp> {
   }
 };
 
-// The host starts no kernel's programs before the kernel ahead of it has ended: nothing to order.
-template <typename GridOp>
-class GridOrderLowering final : public HostPattern<GridOp> {
-  using HostPattern<GridOp>::HostPattern;
-  FailureOr<Values> lower(GridOp, typename GridOp::Adaptor, ImplicitLocOpBuilder &) const override { return Values{}; }
-};
-
-// One thread runs a program, its loads and stores in program order: nothing to do.
-class ProgramSyncLowering final : public HostPattern<tile::ProgramSyncOp> {
-  using HostPattern::HostPattern;
-  FailureOr<Values> lower(tile::ProgramSyncOp, Adaptor, ImplicitLocOpBuilder &) const override { return Values{}; }
+// Orderings the host has already: it starts no kernel's programs before the kernel ahead of it has
+// ended (grid_await, grid_release), and one thread runs a program, its loads and stores in program
+// order (program_sync). Nothing to emit.
+template <typename OrderOp>
+class AlreadyOrderedLowering final : public HostPattern<OrderOp> {
+  using HostPattern<OrderOp>::HostPattern;
+  FailureOr<Values> lower(OrderOp, typename OrderOp::Adaptor, ImplicitLocOpBuilder &) const override { return Values{}; }
 };
 
 // ---- decode_nvfp4, dot_tiles ----
@@ -583,8 +579,8 @@ void populateHostOpPatterns(const HostTypeConverter &converter, RewritePatternSe
   patterns.add<ElementwiseOnTiles, ExtractLowering, ExtractAtLowering, ShuffleLowering, ReduceAddLowering,
                ReduceMaxLowering, DotLowering, ReduceMaxGroupsLowering, FoldMaxLowering, LoadLowering,
                LoadTileLowering, LoadTileMaskedLowering, LoadGatherLowering, StoreLowering, StoreTileLowering,
-               StoreScatterLowering, AtomicAddLowering, GridOrderLowering<tile::GridAwaitOp>,
-               GridOrderLowering<tile::GridReleaseOp>, ProgramSyncLowering,
+               StoreScatterLowering, AtomicAddLowering, AlreadyOrderedLowering<tile::GridAwaitOp>,
+               AlreadyOrderedLowering<tile::GridReleaseOp>, AlreadyOrderedLowering<tile::ProgramSyncOp>,
                DecodeNvfp4Lowering, DotTilesLowering, StageLowering>(converter, patterns.getContext(), kernel);
 }
 

@@ -141,7 +141,8 @@ private:
     fn_.walk([&](Operation *op) {
       TypeSwitch<Operation *>(op)
           .Case<func::FuncOp, func::ReturnOp, arith::ConstantOp, tile::ProgramIdOp, tile::LoadOp, tile::StoreOp,
-                tile::AtomicAddOp, tile::GridAwaitOp, tile::GridReleaseOp, tile::ProgramSyncOp, scf::YieldOp>([](Operation *) {})
+                tile::AtomicAddOp, tile::GridAwaitOp, tile::GridReleaseOp, tile::ProgramSyncOp, scf::YieldOp>(
+              [](Operation *) {})
           .Case([&](tile::IotaOp o) { allow(o.getResult(), kBlocked | kAcc | kWacc); })
           .Case([&](tensor::SplatOp o) { allow(o.getResult(), kBlocked | kAcc | kWacc | kFold); })
           .Case([&](tile::FoldMaxOp o) { // in-thread on wgmma accumulators (pairs of tokens g, g + 8)

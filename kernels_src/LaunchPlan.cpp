@@ -128,14 +128,14 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
   const KernelConfig &prefill = t.config(KernelKind::ScorePrefill);
   plan.rowTile = prefill.queryRows;
   const int64_t longestPrefill = maxRequestBlocks(b, D, R); // the score grid's and the top-k's
-  // Short prefill rows (fusedTopkMaxBlocks): one program a row tile, which tops its rows itself.
+  // Short prefill rows (fusedTopkMaxBlocks): the last score program of a row tile to finish tops
+  // its rows.
   const bool fusedTopk = t.fusedTopkTrip > 0 && (parts & kScorePrefill) && (parts & kTopkPrefill) &&
                          prefillRows > 0 && longestPrefill <= t.fusedTopkMaxBlocks;
   if ((parts & kScorePrefill) && prefillRows > 0) {
     plan.prefillTiles = prefillTileCount(b, plan.rowTile);
-    const ScoreGrid g = fusedTopk ? ScoreGrid{1, std::max<int64_t>(longestPrefill, 1)}
-                                  : scoreGrid(plan.prefillTiles, longestPrefill, t.prefillScorePrograms,
-                                              t.prefillMaxBlocksPerProgram, t.prefillMinBlocksPerProgram);
+    const ScoreGrid g = scoreGrid(plan.prefillTiles, longestPrefill, t.prefillScorePrograms,
+                                  t.prefillMaxBlocksPerProgram, t.prefillMinBlocksPerProgram);
     KernelConfig config = prefill;
     config.fusedTopkTrip = fusedTopk ? t.fusedTopkTrip : 0;
     LaunchBuilder l(plan, KernelKind::ScorePrefill, config, g.programs(plan.prefillTiles));
@@ -146,8 +146,8 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
                      .buffer(StepBuffer::Scores, scores),
                  g.chunks, T)
         .scalar("blocks_per_program", g.blocksPerProgram);
-    if (fusedTopk)
-      l.buffer(StepBuffer::Topk, topk);
+    if (fusedTopk) // a count of arrived programs per tile
+      l.buffer(StepBuffer::Topk, topk).buffer(StepBuffer::Arrivals, plan.prefillTiles);
     M3IDX_RETURN_IF_ERROR(l.add());
   }
   // Rows too few to fill the target are cut into segments (topkSplit).

@@ -43,9 +43,9 @@ struct StepTuning {
   // Rows a topk_prefill program takes at most (TargetTuning's): in steps whose prefill rows all
   // have at most kShortTopkRowBlocks blocks, and in the others.
   int64_t topkPrefillRows = 1, topkPrefillLongRows = 1;
-  // Prefill steps whose rows all have at most fusedTopkMaxBlocks blocks: one score_prefill program
-  // a row tile, which tops the tile's rows fusedTopkTrip a trip (KernelConfig::fusedTopkTrip; 0:
-  // never), and no topk_prefill launch.
+  // Prefill steps whose rows all have at most fusedTopkMaxBlocks blocks: the last score_prefill
+  // program of a row tile to finish tops the tile's rows fusedTopkTrip a trip (counted in
+  // arrivals; KernelConfig::fusedTopkTrip, 0: never), and no topk_prefill launch.
   int fusedTopkTrip = 0;
   int64_t fusedTopkMaxBlocks = 0;
   const KernelConfig &config(KernelKind k) const { return configs[static_cast<int>(k)]; }

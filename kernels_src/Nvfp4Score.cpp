@@ -25,7 +25,7 @@ namespace {
 // validated on the host.
 struct ScoreArgs {
   Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores, status, programFlags;
-  Buffer topk; // prefill programs that top their own rows (KernelConfig::fusedTopkTrip)
+  Buffer topk, arrivals; // prefill programs that top their tile's rows (KernelConfig::fusedTopkTrip)
   Value numRows, maxBlocks, width, blocksPerProgram, initBlocks, localBlocks, blockBegin, numPages, maxSeqLen,
       maxRun;
   Divisor gridChunks, blockStep, runUnits, activePrograms; // what the prologue divides by
@@ -46,8 +46,10 @@ ScoreArgs declareArgs(KernelBuilder &b, bool prefill, bool fusedTopk = false) {
     a.tileRowBegin = b.buffer("tile_row_begin", Elem::I32, Access::Read);
   }
   a.scores = b.buffer("scores", Elem::F32, fusedTopk ? Access::ReadWrite : Access::Write);
-  if (fusedTopk)
+  if (fusedTopk) {
     a.topk = b.buffer("topk", Elem::I32, Access::Write);
+    a.arrivals = b.buffer("arrivals", Elem::I32, Access::ReadWrite);
+  }
   if (a.checked) {
     a.status = b.buffer("status", Elem::I64, Access::Write);
     a.programFlags = b.buffer("program_flags", Elem::I32, Access::Write);
@@ -414,24 +416,39 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
       scoreBlocks(b, a, c, req, range, rt);
   });
   if (fused) {
-    // The plan gives such a kernel one program a row tile (grid_chunks 1): the tile's rows' every
-    // score is this program's, stored above, so it tops them itself once they are all seen.
+    // The tile's programs with blocks (at least its first, which tops a tile that sees none) each
+    // count themselves in; the last to arrive has every score of the tile's rows (an atomic orders
+    // the others' stores before its loads) and tops them, then zeroes the count for the next step
+    // (arrivals are 0 between steps, as topk_decode's). So the split of the tile's blocks over the
+    // grid stays, and the step has no topk_prefill launch.
     // Head row i of the tile is (row i / H, head i % H), as BlockStore's lanes: the tile's valid
     // rows are i < numValid x H (the padding rows past them are the next request's, or past the
     // batch's end, and are neither read nor written).
-    const int H = c.numHeads, R = c.fusedTopkTrip;
-    Value causalBase = seqLen - qLen + rowBegin - qStart + 1, headRows = numValid * H;
-    Value tripLanes = b.iota(R);
-    TripRows rows;
-    rows.lengths = [&](Value trip) {
-      Value i = trip + tripLanes;
-      return b.select(i < headRows, spec::blocksFor(b.maxS(i / H + causalBase, zero)), zero).to(Elem::I32);
-    };
-    rows.headRow = [&](Value at) { return (at % H) * a.numRows + rowBegin + at / H; };
-    rows.width = a.width;
-    rows.longest = spec::blocksFor(tileCausal); // the tile's last valid row sees most
-    b.programSync();
-    topkTrips(b, a.scores, a.topk, R, zero, headRows, rows.lengths(zero), rows);
+    Value chunk = pid - tileId * a.gridChunks.value;
+    Value used = b.maxS((spec::blocksFor(tileCausal) + (a.blocksPerProgram - 1)) / a.blocksPerProgram, b.constInt(1));
+    b.ifThen(chunk < used, [&] {
+      Value last = b.ifElse(used == 1, [&] { return Values{b.constInt(1, Elem::I1)}; },
+                            [&] {
+                              Value before = b.atomicAdd(a.arrivals, tileId, b.constInt(1, Elem::I32));
+                              return Values{before.to(Elem::I64) == used - 1};
+                            })[0];
+      b.ifThen(last, [&] {
+        b.ifThen(used > 1, [&] { b.store(a.arrivals, tileId, b.constInt(0, Elem::I32)); });
+        const int H = c.numHeads, R = c.fusedTopkTrip;
+        Value causalBase = seqLen - qLen + rowBegin - qStart + 1, headRows = numValid * H;
+        Value tripLanes = b.iota(R);
+        TripRows rows;
+        rows.lengths = [&](Value trip) {
+          Value i = trip + tripLanes;
+          return b.select(i < headRows, spec::blocksFor(b.maxS(i / H + causalBase, zero)), zero).to(Elem::I32);
+        };
+        rows.headRow = [&](Value at) { return (at % H) * a.numRows + rowBegin + at / H; };
+        rows.width = a.width;
+        rows.longest = spec::blocksFor(tileCausal); // the tile's last valid row sees most
+        b.programSync(); // its own lanes' stores, where no atomic ordered them
+        topkTrips(b, a.scores, a.topk, R, zero, headRows, rows.lengths(zero), rows);
+      });
+    });
   }
   return b.finish();
 }

@@ -110,6 +110,11 @@ Status GpuKernelState::plan() {
       int64_t &lanes = plan.shuffleLanes[static_cast<int>(e)];
       lanes = std::max<int64_t>(lanes, 2 * lanesOf(shuffle.getLhs()));
     }
+    // An atomic's old value reaches a program of several warps through that buffer too.
+    if (auto atomic = dyn_cast<tile::AtomicAddOp>(op); atomic && threads_ > target_.shuffleWidth(threads_)) {
+      int64_t &lanes = plan.shuffleLanes[static_cast<int>(elemOf(atomic.getValue().getType()))];
+      lanes = std::max<int64_t>(lanes, 1);
+    }
     if (auto ext = dyn_cast<arith::ExtFOp>(op); ext && fromDecode(ext.getIn()))
       plan.keysAsF32 = true;
     // dot_tiles: a buffer per distinct b operand (bytes for matrix units, else f32), and one for

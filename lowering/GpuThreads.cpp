@@ -402,24 +402,41 @@ mlir::Value GpuThreads::reduceMaxGroups(mlir::Value t, int64_t lanes, int64_t gr
 
 // Every thread's earlier stores reach the barrier before one thread's release fence (cumulative:
 // it orders what that thread has observed) and its atomic; the old value goes to all lanes by a
-// shuffle, and each lane's acquire fence orders its later loads after the atomic.
+// shuffle, and each lane's acquire fence orders its later loads after the atomic. A program of
+// several warps passes it through its workgroup word instead (planned by GpuKernelState): thread 0
+// acquires before it writes the word, and the barriers order the others' reads after that and
+// every thread's read before the word is reused.
 mlir::Value GpuThreads::atomicAdd(mlir::Value buf, mlir::Value at, mlir::Value v) {
   const char *scope = target_.deviceSyncScope();
-  auto add = [&] {
-    return memref::AtomicRMWOp::create(b_, arith::AtomicRMWKind::addi, v, buf, ValueRange{toIndex(b_, at)})
-        .getResult();
-  };
+  const bool acrossWarps = threads_ > target_.shuffleWidth(threads_);
+  mlir::Value word = acrossWarps ? scratch_.at(static_cast<int>(v.getType().isInteger(32) ? dsl::Elem::I32
+                                                                                          : dsl::Elem::I64))
+                                 : mlir::Value();
+  mlir::Value zero = constant(b_, b_.getIndexType(), 0);
   barrier();
   LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::release, scope);
   auto first = scf::IfOp::create(b_, TypeRange{v.getType()}, laneBelow(1), /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(first.thenBlock());
-    scf::YieldOp::create(b_, ValueRange{add()});
+    mlir::Value old =
+        memref::AtomicRMWOp::create(b_, arith::AtomicRMWKind::addi, v, buf, ValueRange{toIndex(b_, at)}).getResult();
+    if (acrossWarps) {
+      LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::acquire, scope);
+      memref::StoreOp::create(b_, old, word, ValueRange{zero});
+    }
+    scf::YieldOp::create(b_, ValueRange{old});
     b_.setInsertionPointToStart(first.elseBlock());
     scf::YieldOp::create(b_, ValueRange{constant(b_, v.getType(), 0)});
   }
-  mlir::Value old = shuffleIdx(first.getResult(0), constant(b_, b_.getI64Type(), 0));
+  mlir::Value old;
+  if (acrossWarps) {
+    barrier();
+    old = memref::LoadOp::create(b_, word, ValueRange{zero});
+    barrier();
+  } else {
+    old = shuffleIdx(first.getResult(0), constant(b_, b_.getI64Type(), 0));
+  }
   LLVM::FenceOp::create(b_, LLVM::AtomicOrdering::acquire, scope);
   return old;
 }

@@ -60,12 +60,12 @@ TargetTuning makeSm90() {
   t.topkPrefillRows = 32;
   t.topkPrefillLongRows = 32;
   t.topkPrefillTripRows = 32;
-  // The fused top-k's form is trips of 128 (the program's threads, a row each), but no step takes
-  // it (fusedTopkMaxBlocks 0; `m3idx bench --fused-topk-max-blocks 16` measures it): it was slower
-  // on the smallest steps, whose tiles it gives one program each (1 x 1K: 0.029 against 0.017 ms
-  // of kernels), and no faster on 64 x 2K (0.157 against 0.160; bench/RESULTS.md, 2026-12-07 (2)).
+  // Steps of rows up to 64 blocks (8K tokens) top them in the score programs, trips of 128 (the
+  // program's threads, a row each), by each row tile's last program to finish: 1 x 1K's step was
+  // two launches of 0.011 and 0.006 ms. One program a tile doing it all had been slower (0.029;
+  // bench/RESULTS.md, 2026-12-07 (2)); `m3idx bench --fused-topk-max-blocks N` measures others.
   t.fusedTopkTrip = 128;
-  t.fusedTopkMaxBlocks = 0;
+  t.fusedTopkMaxBlocks = 64;
   // Wider requests (24 and 32 columns: 6 and 8 rows x 4 heads) as one warpgroup on wgmma m64nN,
   // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
   // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).

@@ -52,11 +52,10 @@ struct TargetTuning {
   // program's threads, so that each holds one row; the host's 4 keep tiles at one 64-lane vector
   // (wider ones compile as loops over pieces: 512 lanes took LLVM 6 s).
   int topkPrefillTripRows = 4;
-  // Steps whose prefill rows all have at most fusedTopkMaxBlocks blocks score each row tile in one
-  // program that then tops the tile's rows itself, fusedTopkTrip rows a trip
-  // (KernelConfig::fusedTopkTrip; either 0: never): one launch where two were, and no top-k pass
-  // of its own. A GPU program's threads a trip (each a row, as topk_prefill's); short rows only,
-  // since one program a tile gives up the grid's split of a tile's blocks.
+  // Steps whose prefill rows all have at most fusedTopkMaxBlocks blocks: the last score program of
+  // each row tile to finish tops the tile's rows, fusedTopkTrip rows a trip
+  // (KernelConfig::fusedTopkTrip; either 0: never): one launch where two were, the tile's blocks
+  // still split over the grid. A GPU program's threads a trip (each a row, as topk_prefill's).
   int fusedTopkTrip = 0;
   int64_t fusedTopkMaxBlocks = 0;
   int scoreUnroll = 4; // the unmasked block loop's unroll hint (KernelConfig::blockUnroll)

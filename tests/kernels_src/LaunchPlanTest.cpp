@@ -260,10 +260,10 @@ TEST(StepPlan, PrefillTopkProgramsTakeSeveralRows) {
   EXPECT_EQ(scalar(l, "rows_per_program"), 1);
 }
 
-// A step whose prefill rows all have at most fusedTopkMaxBlocks blocks: one score_prefill program a
-// row tile (grid_chunks 1, runs of the longest row's blocks) in the fused form, binding its top-k
-// output, and no topk_prefill launch; one row longer, a table without the form, or a plan without
-// the prefill top-k (a CP share's parts) keep the two launches.
+// A step whose prefill rows all have at most fusedTopkMaxBlocks blocks: score_prefill in the fused
+// form on the unfused grid (its row tiles split over programs as before), binding its top-k output
+// and a count of arrived programs per row tile, and no topk_prefill launch; one row longer, a table
+// without the form, or a plan without the prefill top-k (a CP share's parts) keep the two launches.
 TEST(StepPlan, ShortPrefillStepsTopTheirRowsInTheScorePrograms) {
   m3idx::IndexerParams p;
   p.numHeads = 2;
@@ -277,10 +277,7 @@ TEST(StepPlan, ShortPrefillStepsTopTheirRowsInTheScorePrograms) {
   };
   for (const std::string &target : {std::string("host"), std::string("sm_90")}) {
     StepTuning t = (**m3idx::tuning::tuningFor(target)).forStep(2, 4, TargetTuning::kLargeStep);
-    if (target == "sm_90") { // its table's form, which it gives no step (measured)
-      EXPECT_EQ(t.fusedTopkMaxBlocks, 0);
-      t.fusedTopkMaxBlocks = 16;
-    }
+    t.fusedTopkMaxBlocks = 16; // the cases below: up to 16 blocks, then one more
     ASSERT_GT(t.fusedTopkTrip, 0) << target;
     const m3idx::Case fits = m3idx::testing::buildCase(p, {4, 4, 70, 300}, {9000, 9, 500, 2048});
     auto plan = planStep(fits.view(), 256, t);
@@ -289,18 +286,24 @@ TEST(StepPlan, ShortPrefillStepsTopTheirRowsInTheScorePrograms) {
         << target;
     const Launch &score = plan->launches[1];
     EXPECT_EQ(score.config.fusedTopkTrip, t.fusedTopkTrip);
-    EXPECT_EQ(scalar(score, "grid_chunks"), 1);
-    EXPECT_EQ(scalar(score, "blocks_per_program"), 16);
-    EXPECT_EQ(score.programs, plan->prefillTiles);
-    int64_t topkElements = 0;
+    const ScoreGrid grid = scoreGrid(plan->prefillTiles, 16, t.prefillScorePrograms, t.prefillMaxBlocksPerProgram,
+                                     t.prefillMinBlocksPerProgram);
+    EXPECT_GT(grid.chunks, 1) << target; // the form's counts are exercised
+    EXPECT_EQ(scalar(score, "grid_chunks"), grid.chunks);
+    EXPECT_EQ(scalar(score, "blocks_per_program"), grid.blocksPerProgram);
+    EXPECT_EQ(score.programs, grid.programs(plan->prefillTiles));
+    int64_t topkElements = 0, arrivalElements = 0;
     Status s = bindLaunch(*signatureOf(score.kind, score.config), score,
                           [&](StepBuffer role, int64_t elements) {
                             if (role == StepBuffer::Topk)
                               topkElements = elements;
+                            if (role == StepBuffer::Arrivals)
+                              arrivalElements = elements;
                           },
                           [](int64_t) {});
     ASSERT_TRUE(s.ok()) << s.message();
     EXPECT_EQ(topkElements, 2 * fits.view().numRows * 16);
+    EXPECT_EQ(arrivalElements, plan->prefillTiles);
 
     const m3idx::Case longer = m3idx::testing::buildCase(p, {4, 4, 70, 300}, {9000, 9, 500, 2049});
     auto unfused = planStep(longer.view(), 256, t);

@@ -17,8 +17,8 @@
 #   output_hashes.sh M3IDX TABLE --update   rewrite TABLE for every target
 # Configs: score_decode over heads 1/2/4 x decode_query_len 1..8 (every sm_90 form: one-warp,
 # row tiles, warpgroups; on sm_90 also for a step of one request, its small-step form),
-# topk_decode over decode_query_len 1..8, score_prefill over heads 1/2/4 (and, on the host, its
-# form that tops its own rows: "requests=fused"), topk_prefill at its table's rows a trip: the
+# topk_decode over decode_query_len 1..8, score_prefill over heads 1/2/4 (and, on the host and
+# sm_90, its form that tops its tiles' rows: "requests=fused"), topk_prefill at its table's rows a trip: the
 # axes each kernel's config depends on (tuning/TargetTuning.cpp's configFor).
 set -euo pipefail
 M3IDX=$1
@@ -40,8 +40,8 @@ configs() { # TARGET
   fi
   for r in 1 2 3 4 5 6 7 8; do echo "topk_decode 1 $r"; done
   for h in 1 2 4; do echo "score_prefill $h 4"; done
-  # the form that tops its own rows, where the table fuses it (fusedTopkTrip: the host's)
-  [[ $1 == host ]] && for h in 1 2 4; do echo "score_prefill $h 4 fused"; done
+  # the form that tops its tiles' rows, where the table fuses it (fusedTopkTrip: the host's, sm_90's)
+  [[ $1 != gfx950 ]] && for h in 1 2 4; do echo "score_prefill $h 4 fused"; done
   case $1 in # its table's rows a trip (topkPrefillTripRows)
     host) echo "topk_prefill 1 4" ;;
     sm_90) echo "topk_prefill 1 32" ;;

@@ -150,3 +150,28 @@ func.func @program_sync(%buf: memref<?xi32>, %out: memref<?xi32>) {
   m3idx.store %y, %out[%c0] : i32, memref<?xi32>
   return
 }
+
+// -----
+
+// atomic_add in a warpgroup (4 warps): no shuffle reaches across them, so the first thread
+// acquires, writes the old value to a workgroup word, and every thread reads it between two
+// barriers (before this, a lowering error: "a lane shuffle across the warps").
+// CHECK-LABEL: gpu.func @atomic_warpgroup
+// CHECK-SAME: workgroup(%[[WORD:.*]] : memref<1xi32, #gpu.address_space<workgroup>>)
+// CHECK: llvm.fence syncscope("device") release
+// CHECK: %[[OLD:.*]] = memref.atomic_rmw addi
+// CHECK-NEXT: llvm.fence syncscope("device") acquire
+// CHECK-NEXT: memref.store %[[OLD]], %[[WORD]]
+// CHECK: gpu.barrier
+// CHECK-NEXT: memref.load %[[WORD]]
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: llvm.fence syncscope("device") acquire
+// CHECK-NOT: gpu.shuffle
+// CHECK: gpu.return
+func.func @atomic_warpgroup(%count: memref<?xi32>) attributes {m3idx.warps = 4 : i64} {
+  %c0 = arith.constant 0 : i64
+  %one = arith.constant 1 : i32
+  %old = m3idx.atomic_add %count[%c0], %one : memref<?xi32>, i32
+  m3idx.store %old, %count[%c0] : i32, memref<?xi32>
+  return
+}

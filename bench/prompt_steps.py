@@ -15,7 +15,12 @@ Per shape:
   plan us / run us   host wall time of plan() and of one run() (median; run() with the GPU busy),
             run() next to two empty cuLaunchKernel from ctypes timed the same way just before it (a
             prompt step's two launches without m3idx: the host's launch cost drifts within minutes)
-  top-k     the top-k kernel's share of the kernels (torch.profiler's CUDA kernel times, 5 runs)
+  idle      the GPU's idle share of `layer`'s runs from their first kernel's start to their last's
+            end: the span less the union of the kernels' intervals (torch.profiler's kernel times,
+            the runs issued as `layer` behind a plan queued before), what issue 38's 3% bounds
+            without the clock and cache drift between two timed medians
+  top-k     the top-k kernel's share of the kernels (torch.profiler's CUDA kernel times, 5 runs);
+            "fused" where the score kernel tops the rows itself (no topk_prefill launch)
   vLLM      GPU ms of minimax_m3_index_prefill on its own fp8 inputs of the shape
   floor     the causal q.k FLOPs at the f16 tensor-core peak measured in the same process
   check     m3idx's top-k rows against bench/torch_reference.py's (fp32 sums, another order): rows
@@ -42,6 +47,7 @@ dev = "cuda"
 FRESH = [(1, 1024), (1, 8192), (1, 131072), (16, 4096), (64, 2048), (4, 32768)]
 CHUNKED = [(4, 512, 16384), (4, 2048, 65536), (2, 8192, 131072)]  # P, new rows, context
 LAYERS = 8
+KERNELS = ("score_prefill", "topk_prefill", "score_decode", "topk_decode")
 
 
 def make_step(P, qlen, ctx, H, seed):
@@ -104,9 +110,28 @@ def kernel_shares(fn, runs=5):
         us = getattr(e, "device_time_total", None)
         if us is None:
             us = e.cuda_time_total
-        if us > 0 and e.key in ("score_prefill", "topk_prefill", "score_decode", "topk_decode"):
+        if us > 0 and e.key in KERNELS:
             out[e.key] = us / 1e3 / runs
     return out
+
+
+def idle_share(fn):
+    """The GPU's idle share of fn()'s kernels' span: 1 - (union of their intervals) / span."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                   if e.device_type == torch.autograd.DeviceType.CUDA and e.name in KERNELS)
+    if not spans:
+        return float("nan")
+    busy, reach = 0.0, spans[0][0]
+    for start, end in spans:
+        if end > reach:
+            busy += end - max(start, reach)
+            reach = end
+    return 1.0 - busy / (spans[-1][1] - spans[0][0]) if len(spans) > 1 else 0.0
 
 
 def host_us(fn, calls):
@@ -170,6 +195,12 @@ def main():
             kernels_ms, forward_ms, vllm_ms = time_steps([run, forward, vllm], args.runs)
             layers_ms, step_ms = time_steps([runs_only, step], args.runs, idle_start=True)
             shares = kernel_shares(run)
+            runs_only()  # warm, then the idle between the layers' kernels
+            try:
+                idle = idle_share(runs_only)
+            except (AttributeError, RuntimeError) as e:  # a profiler without kernel intervals
+                print(f"idle: not measured ({e})", flush=True)
+                idle = float("nan")
             plan_us, _ = host_us(lambda: layers[0].plan(bt, sl, qsl), 25)
             torch.cuda.synchronize()
             # run() with the GPU busy: a burst of runs behind a long one, as a step's layers are
@@ -199,11 +230,13 @@ def main():
             topk_ms = shares.get("topk_prefill", 0.0)
             r = dict(P=P, qlen=qlen, ctx=ctx, H=H, kernels=kernels_ms, forward=forward_ms, layer=layers_ms / LAYERS,
                      step=step_ms / LAYERS, plan_us=plan_us, run_us=run_us, launches_us=launches_us, vllm=vllm_ms, floor=floor_ms,
-                     topk=topk_ms / max(1e-9, sum(shares.values())), rows=H * q.shape[0], equal=equal_rows,
+                     topk=topk_ms / max(1e-9, sum(shares.values())), fused="topk_prefill" not in shares, idle=idle,
+                     rows=H * q.shape[0], equal=equal_rows,
                      differing=differing, not_ties=not_ties, layers_equal=layers_equal)
             rows.append(r)
-            print(f"{P} x {qlen} on {ctx}, H={H}: kernels {kernels_ms:.3f} ms (top-k {r['topk']:.0%}), forward "
-                  f"{forward_ms:.3f}, layer {r['layer']:.3f} ({r['layer'] / kernels_ms - 1:+.1%}), step {r['step']:.3f} "
+            print(f"{P} x {qlen} on {ctx}, H={H}: kernels {kernels_ms:.3f} ms (top-k {topk_text(r)}), forward "
+                  f"{forward_ms:.3f}, layer {r['layer']:.3f} ({r['layer'] / kernels_ms - 1:+.1%}, idle {idle:.1%}), "
+                  f"step {r['step']:.3f} "
                   f"a layer, plan {plan_us:.0f} us, run {run_us:.1f} us (2 empty launches {launches_us:.1f}), vLLM {vllm_ms:.3f} "
                   f"({vllm_ms / r['layer']:.2f}x), floor {floor_ms:.3f} ({kernels_ms / floor_ms:.2f}x), rows equal "
                   f"{equal_rows}/{r['rows']} (of {differing} differing checked, {not_ties} not near ties), layers "
@@ -213,18 +246,23 @@ def main():
     write(rows, f16_tflops, args.out)
 
 
+def topk_text(r):
+    return "fused" if r["fused"] else f"{r['topk']:.0%}"
+
+
 def write(rows, f16_tflops, out):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "prompt_steps.md"), "w") as f:
         f.write(f"f16 tensor-core peak in this process: {f16_tflops:.0f} TFLOP/s\n\n")
-        f.write("| step | H | kernels ms | top-k | forward ms | layer ms (vs kernels) | step ms a layer | plan us | "
+        f.write("| step | H | kernels ms | top-k | forward ms | layer ms (vs kernels) | idle | step ms a layer | plan us | "
                 "run us (2 empty launches) | vLLM ms | vLLM / m3idx layer | kernels / f16 floor | rows equal | not near ties | "
                 "layers = forward |\n")
-        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             name = f"{r['P']} x {r['qlen']}" + (f" on {r['ctx']}" if r["ctx"] else "")
-            f.write(f"| {name} | {r['H']} | {r['kernels']:.3f} | {r['topk']:.0%} | {r['forward']:.3f} | "
-                    f"{r['layer']:.3f} ({r['layer'] / r['kernels'] - 1:+.1%}) | {r['step']:.3f} | {r['plan_us']:.0f} | "
+            f.write(f"| {name} | {r['H']} | {r['kernels']:.3f} | {topk_text(r)} | {r['forward']:.3f} | "
+                    f"{r['layer']:.3f} ({r['layer'] / r['kernels'] - 1:+.1%}) | {r['idle']:.1%} | {r['step']:.3f} | "
+                    f"{r['plan_us']:.0f} | "
                     f"{r['run_us']:.1f} ({r['launches_us']:.1f}) | {r['vllm']:.3f} | {r['vllm'] / r['layer']:.2f}x | "
                     f"{r['kernels'] / r['floor']:.2f}x | {r['equal']}/{r['rows']} | {r['not_ties']}/{r['differing']} | "
                     f"{r['layers_equal']} |\n")

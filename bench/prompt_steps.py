@@ -17,8 +17,10 @@ Per shape:
             prompt step's two launches without m3idx: the host's launch cost drifts within minutes)
   idle      the GPU's idle share of `layer`'s runs from their first kernel's start to their last's
             end: the span less the union of the kernels' intervals (torch.profiler's kernel times,
-            the runs issued as `layer` behind a plan queued before), what issue 38's 3% bounds
-            without the clock and cache drift between two timed medians
+            the runs issued as `layer` behind a plan queued before). The profiler slows each
+            launch, so where a layer's kernels take less than that this overstates the idle (64 x
+            2K: 27% under it, the timed layer +1.6%); where it reads 0, the layers ran back to back
+            and `layer` against `kernels` is clock and cache drift, not idle
   top-k     the top-k kernel's share of the kernels (torch.profiler's CUDA kernel times, 5 runs);
             "fused" where the score kernel tops the rows itself (no topk_prefill launch)
   vLLM      GPU ms of minimax_m3_index_prefill on its own fp8 inputs of the shape

@@ -60,12 +60,14 @@ TargetTuning makeSm90() {
   t.topkPrefillRows = 32;
   t.topkPrefillLongRows = 32;
   t.topkPrefillTripRows = 32;
-  // Steps of rows up to 64 blocks (8K tokens) top them in the score programs, trips of 128 (the
-  // program's threads, a row each), by each row tile's last program to finish: 1 x 1K's step was
-  // two launches of 0.011 and 0.006 ms. One program a tile doing it all had been slower (0.029;
-  // bench/RESULTS.md, 2026-12-07 (2)); `m3idx bench --fused-topk-max-blocks N` measures others.
+  // Steps of rows up to 16 blocks (2K tokens) top them in the score programs, trips of 128 (the
+  // program's threads, a row each), by each row tile's last program to finish. H100, kernels a
+  // step, ms, fused / two launches: 1 x 1K 0.015 / 0.017, 1 x 2K 0.019 / 0.021, 64 x 2K 0.159 /
+  // 0.158 (H=4 0.513 / 0.510); longer rows lose (16 x 4K 0.141 / 0.136, 1 x 8K at H=4 0.136 /
+  // 0.127, 4 x 32K 1.309 / 1.285: a tile's tail in a 168-register program against topk_prefill's
+  // one-warp programs; bench/RESULTS.md, 2026-12-07 (3)).
   t.fusedTopkTrip = 128;
-  t.fusedTopkMaxBlocks = 64;
+  t.fusedTopkMaxBlocks = 16;
   // Wider requests (24 and 32 columns: 6 and 8 rows x 4 heads) as one warpgroup on wgmma m64nN,
   // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
   // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).

@@ -1,4 +1,4 @@
-"""Prompt steps as an engine runs them (issue 38's benchmark), one process on the H200: the archive's
+"""Prompt steps as an engine runs them (issue 38's benchmark), one process on the GPU: the archive's
 Python package next to vLLM's Triton prefill (../shared/peers, carried as carry/peers).
 
 Shapes: fresh prompts P x L in {1 x 1K, 1 x 8K, 1 x 128K, 16 x 4K, 64 x 2K, 4 x 32K}, and chunked
@@ -282,7 +282,7 @@ def write(rows, f16_tflops, out):
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(list(x), labels, rotation=70, fontsize=7)
     ax.set_ylabel("vLLM ms / m3idx ms (a layer of a planned step)")
-    ax.set_title("Prompt steps on the H200: above 1, m3idx is faster")
+    ax.set_title(f"Prompt steps on the {torch.cuda.get_device_name()}: above 1, m3idx is faster")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "prompt_steps.png"), dpi=120)
 

@@ -18,8 +18,8 @@
 # Configs: score_decode over heads 1/2/4 x decode_query_len 1..8 (every sm_90 form: one-warp,
 # row tiles, warpgroups; on sm_90 also for a step of one request, its small-step form),
 # topk_decode over decode_query_len 1..8, score_prefill over heads 1/2/4 (and, on the host and
-# sm_90, its form that tops its tiles' rows: "requests=fused"), topk_prefill at its table's rows a trip: the
-# axes each kernel's config depends on (tuning/TargetTuning.cpp's configFor).
+# sm_90, its form that tops its tiles' rows: "requests=fused"), topk_prefill at its table's rows a
+# trip: the axes each kernel's config depends on (tuning/TargetTuning.cpp's configFor).
 set -euo pipefail
 M3IDX=$1
 TABLE=$2

@@ -396,7 +396,9 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   // causal_len = max(L - q_len + r + 1, 0) for row r of the request
   auto causalOf = [&](Value rowInRequest) { return b.maxS(seqLen - qLen + rowInRequest + 1, zero); };
   Value tileCausal = causalOf(rowBegin + numValid - 1 - qStart); // the tile's last row sees most
-  BlockRange range = chunkOf(b, pid - tileId * a.gridChunks.value, a.blocksPerProgram, spec::blocksFor(tileCausal),
+  // The tile's blocks, and which of the tile's grid_chunks programs this one is.
+  Value tileBlocks = spec::blocksFor(tileCausal), chunk = pid - tileId * a.gridChunks.value;
+  BlockRange range = chunkOf(b, chunk, a.blocksPerProgram, tileBlocks,
                              [](Value i) { return i; }, [](Value n) { return n; });
   b.ifThen(range.first < range.last, [&] {
     RowTile rt;
@@ -424,8 +426,7 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
     // Head row i of the tile is (row i / H, head i % H), as BlockStore's lanes: the tile's valid
     // rows are i < numValid x H (the padding rows past them are the next request's, or past the
     // batch's end, and are neither read nor written).
-    Value chunk = pid - tileId * a.gridChunks.value;
-    Value used = b.maxS((spec::blocksFor(tileCausal) + (a.blocksPerProgram - 1)) / a.blocksPerProgram, b.constInt(1));
+    Value used = b.maxS((tileBlocks + (a.blocksPerProgram - 1)) / a.blocksPerProgram, b.constInt(1));
     b.ifThen(chunk < used, [&] {
       Value last = b.ifElse(used == 1, [&] { return Values{b.constInt(1, Elem::I1)}; },
                             [&] {
@@ -444,7 +445,7 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
         };
         rows.headRow = [&](Value at) { return (at % H) * a.numRows + rowBegin + at / H; };
         rows.width = a.width;
-        rows.longest = spec::blocksFor(tileCausal); // the tile's last valid row sees most
+        rows.longest = tileBlocks; // the tile's last valid row sees most
         b.programSync(); // its own lanes' stores, where no atomic ordered them
         topkTrips(b, a.scores, a.topk, R, zero, headRows, rows.lengths(zero), rows);
       });

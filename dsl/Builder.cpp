@@ -456,6 +456,16 @@ void KernelBuilder::storeTile(Buffer buf, Value offset, Value v, SourceAt at) {
   emit(OpKind::StoreTile, {offset, v}, {}, buf.index);
 }
 
+void KernelBuilder::storeTile(Buffer buf, Value offset, Value v, int alignBytes, SourceAt at) {
+  LocScope scope(*this, at);
+  const size_t before = k_.ops.size();
+  storeTile(buf, offset, v);
+  if (check(alignBytes > 0 && alignBytes <= 16 && (alignBytes & (alignBytes - 1)) == 0,
+            fmt::format("store.tile: alignment must be a power of two up to 16, got {}", alignBytes)) &&
+      k_.ops.size() == before + 1)
+    k_.ops.back().alignAttr = alignBytes;
+}
+
 void KernelBuilder::storeScatter(Buffer buf, Value offsets, Value v, Value mask, SourceAt at) {
   LocScope scope(*this, at);
   if (!live({offsets, v, mask}))

@@ -114,6 +114,8 @@ public:
   Value loadGather(Buffer buf, Value offsets, Value mask, SourceAt at = SourceAt::current());
   void store(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
   void storeTile(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
+  // The same with offset's address aligned to alignBytes, as loadTile's.
+  void storeTile(Buffer buf, Value offset, Value v, int alignBytes, SourceAt at = SourceAt::current());
   // buf[offsets[i]] = v[i] for the lanes where mask[i] (offsets tile<N x i64>, mask tile<N x i1>);
   // masked-off lanes touch no memory, so their offsets may be anything.
   void storeScatter(Buffer buf, Value offsets, Value v, Value mask, SourceAt at = SourceAt::current());

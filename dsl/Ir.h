@@ -66,7 +66,7 @@ struct Op {
                                   // stage: its stages
   double floatAttr = 0;
   std::vector<int32_t> lanesAttr; // shuffle mask
-  int32_t alignAttr = 0;          // load.tile(.masked): bytes the offset's address is known aligned to
+  int32_t alignAttr = 0;          // load.tile(.masked), store.tile: bytes the offset's address is known aligned to
   std::vector<Region> regions;    // for: body; if: then, else
 };
 

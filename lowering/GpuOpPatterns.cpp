@@ -209,7 +209,7 @@ class StoreLowering final : public GpuPattern<tile::StoreOp> {
 class StoreTileLowering final : public GpuPattern<tile::StoreTileOp> {
   using GpuPattern::GpuPattern;
   Values lower(tile::StoreTileOp op, Adaptor a) const override {
-    kernel_.gpu().storeTile(a.getBuffer(), a.getOffset(), a.getValue(), lanesOf(op.getValue()));
+    kernel_.gpu().storeTile(a.getBuffer(), a.getOffset(), a.getValue(), lanesOf(op.getValue()), op.getAlign());
     return {};
   }
 };

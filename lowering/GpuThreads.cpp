@@ -289,18 +289,23 @@ mlir::Value GpuThreads::loadTile(mlir::Value buf, mlir::Value off, int64_t lanes
   return guard.getResult(0);
 }
 
-void GpuThreads::storeTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes) {
+void GpuThreads::storeTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes, int64_t alignBytes) {
   const int64_t k = chunk(lanes);
   mlir::Value at = arith::AddIOp::create(
       b_, off, arith::MulIOp::create(b_, laneI64(), constant(b_, b_.getI64Type(), k)));
-  if (!partial(lanes)) {
-    vector::StoreOp::create(b_, v, buf, ValueRange{toIndex(b_, at)});
-    return;
-  }
+  // As loadTile: a thread's part is aligned to the smaller of the promise and its own size.
+  const int64_t partBytes = k * getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth() / 8;
+  const int64_t align = alignBytes ? std::min(alignBytes, partBytes & -partBytes) : 0;
+  auto store = [&] {
+    vector::StoreOp::create(b_, v, buf, ValueRange{toIndex(b_, at)}, /*nontemporal=*/false,
+                            align ? llvm::MaybeAlign(align) : llvm::MaybeAlign());
+  };
+  if (!partial(lanes))
+    return store();
   auto guard = scf::IfOp::create(b_, TypeRange{}, laneBelow(lanes), false);
   OpBuilder::InsertionGuard g(b_);
   b_.setInsertionPoint(guard.thenBlock()->getTerminator());
-  vector::StoreOp::create(b_, v, buf, ValueRange{toIndex(b_, at)});
+  store();
 }
 
 // Each lane loads where its mask is set (and, in a tile narrower than the program, where its

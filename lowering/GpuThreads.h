@@ -63,7 +63,7 @@ public:
   // Lane i: buf[offsets[i]] where mask[i], else 0; each thread its own lanes (none past a narrow
   // tile's).
   mlir::Value loadGather(mlir::Value buf, mlir::Value offsets, mlir::Value mask, int64_t lanes, mlir::Type elem);
-  void storeTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes);
+  void storeTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes, int64_t alignBytes = 0);
   void storeScatter(mlir::Value buf, mlir::Value offsets, mlir::Value v, mlir::Value mask, int64_t lanes);
   // buf[at] += v for the whole program, between a release and an acquire fence of the device's
   // scope; returns the old value (uniform).

@@ -149,7 +149,7 @@ private:
     case OpKind::LoadGather: set(LoadGatherOp::create(b_, at, rt(), buf(), in(0), in(1))); return Status();
     case OpKind::LoadTileMasked: set(LoadTileMaskedOp::create(b_, at, rt(), buf(), in(0), in(1), b_.getI32IntegerAttr(op.alignAttr))); return Status();
     case OpKind::Store: StoreOp::create(b_, at, in(1), buf(), in(0)); return Status();
-    case OpKind::StoreTile: StoreTileOp::create(b_, at, in(1), buf(), in(0)); return Status();
+    case OpKind::StoreTile: StoreTileOp::create(b_, at, in(1), buf(), in(0), b_.getI32IntegerAttr(op.alignAttr)); return Status();
     case OpKind::StoreScatter: StoreScatterOp::create(b_, at, in(1), buf(), in(0), in(2)); return Status();
     case OpKind::AtomicAdd: set(AtomicAddOp::create(b_, at, rt(), buf(), in(0), in(1))); return Status();
     case OpKind::GridAwait: GridAwaitOp::create(b_, at); return Status();

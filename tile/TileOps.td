@@ -186,8 +186,9 @@ def Tile_StoreOp : Tile_Op<"store"> {
 }
 
 def Tile_StoreTileOp : Tile_Op<"store_tile"> {
-  let summary = "a tile to elements [offset, offset + N) of a buffer";
-  let arguments = (ins Tile_Tile:$value, Arg<Tile_Buffer, "", [MemWrite]>:$buffer, I64:$offset);
+  let summary = "a tile to elements [offset, offset + N) of a buffer; `align`: as load_tile's";
+  let arguments = (ins Tile_Tile:$value, Arg<Tile_Buffer, "", [MemWrite]>:$buffer, I64:$offset,
+                       DefaultValuedAttr<I32Attr, "0">:$align);
   let assemblyFormat = "$value `,` $buffer `[` $offset `]` attr-dict `:` type($value) `,` type($buffer)";
   let hasVerifier = 1;
 }

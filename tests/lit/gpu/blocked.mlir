@@ -178,3 +178,18 @@ func.func @wave_halves(%out: memref<?xf32>, %x: f32, %y: f32) {
   m3idx.store_tile %p, %out[%c0] : tensor<64xf32>, memref<?xf32>
   return
 }
+
+// -----
+
+// load_tile's and store_tile's alignment promises reach each thread's vector access (the smaller
+// of the promise and the thread's part), so 16-byte parts are one wide access each.
+// CHECK-LABEL: gpu.func @aligned_copy
+// SM90: vector.load {{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
+// SM90: vector.store {{.*}} {alignment = 16 : i64} : memref<?xi8>, vector<16xi8>
+// GFX950: vector.load {{.*}} {alignment = 8 : i64} : memref<?xi8>, vector<8xi8>
+// GFX950: vector.store {{.*}} {alignment = 8 : i64} : memref<?xi8>, vector<8xi8>
+func.func @aligned_copy(%in: memref<?xi8>, %out: memref<?xi8>, %at: i64) {
+  %t = m3idx.load_tile %in[%at] {align = 16 : i32} : memref<?xi8> -> tensor<512xi8>
+  m3idx.store_tile %t, %out[%at] {align = 16 : i32} : tensor<512xi8>, memref<?xi8>
+  return
+}

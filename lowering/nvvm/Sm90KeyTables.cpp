@@ -65,13 +65,27 @@ void Sm90KeyTables::sm90FillKeyWords() {
 
 // The fill is emitted at the first point that needs the table (a staging, else a decode) and dominates
 // every later use inside that block's region: a use outside it (not in m3idx's kernels) fills again.
+// Never inside a loop: each trip would write the table again while the program's other warps may
+// still read the last trip's (a race compute-sanitizer's racecheck reports, in decode_keys, whose
+// first need is the decode in its loop): before the outermost loop around that point instead.
 void Sm90KeyTables::sm90KeyWordsReady() {
   mlir::Block *here = b_.getInsertionBlock();
   for (mlir::Block *at = here; at; at = at->getParentOp() ? at->getParentOp()->getBlock() : nullptr)
     if (at == state_.keyWordsFilledIn)
       return;
+  mlir::Operation *outerLoop = nullptr;
+  for (mlir::Block *at = here; at && at->getParentOp(); at = at->getParentOp()->getBlock())
+    if (isa<scf::ForOp>(at->getParentOp()))
+      outerLoop = at->getParentOp();
+  if (!outerLoop) {
+    sm90FillKeyWords();
+    state_.keyWordsFilledIn = here;
+    return;
+  }
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPoint(outerLoop);
   sm90FillKeyWords();
-  state_.keyWordsFilledIn = here;
+  state_.keyWordsFilledIn = outerLoop->getBlock();
 }
 
 // Then one prmt looks up 4 elements at once (the packed nibbles, sign bits masked, are its

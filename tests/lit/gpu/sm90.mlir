@@ -175,3 +175,37 @@ func.func @atomic_warpgroup(%count: memref<?xi32>) attributes {m3idx.warps = 4 :
   m3idx.store %old, %count[%c0] : i32, memref<?xi32>
   return
 }
+
+// -----
+
+// A decode that first needs the key table inside a loop (decode_keys' form): the table is filled
+// once, before the loop, behind its barrier; inside the loop each trip only reads it (filled
+// there, a trip's writes raced the other warps' reads of the last trip: racecheck's hazard).
+// CHECK-LABEL: gpu.func @key_table_before_loop
+// CHECK: scf.for
+// CHECK: vector.store {{.*}} : memref<512xi32, #gpu.address_space<workgroup>>, vector<2xi32>
+// CHECK: gpu.barrier
+// CHECK: scf.for
+// CHECK-NOT: vector.store {{.*}} : memref<512xi32, #gpu.address_space<workgroup>>
+// CHECK: nvvm.prmt
+// CHECK: vector.store {{.*}} : memref<?xi8>, vector<16xi8>
+// CHECK: gpu.return
+func.func @key_table_before_loop(%kv: memref<?xi8>, %out: memref<?xi8>) attributes {m3idx.warps = 4 : i64} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %c8 = arith.constant 8 : i64
+  %c1024 = arith.constant 1024 : i64
+  %c2048 = arith.constant 2048 : i64
+  %c8192 = arith.constant 8192 : i64
+  scf.for %t = %c0 to %c8 step %c1 : i64 {
+    %at = arith.muli %t, %c1024 : i64
+    %packed = m3idx.load_tile %kv[%at] {align = 16 : i32} : memref<?xi8> -> tensor<1024xi8>
+    %sat = arith.addi %at, %c8192 : i64
+    %scales = m3idx.load_tile %kv[%sat] {align = 16 : i32} : memref<?xi8> -> tensor<128xi8>
+    %keys = m3idx.decode_nvfp4 %packed, %scales : tensor<1024xi8>, tensor<128xi8> -> tensor<2048xf8E4M3FN>
+    %bytes = arith.bitcast %keys : tensor<2048xf8E4M3FN> to tensor<2048xi8>
+    %to = arith.muli %t, %c2048 : i64
+    m3idx.store_tile %bytes, %out[%to] {align = 16 : i32} : tensor<2048xi8>, memref<?xi8>
+  }
+  return
+}

@@ -21,7 +21,7 @@ Per shape:
             launch, so where a layer's kernels take less than that this overstates the idle (64 x
             2K: 27% under it, the timed layer +1.6%); where it reads 0, the layers ran back to back
             and `layer` against `kernels` is clock and cache drift, not idle
-  top-k     the top-k kernel's share of the kernels (torch.profiler's CUDA kernel times, 5 runs);
+  top-k     the top-k kernel's share of the kernels, decode_keys' included (torch.profiler's CUDA kernel times, 5 runs);
             "fused" where the score kernel tops the rows itself (no topk_prefill launch)
   vLLM      GPU ms of minimax_m3_index_prefill on its own fp8 inputs of the shape
   floor     the causal q.k FLOPs at the f16 tensor-core peak measured in the same process
@@ -49,7 +49,7 @@ dev = "cuda"
 FRESH = [(1, 1024), (1, 8192), (1, 131072), (16, 4096), (64, 2048), (4, 32768)]
 CHUNKED = [(4, 512, 16384), (4, 2048, 65536), (2, 8192, 131072)]  # P, new rows, context
 LAYERS = 8
-KERNELS = ("score_prefill", "topk_prefill", "score_decode", "topk_decode")
+KERNELS = ("decode_keys", "score_prefill", "topk_prefill", "score_decode", "topk_decode")
 
 
 def make_step(P, qlen, ctx, H, seed):

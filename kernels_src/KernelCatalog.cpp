@@ -25,12 +25,15 @@ std::string KernelConfig::str() const {
     s += fmt::format(",stages={}", keyStages);
   if (fusedTopkTrip != 0)
     s += fmt::format(",topk={}", fusedTopkTrip);
+  if (keyImage)
+    s += ",image";
   return s;
 }
 
 const std::vector<KernelKind> &allKernels() {
   static const std::vector<KernelKind> all = {KernelKind::ScoreDecode, KernelKind::ScorePrefill,
-                                              KernelKind::TopkDecode, KernelKind::TopkPrefill};
+                                              KernelKind::TopkDecode, KernelKind::TopkPrefill,
+                                              KernelKind::DecodeKeys};
   return all;
 }
 
@@ -40,6 +43,7 @@ const char *kernelName(KernelKind k) {
   case KernelKind::ScorePrefill: return "score_prefill";
   case KernelKind::TopkDecode: return "topk_decode";
   case KernelKind::TopkPrefill: return "topk_prefill";
+  case KernelKind::DecodeKeys: return "decode_keys";
   }
   return "?";
 }
@@ -62,8 +66,9 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   if (c.tokenTile < 1 || spec::kSparseBlockSize % c.tokenTile != 0)
     return invalidArgument("token tile", "a divisor of 128", c.tokenTile);
   const bool score = k == KernelKind::ScoreDecode || k == KernelKind::ScorePrefill;
-  if (c.warps < 1 || (c.warps != 1 && !score))
-    return invalidArgument("warps", "1, or more for a score kernel", fmt::format("{} for {}", c.warps, kernelName(k)));
+  if (c.warps < 1 || (c.warps != 1 && !score && k != KernelKind::DecodeKeys))
+    return invalidArgument("warps", "1, or more for a score kernel or decode_keys",
+                           fmt::format("{} for {}", c.warps, kernelName(k)));
   if (c.foldTokenPairs && (!score || c.tokenTile % 16 != 0))
     return invalidArgument("token-pair folding", "a score kernel with a token tile that is a multiple of 16",
                            fmt::format("{} with a token tile of {}", kernelName(k), c.tokenTile));
@@ -82,6 +87,13 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   if (c.keyStages != 0 && (k != KernelKind::ScorePrefill || c.keyStages < 2 || c.keyStages > 8))
     return invalidArgument("key stages", "0, or 2 to 8 for score_prefill",
                            fmt::format("{} for {}", c.keyStages, kernelName(k)));
+  if (c.keyImage && (k != KernelKind::ScorePrefill || c.keyStages != 0 || c.fusedTopkTrip != 0))
+    return invalidArgument("key image", "score_prefill without key stages or a fused top-k",
+                           fmt::format("{} with {} stages, a fused top-k of {}", kernelName(k), c.keyStages,
+                                       c.fusedTopkTrip));
+  if (k == KernelKind::DecodeKeys && (c.tokenTile % 4 != 0 || 8 * c.tokenTile % (32 * c.warps) != 0))
+    return invalidArgument("decode_keys token tile", "a multiple of 4 whose scales (8 a token) spread over the warps' threads",
+                           fmt::format("{} tokens on {} warps", c.tokenTile, c.warps));
   const int trip = c.fusedTopkTrip;
   if (trip != 0 && (k != KernelKind::ScorePrefill || trip < 1 || trip > 128 || (trip & (trip - 1))))
     return invalidArgument("fused top-k rows a trip", "0, or a power of two in 1..128 for score_prefill",
@@ -91,6 +103,7 @@ StatusOr<dsl::Kernel> buildKernel(KernelKind k, const KernelConfig &c) {
   case KernelKind::ScorePrefill: return buildScorePrefill(c);
   case KernelKind::TopkDecode: return buildTopkDecode(c);
   case KernelKind::TopkPrefill: return buildTopkPrefill(c);
+  case KernelKind::DecodeKeys: return buildDecodeKeys(c);
   }
   return Status::error("unknown kernel");
 }

@@ -12,11 +12,16 @@
 
 namespace m3idx::kernels {
 
-enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill };
+// DecodeKeys writes a step's key image (each prefill request's visible blocks decoded to e4m3,
+// once a step) that score_prefill's keyImage form reads in place of the pages.
+enum class KernelKind { ScoreDecode, ScorePrefill, TopkDecode, TopkPrefill, DecodeKeys };
 
 // Key tokens a score program decodes and dots at once unless its config says otherwise: the M of
 // one 16x16 matrix tile.
 inline constexpr int kTokenTile = 16;
+
+// A block's keys in a key image (decode_keys' output): 128 tokens of 128 e4m3 bytes, token-major.
+inline constexpr int64_t kKeyImageBlockBytes = 128 * 128;
 
 // Everything that shapes a kernel's code. The kernels name no target: which config a target
 // builds for a step is its tuning table's choice (tuning/TargetTuning.h).
@@ -52,10 +57,14 @@ struct KernelConfig {
   // this many rows a trip (a power of two up to 128; topk_prefill's queryRows): for steps whose
   // every prefill row tile one program scores whole, which then need no topk_prefill launch.
   int fusedTopkTrip = 0;
+  // score_prefill: read the step's key image (decode_keys' output: a block's 128 keys as e4m3,
+  // 128 bytes a token) instead of decoding the pages, so that each block is decoded once a step
+  // rather than once for every row tile that reads it.
+  bool keyImage = false;
 
   auto tied() const {
     return std::tie(numHeads, queryRows, tokenTile, warps, foldTokenPairs, blockUnroll, narrowMask, rowTile,
-                    tilesAhead, keyStages, fusedTopkTrip);
+                    tilesAhead, keyStages, fusedTopkTrip, keyImage);
   }
   // Row tiles of a decode request (1 without rowTile), the rows of one, and its columns (rows x
   // heads: what one score_decode program dots each key tile with).
@@ -66,8 +75,8 @@ struct KernelConfig {
   bool operator<(const KernelConfig &o) const { return tied() < o.tied(); }
   // "heads=4,rows=4", then ",tokens=T,warps=W" unless 16 and 1, ",fold" if folding, ",unroll=U"
   // unless 1, ",narrow" for i32 masks, ",tile=R" for a decode row tile, ",ahead=A" unless 1,
-  // ",stages=S" for staged keys, ",topk=R" for a fused top-k: every field, so two configs never
-  // print alike.
+  // ",stages=S" for staged keys, ",topk=R" for a fused top-k, ",image" for the key image: every
+  // field, so two configs never print alike.
   std::string str() const;
 };
 

@@ -13,8 +13,8 @@ namespace m3idx::kernels {
 const char *stepBufferName(StepBuffer b) {
   static const char *const names[kStepBufferCount] = {
       "q",           "kv",        "block_table", "seq_lens", "query_start_loc", "tile_request",
-      "tile_row_begin", "row_nblk", "scores",     "topk",     "partial",  "arrivals", "status",
-      "program_flags"};
+      "tile_row_begin", "row_nblk", "scores",     "topk",     "partial",  "arrivals", "key_image",
+      "image_base", "image_pages", "status", "program_flags"};
   return names[static_cast<int>(b)];
 }
 
@@ -134,12 +134,30 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
                          prefillRows > 0 && longestPrefill <= t.fusedTopkMaxBlocks;
   if ((parts & kScorePrefill) && prefillRows > 0) {
     plan.prefillTiles = prefillTileCount(b, plan.rowTile);
+    // Row tiles that read each block many times: every block decoded once, into the key image.
+    const int64_t imageBlocks = keyImageBlocks(b);
+    const bool keyImage = !fusedTopk && t.keyImageMinReads > 0 && imageBlocks > 0 &&
+                          keyImageReads(b, plan.rowTile) >= t.keyImageMinReads * imageBlocks + t.keyImageLaunchReads;
+    if (keyImage) {
+      plan.imageBlocks = imageBlocks;
+      LaunchBuilder d(plan, KernelKind::DecodeKeys, t.config(KernelKind::DecodeKeys), imageBlocks);
+      d.buffer(StepBuffer::Kv, b.numPages * spec::kPageBytes)
+          .buffer(StepBuffer::ImagePages, imageBlocks)
+          .buffer(StepBuffer::KeyImage, imageBlocks * kKeyImageBlockBytes);
+      M3IDX_RETURN_IF_ERROR(d.add());
+    }
     const ScoreGrid g = scoreGrid(plan.prefillTiles, longestPrefill, t.prefillScorePrograms,
                                   t.prefillMaxBlocksPerProgram, t.prefillMinBlocksPerProgram);
     KernelConfig config = prefill;
     config.fusedTopkTrip = fusedTopk ? t.fusedTopkTrip : 0;
+    config.keyImage = keyImage;
     LaunchBuilder l(plan, KernelKind::ScorePrefill, config, g.programs(plan.prefillTiles));
-    scoreScalars(batch(l)
+    l.buffer(StepBuffer::Q, T * H * spec::kIndexHeadDim);
+    if (keyImage)
+      l.buffer(StepBuffer::KeyImage, imageBlocks * kKeyImageBlockBytes).buffer(StepBuffer::ImageBase, R);
+    else
+      l.buffer(StepBuffer::Kv, b.numPages * spec::kPageBytes).buffer(StepBuffer::BlockTable, R * b.maxBlocks);
+    scoreScalars(l.buffer(StepBuffer::SeqLens, R)
                      .buffer(StepBuffer::QueryStartLoc, R + 1)
                      .buffer(StepBuffer::TileRequest, plan.prefillTiles)
                      .buffer(StepBuffer::TileRowBegin, plan.prefillTiles)
@@ -390,6 +408,34 @@ void fillPrefillTiles(const BatchView &b, int rowTile, int32_t *request, int32_t
       request[t] = static_cast<int32_t>(i);
       rowBegin[t] = row;
     }
+}
+
+int64_t keyImageBlocks(const BatchView &b) {
+  int64_t blocks = 0;
+  for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i)
+    blocks += spec::blocksFor(b.seqLens[i]);
+  return blocks;
+}
+
+int64_t keyImageReads(const BatchView &b, int rowTile) {
+  int64_t reads = 0;
+  for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i) {
+    const int64_t qLen = b.queryStartLoc[i + 1] - b.queryStartLoc[i];
+    for (int64_t row = 0; row < qLen; row += rowTile) // a tile reads what its last row sees
+      reads += spec::blocksFor(spec::causalLen(b.seqLens[i], qLen, std::min<int64_t>(row + rowTile, qLen) - 1));
+  }
+  return reads;
+}
+
+void fillKeyImage(const BatchView &b, int32_t *base, int32_t *pages) {
+  int64_t at = 0;
+  for (int64_t i = 0; i < b.numRequests; ++i) {
+    base[i] = static_cast<int32_t>(at);
+    if (i < b.params.numDecodes)
+      continue;
+    for (int64_t blk = 0; blk < spec::blocksFor(b.seqLens[i]); ++blk)
+      pages[at++] = b.blockTable[i * b.maxBlocks + blk];
+  }
 }
 
 void fillPrefillRowBlocks(const BatchView &b, int32_t *rowBlocks) {

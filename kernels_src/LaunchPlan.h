@@ -22,6 +22,10 @@ enum class StepBuffer : uint8_t {
   TileRequest, TileRowBegin, RowBlocks,       // metadata the plan's owner fills (below)
   Scores, Topk, Partial,                      // [H, T, W] f32, [H, T, 16] i32, i64 segment keys
   Arrivals, // i32 [H, T]: a row's segment programs done; zero before and after every step
+  // The key image: i8 [image blocks, kKeyImageBlockBytes], decode_keys' output; its metadata the
+  // plan's owner fills (fillKeyImage): each prefill request's first image block (i32, by
+  // request) and each image block's page (i32).
+  KeyImage, ImageBase, ImagePages,
   // i64 [kStatusWords], sticky (include/m3idx/Indexer.h's DeviceStatus); i32, one per
   // score_decode program, written by each every step (kernels_src/Nvfp4Score.cpp's checks)
   Status, ProgramFlags,
@@ -33,7 +37,7 @@ const char *stepBufferName(StepBuffer b);
 // A target's choices for one step's heads and decode_query_len (tuning/TargetTuning.h fills it):
 // every kernel's config and the sizes its grids aim at.
 struct StepTuning {
-  std::array<KernelConfig, 4> configs; // by KernelKind
+  std::array<KernelConfig, 5> configs; // by KernelKind
   // score_decode's grid aims at decodeScorePrograms programs (from shapes: a graph's capacity);
   // a step's blocks are spread over about decodeActivePrograms of them, in runs of at most
   // decodeMaxBlocksPerProgram, the rest leaving at once (decodeRun, read on the device).
@@ -48,6 +52,11 @@ struct StepTuning {
   // arrivals; KernelConfig::fusedTopkTrip, 0: never), and no topk_prefill launch.
   int fusedTopkTrip = 0;
   int64_t fusedTopkMaxBlocks = 0;
+  // Prefill steps (not fused) whose row tiles read at least keyImageMinReads blocks for each block
+  // of their requests plus keyImageLaunchReads (keyImageReads against keyImageBlocks: what a read
+  // saves against what a block's decode and the launch cost; keyImageMinReads 0: never) decode
+  // every block once into the key image (decode_keys) and score from it (KernelConfig::keyImage).
+  int64_t keyImageMinReads = 0, keyImageLaunchReads = 0;
   const KernelConfig &config(KernelKind k) const { return configs[static_cast<int>(k)]; }
 };
 
@@ -76,6 +85,7 @@ struct StepPlan {
   std::vector<Launch> launches;
   int rowTile = 1;           // rows of a prefill score program
   int64_t prefillTiles = 0;  // entries of TileRequest and TileRowBegin (fillPrefillTiles)
+  int64_t imageBlocks = 0;   // entries of ImagePages (fillKeyImage); 0: no key image
   std::array<int64_t, kStepBufferCount> elements{}; // per StepBuffer: elements the launches use
   int64_t elementsOf(StepBuffer b) const { return elements[static_cast<int>(b)]; }
 };
@@ -183,6 +193,14 @@ TopkSplit topkSplit(int64_t rows, int64_t blocks, int64_t targetPrograms);
 // [rowBegin[t], + rowTile) of request request[t]. Arrays hold prefillTileCount(b, rowTile) entries.
 int64_t prefillTileCount(const BatchView &b, int rowTile);
 void fillPrefillTiles(const BatchView &b, int rowTile, int32_t *request, int32_t *rowBegin);
+
+// A key image of a batch's prefill requests: request r's blocks 0 .. blocksFor(seq_len) - 1 are
+// image blocks base[r] .. (prefill requests in order; decode requests' entries are 0 and unread).
+// keyImageBlocks: their count; keyImageReads: the blocks a step's row tiles of rowTile rows read.
+int64_t keyImageBlocks(const BatchView &b);
+int64_t keyImageReads(const BatchView &b, int rowTile);
+// base holds numRequests entries, pages keyImageBlocks(b).
+void fillKeyImage(const BatchView &b, int32_t *base, int32_t *pages);
 
 // nblk of every prefill row (decode rows are left as they are): rowBlocks holds T entries.
 void fillPrefillRowBlocks(const BatchView &b, int32_t *rowBlocks);

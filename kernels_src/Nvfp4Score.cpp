@@ -26,6 +26,7 @@ namespace {
 struct ScoreArgs {
   Buffer q, kv, blockTable, seqLens, queryStartLoc, tileRequest, tileRowBegin, scores, status, programFlags;
   Buffer topk, arrivals; // prefill programs that top their tile's rows (KernelConfig::fusedTopkTrip)
+  Buffer keyImage, imageBase; // KernelConfig::keyImage (then no kv and no block_table)
   Value numRows, maxBlocks, width, blocksPerProgram, initBlocks, localBlocks, blockBegin, numPages, maxSeqLen,
       maxRun;
   Divisor gridChunks, blockStep, runUnits, activePrograms; // what the prologue divides by
@@ -33,12 +34,17 @@ struct ScoreArgs {
   Value program;        // checked kernels: this program's flag's index
 };
 
-ScoreArgs declareArgs(KernelBuilder &b, bool prefill, bool fusedTopk = false) {
+ScoreArgs declareArgs(KernelBuilder &b, bool prefill, bool fusedTopk = false, bool keyImage = false) {
   ScoreArgs a;
   a.checked = !prefill;
   a.q = b.buffer("q", Elem::I8, Access::Read);
-  a.kv = b.buffer("kv", Elem::I8, Access::Read);
-  a.blockTable = b.buffer("block_table", Elem::I32, Access::Read);
+  if (keyImage) {
+    a.keyImage = b.buffer("key_image", Elem::I8, Access::Read);
+    a.imageBase = b.buffer("image_base", Elem::I32, Access::Read);
+  } else {
+    a.kv = b.buffer("kv", Elem::I8, Access::Read);
+    a.blockTable = b.buffer("block_table", Elem::I32, Access::Read);
+  }
   a.seqLens = b.buffer("seq_lens", Elem::I32, Access::Read);
   if (prefill) {
     a.queryStartLoc = b.buffer("query_start_loc", Elem::I32, Access::Read);
@@ -156,9 +162,14 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   Value negInfSlots =
       slots == T ? negInf : b.splat(b.constF32(-std::numeric_limits<double>::infinity()), N * slots);
 
-  // Byte offset of the page of slot i; only slots in [first, last) are read.
+  // Byte offset of the page of slot i (in the key image: of its block's keys); only slots in
+  // [first, last) are read.
+  const bool image = c.keyImage;
+  Value imageBlock0 = image ? loadI64(b, a.imageBase, req) : Value(); // the request's block 0
   auto pageOf = [&](Value i, bool first = false) {
     Value blk = range.blockOf(i);
+    if (image)
+      return (imageBlock0 + blk) * kKeyImageBlockBytes;
     auto load = [&] { return loadI64(b, a.blockTable, req * a.maxBlocks + blk); };
     Value page = first && range.guessPage.id().valid()
                      ? b.ifElse(blk == range.guessBlock, [&] { return Values{range.guessPage}; },
@@ -179,13 +190,20 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
   // 16-byte aligned when kv is (SPEC §3's reason for splitting data and scales).
   auto loadTile = [&](Value page, Value tile) {
     Value tok0 = tile * T;
+    if (image) // 128 bytes a token: the tile's keys whole
+      return Values{b.loadTile(a.keyImage, page + tok0 * D, T * D, 16)};
     return Values{b.loadTile(a.kv, page + tok0 * spec::kDataBytesPerToken, T * spec::kDataBytesPerToken, 16),
                   b.loadTile(a.kv, page + spec::kPageDataBytes + tok0 * spec::kScalesPerToken,
                              T * spec::kScalesPerToken, 16)};
   };
   const BlockStore storeBlock(b, a, rt, numHeads);
-  // Slots [lo, hi); carried: the page of slot lo and its first `ahead` tiles' (data, scales), in
-  // order. The last block reloads its own first tiles as the "next" ones (in the page, unused).
+  // Slots [lo, hi); carried: the page of slot lo and its first `ahead` tiles' (data, scales) --
+  // or keys, from the image -- in order. The last block reloads its own first tiles as the
+  // "next" ones (in the page, unused).
+  const size_t perTile = image ? 1 : 2;
+  auto keysOf = [&](const Values &tile) { // jt[1..]: the tile being scored
+    return image ? tile[1].bitcast(Elem::F8E4M3FN) : b.decodeNvfp4(tile[1], tile[2]);
+  };
   // Only masked loops compare token positions: fmaxf drops NaN dots; invisible tokens count as -inf.
   const int ahead = c.tilesAhead;
   auto blockLoop = [&](Value lo, Value hi, const Values &init, bool masked) {
@@ -204,7 +222,7 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
             Value at = ahead == 1 ? b.select(inNext, b.constInt(0), t + 1)
                                   : b.select(inNext, t + (ahead - steps), t + ahead);
             Values next = loadTile(b.select(inNext, nextPage, page), at);
-            Value dots = b.dotTiles(b.decodeNvfp4(jt[1], jt[2]), q, D);
+            Value dots = b.dotTiles(keysOf(jt), q, D);
             // a dot.tiles result is rows x heads x tokens (the lanes are made here, not before the
             // loops: live across the unmasked loop, they cost it registers)
             if (masked && !c.narrowMask) {
@@ -224,7 +242,7 @@ void scoreBlocks(KernelBuilder &b, const ScoreArgs &a, const KernelConfig &c, Va
             if (c.foldTokenPairs) // tokens m and m + 8 of each 16
               dots = b.foldMax(dots, 8);
             Values out = {b.maxNumF(jt[0], dots)};
-            out.insert(out.end(), jt.begin() + 3, jt.end());
+            out.insert(out.end(), jt.begin() + 1 + perTile, jt.end());
             out.insert(out.end(), next.begin(), next.end());
             return out;
           },
@@ -381,7 +399,7 @@ StatusOr<Kernel> buildScoreDecode(const KernelConfig &c) {
 StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
   KernelBuilder b("score_prefill", c.warps);
   const bool fused = c.fusedTopkTrip > 0;
-  ScoreArgs a = declareArgs(b, /*prefill=*/true, /*fusedTopk=*/fused);
+  ScoreArgs a = declareArgs(b, /*prefill=*/true, /*fusedTopk=*/fused, c.keyImage);
   b.releaseNextGrid(); // as score_decode's
   Value pid = b.programId();
   Value tileId = divide(pid, a.gridChunks);
@@ -451,6 +469,30 @@ StatusOr<Kernel> buildScorePrefill(const KernelConfig &c) {
       });
     });
   }
+  return b.finish();
+}
+
+// Program j writes block j of the step's key image: the 128 keys of page image_pages[j] (SPEC
+// §2's elements, e4m3), 128 bytes a token, T tokens a trip (KernelConfig::tokenTile). A prefill
+// step whose row tiles read each block many times decodes it here once, and score_prefill's
+// keyImage form loads the keys (kernels_src/LaunchPlan.cpp says which steps). Prefill metadata is
+// validated on the host: every page id is in range.
+StatusOr<Kernel> buildDecodeKeys(const KernelConfig &c) {
+  KernelBuilder b("decode_keys", c.warps);
+  Buffer kv = b.buffer("kv", Elem::I8, Access::Read);
+  Buffer pages = b.buffer("image_pages", Elem::I32, Access::Read);
+  Buffer image = b.buffer("key_image", Elem::I8, Access::Write);
+  const int T = c.tokenTile, D = spec::kIndexHeadDim;
+  Value j = b.programId();
+  Value page = loadI64(b, pages, j) * spec::kPageBytes, block = j * kKeyImageBlockBytes;
+  b.forLoop(b.constInt(0), b.constInt(spec::kSparseBlockSize / T), b.constInt(1), {}, [&](Value t, const Values &) {
+    Value tok0 = t * T;
+    Value keys = b.decodeNvfp4(b.loadTile(kv, page + tok0 * spec::kDataBytesPerToken, T * spec::kDataBytesPerToken, 16),
+                               b.loadTile(kv, page + spec::kPageDataBytes + tok0 * spec::kScalesPerToken,
+                                          T * spec::kScalesPerToken, 16));
+    b.storeTile(image, block + tok0 * D, keys.bitcast(Elem::I8), 16);
+    return Values{};
+  });
   return b.finish();
 }
 

@@ -12,6 +12,7 @@ StatusOr<dsl::Kernel> buildScoreDecode(const KernelConfig &c);
 StatusOr<dsl::Kernel> buildScorePrefill(const KernelConfig &c);
 StatusOr<dsl::Kernel> buildTopkDecode(const KernelConfig &c);
 StatusOr<dsl::Kernel> buildTopkPrefill(const KernelConfig &c);
+StatusOr<dsl::Kernel> buildDecodeKeys(const KernelConfig &c);
 
 // The run of blocks each score_decode program of a request takes (i64 scalars): the request's
 // `slots` over its `gridChunks` programs, but no shorter than a step of `units` (request, row

@@ -109,6 +109,13 @@ Status HostBackend::executePlan(const kernels::StepPlan &planned, const BatchVie
     bind(StepBuffer::TileRequest, request);
     bind(StepBuffer::TileRowBegin, rowBegin);
   }
+  if (const int64_t blocks = plan->imageBlocks; blocks > 0) {
+    int32_t *base = imageBase_.ensure(b.numRequests), *pages = imagePages_.ensure(blocks);
+    kernels::fillKeyImage(b, base, pages);
+    bind(StepBuffer::ImageBase, base);
+    bind(StepBuffer::ImagePages, pages);
+    bind(StepBuffer::KeyImage, keyImage_.ensure(plan->elementsOf(StepBuffer::KeyImage)));
+  }
   if (plan->elementsOf(StepBuffer::RowBlocks) > 0) {
     int32_t *rowBlocks = rowBlocks_.ensure(b.numRows);
     kernels::fillPrefillRowBlocks(b, rowBlocks);

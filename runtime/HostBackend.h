@@ -79,7 +79,8 @@ private:
 
   tuning::TargetTuning tuning_;
   KernelStore store_;
-  GrowBuffer<int32_t> tileRequest_, tileRowBegin_, rowBlocks_;
+  GrowBuffer<int32_t> tileRequest_, tileRowBegin_, rowBlocks_, imageBase_, imagePages_;
+  GrowBuffer<int8_t> keyImage_; // decode_keys' output, read by score_prefill in the same step
   GrowBuffer<int64_t> partial_; // top-k segments' keys (kernels_src/LaunchPlan.h's TopkSplit)
   GrowBuffer<int32_t> arrivals_; // their rows' arrival counts: zero between steps
   GrowBuffer<int32_t> programFlags_;

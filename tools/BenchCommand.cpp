@@ -39,7 +39,7 @@ struct BenchArgs {
       decodeWarpgroupAbove = -1;
   bool decodeWarpgroupPad = false;
   int64_t decodePrograms = -1, decodeActive = -1, decodeWarpgroupRequests = -1, decodeSmallActive = -1,
-          topkPrefillRows = -1, topkPrefillLongRows = -1, fusedTopkMaxBlocks = -1;
+          topkPrefillRows = -1, topkPrefillLongRows = -1, fusedTopkMaxBlocks = -1, keyImageMinReads = -1;
 };
 
 // "R:L:H" or "R:L:H:Q" -> positive numbers (Q, the decode rows a request, 4 when absent).
@@ -124,14 +124,14 @@ int runBench(const BenchArgs &a) {
   if (a.decodeColumns >= 0 || a.scoreUnroll >= 0 || a.decodeNarrowAbove >= 0 || a.topkPrograms >= 0 ||
       a.tilesAhead >= 0 || a.decodePrograms >= 0 || a.decodeWarpgroupAbove >= 0 || a.decodeActive >= 0 ||
       a.decodeWarpgroupPad || a.decodeWarpgroupRequests >= 0 || a.decodeSmallActive >= 0 || a.topkPrefillRows >= 0 ||
-      a.topkPrefillLongRows >= 0 || a.fusedTopkMaxBlocks >= 0) {
+      a.topkPrefillLongRows >= 0 || a.fusedTopkMaxBlocks >= 0 || a.keyImageMinReads >= 0) {
     // a variant of the target's table, to measure it
     auto *gpu = dynamic_cast<runtime::GpuBackend *>(backend->get());
     if (!gpu)
       return fail("--decode-columns/--score-unroll/--decode-narrow-above/--topk-programs/--tiles-ahead/"
                   "--decode-programs/--decode-active/--decode-warpgroup-above/--decode-warpgroup-pad/"
                   "--decode-warpgroup-requests/--decode-small-active/--topk-prefill-rows/--topk-prefill-long-rows/"
-                  "--fused-topk-max-blocks: expected "
+                  "--fused-topk-max-blocks/--key-image-min-reads: expected "
                   "--backend cuda or hip");
     tuning::TargetTuning t = gpu->tuning();
     if (a.decodeColumns >= 0)
@@ -151,6 +151,8 @@ int runBench(const BenchArgs &a) {
                               t.target));
     if (a.fusedTopkMaxBlocks >= 0)
       t.fusedTopkMaxBlocks = a.fusedTopkMaxBlocks;
+    if (a.keyImageMinReads >= 0)
+      t.keyImageMinReads = a.keyImageMinReads;
     if (a.tilesAhead >= 1 || a.decodePrograms >= 1) // one value for every width of program
       for (tuning::TargetTuning::DecodeForm &f : t.decodeForms) {
         f.tilesAhead = a.tilesAhead >= 1 ? a.tilesAhead : f.tilesAhead;
@@ -289,6 +291,9 @@ void addBenchCommand(CLI::App &app, Runner &run) {
   cmd->add_option("--fused-topk-max-blocks", args->fusedTopkMaxBlocks,
                   "GPU: measure a tuning variant: steps whose prefill rows have at most this many blocks top them "
                   "in the score programs (0: never)");
+  cmd->add_option("--key-image-min-reads", args->keyImageMinReads,
+                  "GPU: measure a tuning variant: prefill steps whose row tiles read each block at least this many "
+                  "times decode every block once into a key image and score from it (0: never)");
   cmd->add_option("--tiles-ahead", args->tilesAhead,
                   "GPU: measure a tuning variant: score_decode's key tiles loaded ahead of the one dotted");
   cmd->add_option("--decode-programs", args->decodePrograms,

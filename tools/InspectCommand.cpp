@@ -26,7 +26,7 @@ namespace m3idx::cli {
 namespace {
 
 struct InspectArgs {
-  bool list = false, printAfterAll = false, pipeline = false, json = false, fusedTopk = false;
+  bool list = false, printAfterAll = false, pipeline = false, json = false, fusedTopk = false, keyImage = false;
   std::string kernel, target = "host", emit = "dsl", out, tuning;
   int heads = 1, queryRows = 0;
   int64_t requests = 0; // 0: a step past the table's small-step rule
@@ -162,6 +162,12 @@ int runInspect(const InspectArgs &a) {
                               a.kernel, (*tuning)->target));
     config.fusedTopkTrip = (*tuning)->fusedTopkTrip;
   }
+  if (a.keyImage) {
+    if (*kind != kernels::KernelKind::ScorePrefill || a.fusedTopk)
+      return fail(fmt::format("--key-image: expected score_prefill without --fused-topk, got {}{}", a.kernel,
+                              a.fusedTopk ? " with --fused-topk" : ""));
+    config.keyImage = true;
+  }
   StatusOr<dsl::Kernel> k = kernels::buildKernel(*kind, config);
   if (!k.ok())
     return fail(k.status().message());
@@ -227,6 +233,7 @@ void addInspectCommand(CLI::App &app, Runner &run) {
   cmd->add_option("--target", args->target, "host, sm_90 or gfx950")->capture_default_str();
   cmd->add_flag("--fused-topk", args->fusedTopk,
                 "score_prefill: the form whose programs top their own rows (the table's fusedTopkTrip)");
+  cmd->add_flag("--key-image", args->keyImage, "score_prefill: the form that reads the step's key image (decode_keys')");
   cmd->add_option("--tuning", args->tuning,
                   "build the config this target's tuning table gives (host, sm_90, gfx950; default: --target's)");
   cmd->add_option("--emit", args->emit,

@@ -29,6 +29,9 @@ TargetTuning makeHost() {
   // every host test of such a step runs the fused form, longer ones topk_prefill.
   t.fusedTopkTrip = 4;
   t.fusedTopkMaxBlocks = 16;
+  // Prompts of more than about 8 row tiles a request score from the key image: the host tests'
+  // long prompts run that form, short ones and chunks of a few tiles the pages.
+  t.keyImageMinReads = 4;
   return t;
 }
 
@@ -68,6 +71,16 @@ TargetTuning makeSm90() {
   // one-warp programs; bench/RESULTS.md, 2026-12-07 (3)).
   t.fusedTopkTrip = 128;
   t.fusedTopkMaxBlocks = 16;
+  // decode_keys: a warpgroup a block, a thread 16 keys (one scale) a trip. Steps whose row tiles
+  // read 16 blocks for each block decoded, plus 16384, score from the key image. H100, ms of
+  // score_prefill from the pages / from the image, + decode_keys: 4 x 32K 1.169 / 1.094 + 0.015
+  // (H=4 4.433 / 4.075), 1 x 128K 4.230 / 3.924 + 0.015: a block read saves 0.6 ns; decode_keys
+  // costs about 7.5 us + 7 ns a block, so 1 x 8K at H=4 (8K reads: 0.110 / 0.105 + 0.008) and
+  // 16 x 4K (8K reads: 0.121 / 0.115 + 0.011) lose (bench/RESULTS.md, 2026-12-07 (4)).
+  t.keyImageMinReads = 16;
+  t.keyImageLaunchReads = 16384;
+  t.decodeKeysTokens = 16;
+  t.decodeKeysWarps = 4;
   // Wider requests (24 and 32 columns: 6 and 8 rows x 4 heads) as one warpgroup on wgmma m64nN,
   // which decodes each key once for all columns where row tiles decode it once per tile (64 x 128K
   // at 8 rows x 4 heads: 0.475 -> 0.351 ms); 16 columns and fewer ran slower so (bench/RESULTS.md).
@@ -102,6 +115,7 @@ TargetTuning makeGfx950() {
   t.topkPrefillRows = 64;
   t.topkPrefillLongRows = 64;
   t.topkPrefillTripRows = 64;
+  t.decodeKeysTokens = 8; // a wave's 64 threads, 16 keys (one scale) each
   return t;
 }
 
@@ -162,6 +176,10 @@ KernelConfig TargetTuning::configFor(KernelKind kind, int numHeads, int decodeQu
   case KernelKind::TopkPrefill:
     c.queryRows = topkPrefillTripRows;
     return c;
+  case KernelKind::DecodeKeys:
+    c.tokenTile = decodeKeysTokens;
+    c.warps = decodeKeysWarps;
+    return c;
   }
   return c;
 }
@@ -172,6 +190,11 @@ std::vector<KernelConfig> TargetTuning::configsFor(KernelKind kind, int numHeads
     KernelConfig fused = all[0];
     fused.fusedTopkTrip = fusedTopkTrip;
     all.push_back(fused);
+  }
+  if (kind == KernelKind::ScorePrefill && keyImageMinReads > 0) {
+    KernelConfig image = all[0];
+    image.keyImage = true;
+    all.push_back(image);
   }
   if (decodeWarpgroupRequests > 0)
     if (KernelConfig small = configFor(kind, numHeads, decodeQueryLen, 1); small.str() != all[0].str())
@@ -201,6 +224,8 @@ kernels::StepTuning TargetTuning::forStep(int numHeads, int decodeQueryLen, int6
   s.topkPrefillLongRows = topkPrefillLongRows;
   s.fusedTopkTrip = fusedTopkTrip;
   s.fusedTopkMaxBlocks = fusedTopkMaxBlocks;
+  s.keyImageMinReads = keyImageMinReads;
+  s.keyImageLaunchReads = keyImageLaunchReads;
   return s;
 }
 

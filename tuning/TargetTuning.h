@@ -58,6 +58,12 @@ struct TargetTuning {
   // still split over the grid. A GPU program's threads a trip (each a row, as topk_prefill's).
   int fusedTopkTrip = 0;
   int64_t fusedTopkMaxBlocks = 0;
+  // Prefill steps whose row tiles read at least keyImageMinReads blocks for each block of their
+  // requests, plus keyImageLaunchReads, decode every block once into a key image and score from it
+  // (kernels::StepTuning's; 0: never); decode_keys programs of decodeKeysWarps warps decode
+  // decodeKeysTokens tokens a trip.
+  int64_t keyImageMinReads = 0, keyImageLaunchReads = 0;
+  int decodeKeysTokens = 16, decodeKeysWarps = 1;
   int scoreUnroll = 4; // the unmasked block loop's unroll hint (KernelConfig::blockUnroll)
   int decodeTilesAhead = 1; // score_decode's key tiles in flight (KernelConfig::tilesAhead)
   // score_decode programs by their columns (rows x heads, a row tile's where split): the first

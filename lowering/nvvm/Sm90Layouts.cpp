@@ -200,6 +200,10 @@ private:
               for (unsigned j = 0; j < o.getNumResults(); ++j)
                 unite(o.getResult(j), r->front().getTerminator()->getOperand(j));
           })
+          .Case([&](arith::BitcastOp o) { // bytes as e4m3 keys: any order, the bits kept in place
+            unite(o.getResult(), o.getIn());
+            allow(o.getResult(), kBlocked | kRows | kAcc | kWacc | kFold);
+          })
           .Default([&](Operation *) {
             const bool elementwise = isa<arith::ArithDialect>(op->getDialect()) || isa<tile::ClampFOp>(op);
             if (elementwise && op->getNumResults() == 1 && isTile(op->getResult(0))) {

@@ -347,8 +347,10 @@ Status Indexer::warmup() {
       for (const kernels::KernelConfig &c : tuning.configsFor(k, H, q)) // a small step's form too
         needed.push_back({k, c});
   }
-  needed.push_back({KernelKind::ScorePrefill, tuning.configFor(KernelKind::ScorePrefill, H, 4)});
-  needed.push_back({KernelKind::TopkPrefill, tuning.configFor(KernelKind::TopkPrefill, H, 4)});
+  // Every form a prompt step may take (its fused top-k, its key image and decode_keys)
+  for (KernelKind k : {KernelKind::ScorePrefill, KernelKind::TopkPrefill, KernelKind::DecodeKeys})
+    for (const kernels::KernelConfig &c : tuning.configsFor(k, H, 4))
+      needed.push_back({k, c});
   for (const auto &k : impl_->engine->cpKernels())
     needed.push_back(k);
   for (const auto &[kind, cfg] : needed) {

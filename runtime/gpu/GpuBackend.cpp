@@ -15,6 +15,12 @@ using kernels::KernelKind;
 
 namespace {
 
+// The step's metadata the host fills and uploads at plan time (one staging array, one copy).
+constexpr kernels::StepBuffer kMetadataRoles[] = {
+    kernels::StepBuffer::BlockTable,   kernels::StepBuffer::SeqLens,   kernels::StepBuffer::QueryStartLoc,
+    kernels::StepBuffer::TileRequest,  kernels::StepBuffer::TileRowBegin, kernels::StepBuffer::RowBlocks,
+    kernels::StepBuffer::ImageBase,    kernels::StepBuffer::ImagePages};
+
 // A device decode's buffer addresses by role: the caller's tensors, the status words and the
 // workspace's regions (a CP share then points its scores and flags into the group's array).
 void bindDeviceDecode(const DeviceTensors &io, const DeviceWorkspace &ws, uint64_t status,
@@ -341,8 +347,7 @@ StatusOr<GpuBackend::PlannedStep> GpuBackend::prepareStep(const BatchView &b, in
 
   // Metadata: one host staging array of int32 sections, each 16 bytes aligned, one upload.
   int64_t at[kernels::kStepBufferCount] = {}, total = 0;
-  for (StepBuffer role : {StepBuffer::BlockTable, StepBuffer::SeqLens, StepBuffer::QueryStartLoc,
-                          StepBuffer::TileRequest, StepBuffer::TileRowBegin, StepBuffer::RowBlocks}) {
+  for (StepBuffer role : kMetadataRoles) {
     if (role == StepBuffer::BlockTable && deviceBlockTable)
       continue;
     at[static_cast<int>(role)] = total;
@@ -357,6 +362,8 @@ StatusOr<GpuBackend::PlannedStep> GpuBackend::prepareStep(const BatchView &b, in
   if (plan->prefillTiles > 0)
     kernels::fillPrefillTiles(b, plan->rowTile, sectionOf(StepBuffer::TileRequest),
                               sectionOf(StepBuffer::TileRowBegin));
+  if (plan->imageBlocks > 0)
+    kernels::fillKeyImage(b, sectionOf(StepBuffer::ImageBase), sectionOf(StepBuffer::ImagePages));
   if (plan->elementsOf(StepBuffer::RowBlocks) > 0) {
     std::fill_n(sectionOf(StepBuffer::RowBlocks), b.numRows, 0);
     kernels::fillPrefillRowBlocks(b, sectionOf(StepBuffer::RowBlocks));
@@ -365,8 +372,7 @@ StatusOr<GpuBackend::PlannedStep> GpuBackend::prepareStep(const BatchView &b, in
   if (!meta.ok())
     return meta.status();
   PlannedStep step;
-  for (StepBuffer role : {StepBuffer::BlockTable, StepBuffer::SeqLens, StepBuffer::QueryStartLoc,
-                          StepBuffer::TileRequest, StepBuffer::TileRowBegin, StepBuffer::RowBlocks})
+  for (StepBuffer role : kMetadataRoles)
     step.address[static_cast<int>(role)] = *meta + 4 * at[static_cast<int>(role)];
   if (deviceBlockTable)
     step.address[static_cast<int>(StepBuffer::BlockTable)] = deviceBlockTable;
@@ -374,6 +380,7 @@ StatusOr<GpuBackend::PlannedStep> GpuBackend::prepareStep(const BatchView &b, in
   step.partial = plan->elementsOf(StepBuffer::Partial);
   step.arrivals = plan->elementsOf(StepBuffer::Arrivals);
   step.flags = plan->elementsOf(StepBuffer::ProgramFlags);
+  step.image = plan->elementsOf(StepBuffer::KeyImage);
   StatusOr<BoundPlan> bound = bindPlan(*plan);
   if (!bound.ok())
     return bound.status();
@@ -389,8 +396,9 @@ Status GpuBackend::enqueuePlanned(PlannedStep &step, const DeviceTensors &io, co
   StatusOr<uint64_t> scores = scores_.ensure(step.scores * 4),
                      partial = partial_.ensure(8 * std::max<int64_t>(step.partial, 1)),
                      arrivals = arrivals_.ensureZeroed(4 * std::max<int64_t>(step.arrivals, 1)),
-                     flags = stepFlags_.ensure(4 * std::max<int64_t>(step.flags, 1)), status = statusWords();
-  for (const StatusOr<uint64_t> *p : {&scores, &partial, &arrivals, &flags, &status})
+                     flags = stepFlags_.ensure(4 * std::max<int64_t>(step.flags, 1)),
+                     image = keyImage_.ensure(std::max<int64_t>(step.image, 1)), status = statusWords();
+  for (const StatusOr<uint64_t> *p : {&scores, &partial, &arrivals, &flags, &image, &status})
     if (!p->ok())
       return p->status();
   uint64_t address[kernels::kStepBufferCount];
@@ -403,6 +411,7 @@ Status GpuBackend::enqueuePlanned(PlannedStep &step, const DeviceTensors &io, co
   address[static_cast<int>(StepBuffer::Arrivals)] = *arrivals;
   address[static_cast<int>(StepBuffer::Status)] = *status;
   address[static_cast<int>(StepBuffer::ProgramFlags)] = *flags;
+  address[static_cast<int>(StepBuffer::KeyImage)] = *image;
   void *stream = options.stream;
   M3IDX_RETURN_IF_ERROR(stepOrder_.before(stream));
   M3IDX_RETURN_IF_ERROR(launchPlan(step.bound, address, stream, timed, options.beforeLaunches));

@@ -118,7 +118,7 @@ private:
              CodeSource source, const tuning::TargetTuning &tuning)
       : api_(api), name_(std::move(name)), deviceName_(std::move(deviceName)), device_(device), threads_(threads),
         tuning_(tuning), source_(std::move(source)), scores_(api), partial_(api), arrivals_(api),
-        metadata_(api), stepFlags_(api), status_(api), stepOrder_(api) {}
+        metadata_(api), stepFlags_(api), keyImage_(api), status_(api), stepOrder_(api) {}
   struct Function {
     void *fn = nullptr;
     kernels::KernelSignature signature;
@@ -161,7 +161,7 @@ public:
   struct PlannedStep {
     BoundPlan bound;
     uint64_t address[kernels::kStepBufferCount] = {}; // the metadata's roles
-    int64_t scores = 0, partial = 0, arrivals = 0, flags = 0; // scratch elements its runs need
+    int64_t scores = 0, partial = 0, arrivals = 0, flags = 0, image = 0; // scratch elements its runs need
   };
   StatusOr<PlannedStep> prepareStep(const BatchView &batch, int64_t width, uint64_t deviceBlockTable,
                                     DeviceScratch *metadata, void *stream, kernels::DecodeBlocks blocks = {});
@@ -199,8 +199,9 @@ private:
   std::map<std::string, double> kernelMs_;
   std::vector<std::string> launched_; // kernels of the last timed enqueue, in order
   // enqueue()'s scratch; arrivals_ (the top-k's per-row counts) is zeroed when it grows, and the
-  // kernels leave it zero. The device decode works in its caller's workspace instead.
-  DeviceScratch scores_, partial_, arrivals_, metadata_, stepFlags_;
+  // kernels leave it zero. The device decode works in its caller's workspace instead. keyImage_:
+  // a prefill step's decode_keys output, read by its score_prefill.
+  DeviceScratch scores_, partial_, arrivals_, metadata_, stepFlags_, keyImage_;
   DeviceScratch status_;
   static constexpr size_t kMaxDecodePlans = 64;
   std::map<std::array<int64_t, 10>, BoundPlan> decodePlans_;

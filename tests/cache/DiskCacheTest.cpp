@@ -182,7 +182,8 @@ TEST(AotBundle, ServesKernelsWithTheCompilerDisabled) {
   req.decodeQueryLens = {4};
   auto items = runtime::compileBundle(req, nullptr);
   ASSERT_TRUE(items.ok()) << items.status().message();
-  EXPECT_EQ(items->size(), 5u); // score and top-k, decode and prefill, and the prefill score's fused form
+  // score and top-k, decode and prefill, the prefill score's fused and key-image forms, decode_keys
+  EXPECT_EQ(items->size(), 7u);
   EXPECT_TRUE(fs::exists(fs::path(bundle) / "manifest.json"));
 
   ::setenv("M3IDX_CACHE_DIR", freshDir("bundle-cache").c_str(), 1);

@@ -106,7 +106,8 @@ expect_bench_error bench_shape "--decode: expected COUNT:TOKENS:HEADS" --decode 
 expect_bench_error bench_zero "--prefill: expected COUNT:TOKENS:HEADS" --prefill 0:100:1
 expect_bench_error bench_both "exactly one of them" "$work/good" --decode 1:100:1
 expect_bench_error bench_heads "heads" --decode 1:100:3
-expect_bench_error bench_variant "--topk-prefill-long-rows/--fused-topk-max-blocks: expected --backend cuda" --decode 1:100:1 --fused-topk-max-blocks 0
+expect_bench_error bench_variant "--topk-prefill-long-rows/--fused-topk-max-blocks/--key-image-min-reads: expected --backend cuda" --decode 1:100:1 --fused-topk-max-blocks 0
+expect_bench_error bench_variant_image "--key-image-min-reads: expected --backend cuda" --prefill 1:300:1 --key-image-min-reads 4
 expect_bench_error bench_variant_topk "expected --backend cuda" --prefill 1:100:1 --topk-prefill-rows 4
 expect_bench_error bench_variant_requests "expected --backend cuda" --decode 1:100:1 --decode-warpgroup-requests 8
 fi

@@ -3,11 +3,13 @@
 // programs (chunks covering every block); the top-k cuts rows into segments only when there are
 // too few rows to fill the target.
 #include <algorithm>
+#include <map>
 #include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "core/Spec.h"
 #include "dsl/Divisor.h"
 #include "kernels_src/KernelCatalog.h"
 #include "kernels_src/LaunchPlan.h"
@@ -183,7 +185,9 @@ TEST(StepPlan, EveryLaunchBindsToItsKernelByName) {
       std::vector<KernelKind> kinds;
       for (const Launch &l : plan->launches) {
         kinds.push_back(l.kind);
-        EXPECT_EQ(l.config, t.config(l.kind));
+        KernelConfig expected = t.config(l.kind); // score_prefill: the key-image form where planned
+        expected.keyImage = l.kind == KernelKind::ScorePrefill && plan->imageBlocks > 0;
+        EXPECT_EQ(l.config, expected);
         auto k = buildKernel(l.kind, l.config);
         ASSERT_TRUE(k.ok()) << k.status().message();
         const KernelSignature sig = *signatureOf(l.kind, l.config);
@@ -204,7 +208,11 @@ TEST(StepPlan, EveryLaunchBindsToItsKernelByName) {
       }
       ASSERT_GE(kinds.size(), 4u) << target;
       EXPECT_EQ(kinds[0], KernelKind::ScoreDecode);
-      EXPECT_EQ(kinds[1], KernelKind::ScorePrefill);
+      const bool image = plan->imageBlocks > 0; // decode_keys first, then the score reading its image
+      EXPECT_EQ(image, t.keyImageMinReads > 0 &&
+                           keyImageReads(v, plan->rowTile) >= t.keyImageMinReads * keyImageBlocks(v) + t.keyImageLaunchReads);
+      EXPECT_EQ(kinds[1], image ? KernelKind::DecodeKeys : KernelKind::ScorePrefill);
+      EXPECT_EQ(kinds[image ? 2 : 1], KernelKind::ScorePrefill);
       EXPECT_EQ(plan->prefillTiles, prefillTileCount(v, plan->rowTile));
       EXPECT_EQ(plan->elementsOf(StepBuffer::Scores), heads * v.numRows * 320);
     }
@@ -258,6 +266,72 @@ TEST(StepPlan, PrefillTopkProgramsTakeSeveralRows) {
   const Launch l = topkPrefill(4096);
   EXPECT_GT(scalar(l, "segments"), 1);
   EXPECT_EQ(scalar(l, "rows_per_program"), 1);
+}
+
+// A prompt step whose row tiles read at least keyImageMinReads x (its prefill requests' blocks) +
+// keyImageLaunchReads blocks: decode_keys first, a program an image block, then score_prefill in
+// the key-image form, binding the image and each request's first image block instead of the pages
+// and the block table; one read fewer and the step reads the pages. The reads are counted here row
+// by row (a tile reads what its longest-seeing row sees), and the image's metadata checked entry
+// by entry.
+TEST(StepPlan, LongPromptStepsDecodeEachBlockOnceIntoTheKeyImage) {
+  m3idx::IndexerParams p;
+  p.numHeads = 1;
+  p.numDecodes = 1;
+  p.decodeQueryLen = 4;
+  const m3idx::Case c = m3idx::testing::buildCase(p, {4, 300, 1000}, {9000, 700, 1000});
+  const m3idx::BatchView v = c.view();
+  StepTuning t = hostTuning().forStep(1, 4, TargetTuning::kLargeStep);
+  t.fusedTopkMaxBlocks = 0;
+  const int rowTile = t.config(KernelKind::ScorePrefill).queryRows;
+  int64_t reads = 0;
+  for (int64_t r = 1; r < 3; ++r) {
+    const int64_t begin = v.queryStartLoc[r], qLen = v.queryStartLoc[r + 1] - begin;
+    for (int64_t tile = 0; tile < qLen; tile += rowTile) {
+      int64_t most = 0;
+      for (int64_t row = tile; row < std::min<int64_t>(tile + rowTile, qLen); ++row)
+        most = std::max(most, m3idx::spec::blocksFor(v.seqLens[r] - qLen + row + 1));
+      reads += most;
+    }
+  }
+  const int64_t blocks = 6 + 8; // 700 and 1000 tokens
+  ASSERT_EQ(keyImageBlocks(v), blocks);
+  ASSERT_EQ(keyImageReads(v, rowTile), reads);
+  t.keyImageMinReads = 2;
+  t.keyImageLaunchReads = reads - 2 * blocks;
+  auto plan = planStep(v, 80, t);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  std::vector<KernelKind> kinds;
+  for (const Launch &l : plan->launches)
+    kinds.push_back(l.kind);
+  ASSERT_EQ(kinds, (std::vector{KernelKind::ScoreDecode, KernelKind::DecodeKeys, KernelKind::ScorePrefill,
+                                KernelKind::TopkDecode, KernelKind::TopkPrefill}));
+  EXPECT_EQ(plan->imageBlocks, blocks);
+  EXPECT_EQ(plan->launches[1].programs, blocks);
+  const Launch &score = plan->launches[2];
+  EXPECT_TRUE(score.config.keyImage);
+  std::map<StepBuffer, int64_t> bound;
+  ASSERT_TRUE(bindLaunch(*signatureOf(score.kind, score.config), score,
+                         [&](StepBuffer role, int64_t elements) { bound[role] = elements; }, [](int64_t) {})
+                  .ok());
+  EXPECT_EQ(bound[StepBuffer::KeyImage], blocks * kKeyImageBlockBytes);
+  EXPECT_EQ(bound[StepBuffer::ImageBase], 3);
+  EXPECT_EQ(bound.count(StepBuffer::Kv) + bound.count(StepBuffer::BlockTable), 0u);
+  std::vector<int32_t> base(3, -1), pages(blocks, -1);
+  fillKeyImage(v, base.data(), pages.data());
+  EXPECT_EQ(base[1], 0);
+  EXPECT_EQ(base[2], 6);
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int64_t r = i < 6 ? 1 : 2, blk = i < 6 ? i : i - 6;
+    EXPECT_EQ(pages[i], v.blockTable[r * v.maxBlocks + blk]) << i;
+  }
+
+  t.keyImageLaunchReads += 1;
+  auto pages_ = planStep(v, 80, t);
+  ASSERT_TRUE(pages_.ok());
+  EXPECT_EQ(pages_->imageBlocks, 0);
+  EXPECT_EQ(pages_->launches[1].kind, KernelKind::ScorePrefill);
+  EXPECT_FALSE(pages_->launches[1].config.keyImage);
 }
 
 // A step whose prefill rows all have at most fusedTopkMaxBlocks blocks: score_prefill in the fused

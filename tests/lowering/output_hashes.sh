@@ -42,6 +42,9 @@ configs() { # TARGET
   for h in 1 2 4; do echo "score_prefill $h 4"; done
   # the form that tops its tiles' rows, where the table fuses it (fusedTopkTrip: the host's, sm_90's)
   [[ $1 != gfx950 ]] && for h in 1 2 4; do echo "score_prefill $h 4 fused"; done
+  # the form that reads the step's key image, and decode_keys, which writes it
+  for h in 1 2 4; do echo "score_prefill $h 4 image"; done
+  echo "decode_keys 1 4"
   case $1 in # its table's rows a trip (topkPrefillTripRows)
     host) echo "topk_prefill 1 4" ;;
     sm_90) echo "topk_prefill 1 32" ;;
@@ -53,7 +56,7 @@ configs() { # TARGET
 hash_of() {
   local target=$1 kernel=$2 heads=$3 rows=$4 requests=${5:-}
   local args=(inspect "$kernel" --heads "$heads" --query-rows "$rows" --target "$target")
-  if [[ $requests == fused ]]; then args+=(--fused-topk); elif [[ -n $requests ]]; then args+=(--requests "$requests"); fi
+  if [[ $requests == fused ]]; then args+=(--fused-topk); elif [[ $requests == image ]]; then args+=(--key-image); elif [[ -n $requests ]]; then args+=(--requests "$requests"); fi
   case $target in
     sm_90) "$M3IDX" "${args[@]}" --emit ptx | sed '1,/^[^/]/{/^\/\//d}' | md5sum ;;
     host) "$M3IDX" "${args[@]}" --emit lowered | sed '1,/^[^/]/{/^\/\//d}' | md5sum ;;

@@ -299,6 +299,50 @@ TEST(HostBackend, ShortPromptStepsTopTheirRowsInTheScorePrograms) {
   }
 }
 
+// Steps whose row tiles read their requests' blocks keyImageMinReads times or more decode each
+// block once (decode_keys, checked in the plan) and score from the key image, in the host's form
+// and sm_90's (64-token tiles loaded as wgmma's A fragments there): prompts, chunks on a context
+// and a mixed step, bit for bit the reference; with the threshold out of reach, the same steps
+// score from the pages.
+TEST(HostBackend, LongPromptStepsScoreFromTheKeyImage) {
+  for (const char *target : {"host", "sm_90"}) {
+    tuning::TargetTuning form = **tuning::tuningFor(target);
+    form.decodeWarpgroupRequests = 0;
+    form.fusedTopkMaxBlocks = 0;
+    form.keyImageLaunchReads = 0;
+    for (int64_t minReads : {int64_t{1}, int64_t{1} << 40}) {
+      form.keyImageMinReads = minReads;
+      runtime::HostBackend host(form);
+      for (int heads : {1, 4}) {
+        GenOptions prompts = base(60 + heads, heads, 0, 3), mixed = base(70 + heads, heads, 2, 2);
+        prompts.prefillQueryLen = {100, 700};
+        prompts.prefillContext = {1, 3000};
+        mixed.prefillQueryLen = {1, 200};
+        mixed.prefillContext = {1000, 5000};
+        mixed.localBlocks = 1;
+        for (GenOptions *o : {&prompts, &mixed}) {
+          o->mode = ValueMode::Exact;
+          StatusOr<Case> c = generateCase(*o);
+          ASSERT_TRUE(c.ok()) << c.status().message();
+          const BatchView v = c->view();
+          StatusOr<kernels::StepPlan> plan =
+              kernels::planStep(v, 256, form.forStep(heads, v.params.decodeQueryLen, v.params.numDecodes));
+          ASSERT_TRUE(plan.ok()) << plan.status().message();
+          bool decoded = false, fromImage = false;
+          for (const kernels::Launch &l : plan->launches) {
+            decoded |= l.kind == kernels::KernelKind::DecodeKeys;
+            fromImage |= l.kind == kernels::KernelKind::ScorePrefill && l.config.keyImage;
+          }
+          EXPECT_EQ(decoded, minReads == 1) << target;
+          EXPECT_EQ(fromImage, minReads == 1) << target;
+          expectExactlyTheReference(host, *o, fmt::format("{}, min reads {}, {} heads, seed {}", target, minReads,
+                                                          heads, o->seed));
+        }
+      }
+    }
+  }
+}
+
 TEST(HostBackend, EmptyBatch) {
   GenOptions o = base(1, 2, 0, 0);
   StatusOr<Case> c = generateCase(o);
@@ -315,7 +359,7 @@ TEST(HostBackend, CompilesOnceAndReusesKernels) {
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE(host.run(c->view(), {}).ok());
   const size_t kernels = host.kernelRecords().size();
-  EXPECT_EQ(kernels, 4u); // score and top-k, decode and prefill
+  EXPECT_EQ(kernels, 5u); // score and top-k, decode and prefill, and decode_keys (the prompt reads the image)
   ASSERT_TRUE(host.run(c->view(), {}).ok());
   EXPECT_EQ(host.kernelRecords().size(), kernels);
 }

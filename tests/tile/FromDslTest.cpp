@@ -39,7 +39,7 @@ TEST(TileFromDsl, EveryKernelConfigRoundTrips) {
           EXPECT_EQ(*again, *text) << kernels::kernelName(kind) << " " << c.str();
           ++configs;
         }
-  EXPECT_EQ(configs, 3 * 4 * 3 * 8);
+  EXPECT_EQ(configs, 3 * 5 * 3 * 8);
 }
 
 // The DSL ops the indexer kernels do not use (float conversions, clamps, dynamic extracts, sums,

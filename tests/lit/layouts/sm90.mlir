@@ -112,3 +112,26 @@ func.func @wgmma(%kv: memref<?xi8>, %out: memref<?xf32>, %n: i64) attributes {m3
   m3idx.store_tile %best, %out[%c0] : tensor<8xf32>, memref<?xf32>
   return
 }
+
+// -----
+
+// Keys read as bytes from a key image (score_prefill's keyImage form): the bytes and their bitcast
+// to e4m3 join the keys' group, so they load straight into wgmma's A rows, with no decode.
+// CHECK-LABEL: func.func @wgmma_image
+// CHECK: m3idx.load_tile {{.*}} -> tensor<8192xi8, #m3idx.layout<mma_rows>>
+// CHECK: arith.bitcast {{.*}} : tensor<8192xi8, #m3idx.layout<mma_rows>> to tensor<8192xf8E4M3FN, #m3idx.layout<mma_rows>>
+// CHECK: m3idx.dot_tiles {{.*}} -> tensor<512xf32, #m3idx.layout<wgmma_acc>>
+// CHECK-NOT: convert_layout
+func.func @wgmma_image(%image: memref<?xi8>, %out: memref<?xf32>) attributes {m3idx.warps = 4 : i64} {
+  %c0 = arith.constant 0 : i64
+  %c8192 = arith.constant 8192 : i64
+  %qb = m3idx.load_tile %image[%c8192] : memref<?xi8> -> tensor<1024xi8>
+  %q = arith.bitcast %qb : tensor<1024xi8> to tensor<1024xf8E4M3FN>
+  %bytes = m3idx.load_tile %image[%c0] {align = 16 : i32} : memref<?xi8> -> tensor<8192xi8>
+  %keys = arith.bitcast %bytes : tensor<8192xi8> to tensor<8192xf8E4M3FN>
+  %dots = m3idx.dot_tiles %keys, %q, 128 : tensor<8192xf8E4M3FN>, tensor<1024xf8E4M3FN> -> tensor<512xf32>
+  %folded = m3idx.fold_max %dots, 8 : tensor<512xf32> -> tensor<256xf32>
+  %best = m3idx.reduce_max_groups %folded, 8 : tensor<256xf32> -> tensor<8xf32>
+  m3idx.store_tile %best, %out[%c0] : tensor<8xf32>, memref<?xf32>
+  return
+}

@@ -258,6 +258,19 @@ TEST(HostBackend, PrefillTopkProgramsOfSeveralRowsMatchTheReference) {
   }
 }
 
+// Makes `o` exact-valued (every score bit comparable) and plans its case with `form`, as a
+// HostBackend of that table will (the plan's launches are what a test checks of the step).
+void planExact(const tuning::TargetTuning &form, GenOptions &o, kernels::StepPlan &plan) {
+  o.mode = ValueMode::Exact;
+  StatusOr<Case> c = generateCase(o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const BatchView v = c->view();
+  StatusOr<kernels::StepPlan> planned =
+      kernels::planStep(v, 256, form.forStep(v.params.numHeads, v.params.decodeQueryLen, v.params.numDecodes));
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  plan = std::move(*planned);
+}
+
 // Steps whose prefill rows all have at most fusedTopkMaxBlocks blocks: the last score_prefill
 // program of a row tile to arrive tops its rows (no topk_prefill launch, which the plan is checked
 // for; tiles split over several programs, which it is checked for too), in the host's trips of 4
@@ -279,17 +292,12 @@ TEST(HostBackend, ShortPromptStepsTopTheirRowsInTheScorePrograms) {
       mixed.prefillContext = {200, 2048};
       mixed.localBlocks = 1;
       for (GenOptions *o : {&prompts, &mixed}) {
-        o->mode = ValueMode::Exact;
-        StatusOr<Case> c = generateCase(*o);
-        ASSERT_TRUE(c.ok()) << c.status().message();
-        const BatchView v = c->view();
-        const kernels::StepTuning t = form.forStep(heads, v.params.decodeQueryLen, v.params.numDecodes);
-        StatusOr<kernels::StepPlan> plan = kernels::planStep(v, 256, t);
-        ASSERT_TRUE(plan.ok()) << plan.status().message();
-        for (const kernels::Launch &l : plan->launches) {
+        kernels::StepPlan plan;
+        ASSERT_NO_FATAL_FAILURE(planExact(form, *o, plan));
+        for (const kernels::Launch &l : plan.launches) {
           ASSERT_NE(l.kind, kernels::KernelKind::TopkPrefill) << target << ": the step was not fused";
           if (l.kind == kernels::KernelKind::ScorePrefill)
-            split += l.programs > plan->prefillTiles;
+            split += l.programs > plan.prefillTiles;
         }
         for (int again = 0; again < 2; ++again)
           expectExactlyTheReference(host, *o, fmt::format("{}, {} heads, seed {}, run {}", target, heads, o->seed, again));
@@ -321,15 +329,10 @@ TEST(HostBackend, LongPromptStepsScoreFromTheKeyImage) {
         mixed.prefillContext = {1000, 5000};
         mixed.localBlocks = 1;
         for (GenOptions *o : {&prompts, &mixed}) {
-          o->mode = ValueMode::Exact;
-          StatusOr<Case> c = generateCase(*o);
-          ASSERT_TRUE(c.ok()) << c.status().message();
-          const BatchView v = c->view();
-          StatusOr<kernels::StepPlan> plan =
-              kernels::planStep(v, 256, form.forStep(heads, v.params.decodeQueryLen, v.params.numDecodes));
-          ASSERT_TRUE(plan.ok()) << plan.status().message();
+          kernels::StepPlan plan;
+          ASSERT_NO_FATAL_FAILURE(planExact(form, *o, plan));
           bool decoded = false, fromImage = false;
-          for (const kernels::Launch &l : plan->launches) {
+          for (const kernels::Launch &l : plan.launches) {
             decoded |= l.kind == kernels::KernelKind::DecodeKeys;
             fromImage |= l.kind == kernels::KernelKind::ScorePrefill && l.config.keyImage;
           }

@@ -292,8 +292,9 @@ void addBenchCommand(CLI::App &app, Runner &run) {
                   "GPU: measure a tuning variant: steps whose prefill rows have at most this many blocks top them "
                   "in the score programs (0: never)");
   cmd->add_option("--key-image-min-reads", args->keyImageMinReads,
-                  "GPU: measure a tuning variant: prefill steps whose row tiles read each block at least this many "
-                  "times decode every block once into a key image and score from it (0: never)");
+                  "GPU: measure a tuning variant: prefill steps whose row tiles read at least this many blocks for "
+                  "each block decoded (plus the table's launch reads) decode every block once into a key image and "
+                  "score from it (0: never)");
   cmd->add_option("--tiles-ahead", args->tilesAhead,
                   "GPU: measure a tuning variant: score_decode's key tiles loaded ahead of the one dotted");
   cmd->add_option("--decode-programs", args->decodePrograms,

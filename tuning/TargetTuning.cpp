@@ -73,8 +73,8 @@ TargetTuning makeSm90() {
   t.fusedTopkMaxBlocks = 16;
   // decode_keys: a warpgroup a block, a thread 16 keys (one scale) a trip. Steps whose row tiles
   // read 16 blocks for each block decoded, plus 16384, score from the key image. H100, ms of
-  // score_prefill from the pages / from the image, + decode_keys: 4 x 32K 1.169 / 1.094 + 0.015
-  // (H=4 4.433 / 4.075), 1 x 128K 4.230 / 3.924 + 0.015: a block read saves 0.6 ns; decode_keys
+  // score_prefill from the pages / from the image, + decode_keys: 4 x 32K 1.169 / 1.092 + 0.015
+  // (H=4 4.433 / 4.083), 1 x 128K 4.230 / 3.936 + 0.015: a block read saves 0.6 ns; decode_keys
   // costs about 7.5 us + 7 ns a block, so 1 x 8K at H=4 (8K reads: 0.110 / 0.105 + 0.008) and
   // 16 x 4K (8K reads: 0.121 / 0.115 + 0.011) lose (bench/RESULTS.md, 2026-12-07 (4)).
   t.keyImageMinReads = 16;

@@ -89,11 +89,16 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
   const int64_t decodeRows = D * b.params.decodeQueryLen, prefillRows = T - decodeRows;
   StepPlan plan;
   const int64_t scores = H * T * W, topk = H * T * spec::kTopkBlocks;
-  auto batch = [&](LaunchBuilder &l) -> LaunchBuilder & {
-    return l.buffer(StepBuffer::Q, T * H * spec::kIndexHeadDim)
-        .buffer(StepBuffer::Kv, b.numPages * spec::kPageBytes)
-        .buffer(StepBuffer::BlockTable, R * b.maxBlocks)
-        .buffer(StepBuffer::SeqLens, R);
+  const int64_t kvBytes = b.numPages * spec::kPageBytes;
+  // What a score kernel reads of the batch: its queries, seq_lens and keys -- the pages through the
+  // block table, or (imageBlocks > 0) the step's key image and each request's first image block.
+  auto batch = [&](LaunchBuilder &l, int64_t imageBlocks = 0) -> LaunchBuilder & {
+    l.buffer(StepBuffer::Q, T * H * spec::kIndexHeadDim);
+    if (imageBlocks > 0)
+      l.buffer(StepBuffer::KeyImage, imageBlocks * kKeyImageBlockBytes).buffer(StepBuffer::ImageBase, R);
+    else
+      l.buffer(StepBuffer::Kv, kvBytes).buffer(StepBuffer::BlockTable, R * b.maxBlocks);
+    return l.buffer(StepBuffer::SeqLens, R);
   };
   auto scoreScalars = [&](LaunchBuilder &l, int64_t chunks, int64_t headRows) -> LaunchBuilder & {
     return l.scalar("num_rows", headRows).scalar("max_blocks", b.maxBlocks).scalar("width", W)
@@ -135,13 +140,12 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
   if ((parts & kScorePrefill) && prefillRows > 0) {
     plan.prefillTiles = prefillTileCount(b, plan.rowTile);
     // Row tiles that read each block many times: every block decoded once, into the key image.
-    const int64_t imageBlocks = keyImageBlocks(b);
-    const bool keyImage = !fusedTopk && t.keyImageMinReads > 0 && imageBlocks > 0 &&
-                          keyImageReads(b, plan.rowTile) >= t.keyImageMinReads * imageBlocks + t.keyImageLaunchReads;
-    if (keyImage) {
+    const int64_t imageBlocks = !fusedTopk && t.keyImageMinReads > 0 ? keyImageBlocks(b) : 0;
+    if (imageBlocks > 0 &&
+        keyImageReads(b, plan.rowTile) >= t.keyImageMinReads * imageBlocks + t.keyImageLaunchReads) {
       plan.imageBlocks = imageBlocks;
       LaunchBuilder d(plan, KernelKind::DecodeKeys, t.config(KernelKind::DecodeKeys), imageBlocks);
-      d.buffer(StepBuffer::Kv, b.numPages * spec::kPageBytes)
+      d.buffer(StepBuffer::Kv, kvBytes)
           .buffer(StepBuffer::ImagePages, imageBlocks)
           .buffer(StepBuffer::KeyImage, imageBlocks * kKeyImageBlockBytes);
       M3IDX_RETURN_IF_ERROR(d.add());
@@ -150,14 +154,9 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
                                   t.prefillMaxBlocksPerProgram, t.prefillMinBlocksPerProgram);
     KernelConfig config = prefill;
     config.fusedTopkTrip = fusedTopk ? t.fusedTopkTrip : 0;
-    config.keyImage = keyImage;
+    config.keyImage = plan.imageBlocks > 0;
     LaunchBuilder l(plan, KernelKind::ScorePrefill, config, g.programs(plan.prefillTiles));
-    l.buffer(StepBuffer::Q, T * H * spec::kIndexHeadDim);
-    if (keyImage)
-      l.buffer(StepBuffer::KeyImage, imageBlocks * kKeyImageBlockBytes).buffer(StepBuffer::ImageBase, R);
-    else
-      l.buffer(StepBuffer::Kv, b.numPages * spec::kPageBytes).buffer(StepBuffer::BlockTable, R * b.maxBlocks);
-    scoreScalars(l.buffer(StepBuffer::SeqLens, R)
+    scoreScalars(batch(l, plan.imageBlocks)
                      .buffer(StepBuffer::QueryStartLoc, R + 1)
                      .buffer(StepBuffer::TileRequest, plan.prefillTiles)
                      .buffer(StepBuffer::TileRowBegin, plan.prefillTiles)

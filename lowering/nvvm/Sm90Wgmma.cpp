@@ -236,12 +236,18 @@ mlir::Value Sm90Wgmma::wgmmaAccFoldMax(mlir::Value acc, int64_t pairs, Spread re
 }
 
 // Max over each column's tokens: the thread's two (folded already if `folded`), then the 8
-// threads of its t in the warp (xor 4, 8, 16); the warp's lanes 0-3 write its N column maxima to
-// row w of a 4 x N exchange buffer, and thread n of the blocked N-lane result takes the max of
-// column n's 4 rows. Two exchange buffers are used in turn, so one barrier per reduction
-// suffices: a thread writes an exchange again only after the next reduction's barrier, which
-// every reader of it has passed (ncu: barrier stalls were 14% of the score loop's stall cycles
-// with two barriers).
+// threads of its t in the warp (lane bits 2-4), then the 4 warps through a 4 x N exchange buffer,
+// where thread n of the blocked N-lane result takes the max of column n's 4 rows. Where a thread
+// holds a multiple of 8 maxima (N a multiple of 32) the 8 threads reduce them as a transposing
+// butterfly: at xor 16, 8 and 4 each thread sends half of what it holds and keeps the max of the
+// other half with its partner's, so that after 3 stages it holds R / 8 columns' warp maxima
+// (register r = (R / 8) g + k of the R) and writes them itself: R / 2 + R / 4 + R / 8 shuffles
+// where a plain butterfly over every register takes 3 R (N = 128: 28 against 96), and no
+// thread waits for a leader's stores. Otherwise (N = 24) every register is reduced by xor 4, 8,
+// 16 and the warp's lanes 0-3 write. Two exchange buffers are used in turn, so one barrier per
+// reduction suffices: a thread writes an exchange again only after the next reduction's barrier,
+// which every reader of it has passed (ncu: barrier stalls were 14% of the score loop's stall
+// cycles with two barriers).
 mlir::Value Sm90Wgmma::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, bool folded) {
   mlir::Type i64 = b_.getI64Type(), f32 = b_.getF32Type();
   if (!folded)
@@ -261,23 +267,48 @@ mlir::Value Sm90Wgmma::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, 
       arith::AddIOp::create(b_, arith::MulIOp::create(b_, warp, constant(b_, i64, state_.wgmmaColumns)),
                             arith::MulIOp::create(b_, arith::RemUIOp::create(b_, lane, constant(b_, i64, 4)),
                                                   constant(b_, i64, 2))));
-  mlir::Value leader = arith::CmpIOp::create(
-      b_, arith::CmpIPredicate::ult, arith::RemUIOp::create(b_, lane, constant(b_, i64, 32)), constant(b_, i64, 4));
-  std::vector<std::pair<int64_t, mlir::Value>> columns; // (8 i + parity, this warp's max)
-  for (int64_t r = 0; r < regs; r += 2)
-    for (int64_t p = 0; p < 2; ++p) {
-      mlir::Value m = vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r + p});
+  // Register r (2 per 8-column chunk) holds column 8 (r / 2) + 2 t + r % 2: rowAt has the 2 t.
+  auto storeRegister = [&](mlir::Value r, mlir::Value m) {
+    mlir::Value col = arith::AddIOp::create(
+        b_, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, r, constant(b_, i64, 2)), constant(b_, i64, 8)),
+        arith::RemUIOp::create(b_, r, constant(b_, i64, 2)));
+    memref::StoreOp::create(b_, m, state_.wgmmaExchange, ValueRange{toIndex(b_, arith::AddIOp::create(b_, rowAt, col))});
+  };
+  std::vector<mlir::Value> held;
+  for (int64_t r = 0; r < regs; ++r)
+    held.push_back(vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r}));
+  if (regs % 8 == 0) {
+    // Stage xor x keeps half h of `held` where the lane's bit x is h; after the 3 stages thread g
+    // holds registers (R / 8) g + k, k < R / 8 (g's bit 0 weighs R / 8, bit 1 R / 4, bit 2 R / 2).
+    mlir::Value laneInWarp = arith::RemUIOp::create(b_, lane, constant(b_, i64, 32));
+    for (int32_t x = 16; x >= 4; x /= 2) {
+      mlir::Value upper = arith::CmpIOp::create(
+          b_, arith::CmpIPredicate::ne, arith::AndIOp::create(b_, laneInWarp, constant(b_, i64, x)), constant(b_, i64, 0));
+      const size_t half = held.size() / 2;
+      std::vector<mlir::Value> kept;
+      for (size_t k = 0; k < half; ++k) {
+        mlir::Value mine = arith::SelectOp::create(b_, upper, held[k + half], held[k]);
+        mlir::Value theirs = arith::SelectOp::create(b_, upper, held[k], held[k + half]);
+        kept.push_back(e_.maxNum(mine, e_.gpu().shuffleXor(theirs, x)));
+      }
+      held = std::move(kept);
+    }
+    const int64_t per = regs / 8;
+    mlir::Value g = arith::DivUIOp::create(b_, laneInWarp, constant(b_, i64, 4));
+    for (int64_t k = 0; k < per; ++k)
+      storeRegister(arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, constant(b_, i64, per)), constant(b_, i64, k)),
+                    held[k]);
+  } else {
+    mlir::Value leader = arith::CmpIOp::create(
+        b_, arith::CmpIPredicate::ult, arith::RemUIOp::create(b_, lane, constant(b_, i64, 32)), constant(b_, i64, 4));
+    for (mlir::Value &m : held)
       for (int32_t x = 4; x < 32; x *= 2)
         m = e_.maxNum(m, e_.gpu().shuffleXor(m, x));
-      columns.push_back({4 * r + p, m}); // column 8 i + 2t + p, register 2i + p
-    }
-  {
     auto mine = scf::IfOp::create(b_, TypeRange{}, leader, false);
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(mine.thenBlock()->getTerminator());
-    for (auto [col, m] : columns)
-      memref::StoreOp::create(b_, m, state_.wgmmaExchange,
-                              ValueRange{toIndex(b_, arith::AddIOp::create(b_, rowAt, constant(b_, i64, col)))});
+    for (int64_t r = 0; r < regs; ++r)
+      storeRegister(constant(b_, i64, r), held[r]);
   }
   e_.gpu().barrier();
   mlir::Value n = arith::AddIOp::create(

@@ -63,7 +63,9 @@ func.func @result_read_blocked(%kv: memref<?xi8>, %out: memref<?xf32>) {
 
 // A warpgroup (4 warps): 64 key tokens against 64 query columns on wgmma m64n64k16 (B widened into
 // a 1024-byte-aligned swizzled buffer, fenced for the async proxy), one commit and wait; the token
-// pairs folded in-thread, the group max through a two-turn exchange.
+// pairs folded in-thread, the group max of a warp's 8 threads of a column as a transposing
+// butterfly (16 maxima a thread: 8, 4 and 2 shuffles, each thread then storing 2 columns' warp
+// maxima itself), the warps' through a two-turn exchange.
 // CHECK-LABEL: gpu.func @wgmma
 // CHECK-SAME: workgroup(%{{.*}} : memref<16384xi8, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64}, %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<512xi32, #gpu.address_space<workgroup>>)
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>, nvvm.maxnreg = 128 : i32
@@ -75,6 +77,12 @@ func.func @result_read_blocked(%kv: memref<?xi8>, %out: memref<?xf32>) {
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: llvm.intr.maxnum
 // CHECK: memref.load %[[TURN]]
+// CHECK-COUNT-8: gpu.shuffle xor %{{.*}}, %c16_i32
+// CHECK-COUNT-4: gpu.shuffle xor %{{.*}}, %c8_i32
+// CHECK-COUNT-2: gpu.shuffle xor %{{.*}}, %c4_i32
+// CHECK-NOT: gpu.shuffle
+// CHECK-COUNT-2: memref.store %{{.*}} : memref<512xf32, #gpu.address_space<workgroup>>
+// CHECK-NOT: scf.if
 // CHECK: gpu.barrier
 func.func @wgmma(%kv: memref<?xi8>, %out: memref<?xf32>) attributes {m3idx.warps = 4 : i64} {
   %c0 = arith.constant 0 : i64

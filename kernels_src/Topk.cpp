@@ -33,18 +33,29 @@ Value laneBitSet(KernelBuilder &b, int bit, int lanes = kScanTile) { return (b.i
 // One compare-exchange stage of a bitonic network: lane i meets lane i ^ j and keeps the smaller
 // key where keepMin holds, the larger elsewhere. Keys are distinct (each carries its block id)
 // except the empty key 0, so "take the partner when it is above on a keep-max lane and below on a
-// keep-min lane" is exactly partnerAbove != keepMin.
-Value compareExchange(KernelBuilder &b, Value keys, int j, Value keepMin) {
-  std::vector<int32_t> partnerOf;
-  for (int i = 0; i < keys.type().lanes; ++i)
+// keep-min lane" is exactly partnerAbove != keepMin. Where a pair's two lanes are in one thread
+// (`pairInThread`: topk_prefill's rows, 16 lanes a thread) the pair is compared once, at its lower
+// lane, and the upper lane takes the negation (for two equal keys either choice is the same key):
+// the comparison of two i64 keys is two instructions of the ALU pipe the network is bound by (ncu,
+// 4 x 32K: 77% busy). Across threads (decode's 32-lane tiles) that would be a predicate shuffle
+// more, so each lane compares.
+Value compareExchange(KernelBuilder &b, Value keys, int j, Value keepMin, bool pairInThread) {
+  const int lanes = keys.type().lanes;
+  std::vector<int32_t> partnerOf, lowerOf;
+  for (int i = 0; i < lanes; ++i) {
     partnerOf.push_back(i ^ j);
+    lowerOf.push_back(i & ~j);
+  }
   Value partner = b.shuffle(keys, keys, partnerOf);
-  return b.select(gtU(partner, keys) ^ keepMin, partner, keys);
+  Value above = gtU(partner, keys);
+  if (pairInThread)
+    above = b.shuffle(above, above, lowerOf) ^ laneBitSet(b, j, lanes);
+  return b.select(above ^ keepMin, partner, keys);
 }
 
 // `keys` sorted by a bitonic network, descending or ascending: each group of `width` lanes (a
 // power of two dividing the tile's lanes) sorted on its own.
-Value bitonicSort(KernelBuilder &b, Value keys, bool descending, int width = kScanTile) {
+Value bitonicSort(KernelBuilder &b, Value keys, bool descending, int width = kScanTile, bool pairInThread = false) {
   const int lanes = keys.type().lanes;
   for (int k = 2; k <= width; k *= 2)
     for (int j = k / 2; j >= 1; j /= 2) {
@@ -52,7 +63,7 @@ Value bitonicSort(KernelBuilder &b, Value keys, bool descending, int width = kSc
       // when its block of k lanes ascends (bit k clear; all lanes at k == width): bit j == bit k.
       Value bitJ = laneBitSet(b, j, lanes);
       Value bitK = k == width ? b.splat(b.constInt(0, Elem::I1), lanes) : laneBitSet(b, k, lanes);
-      keys = compareExchange(b, keys, j, descending ? bitJ != bitK : bitJ == bitK);
+      keys = compareExchange(b, keys, j, descending ? bitJ != bitK : bitJ == bitK, pairInThread);
     }
   return keys;
 }
@@ -60,11 +71,11 @@ Value bitonicSort(KernelBuilder &b, Value keys, bool descending, int width = kSc
 // The `width` largest keys of each group of `width` lanes of `top` (sorted descending) and `step`
 // (any order), sorted descending: the step sorted ascending, the lane-wise larger of the two is
 // the union's `width` largest as a bitonic sequence, and a bitonic merge sorts it.
-Value mergeStep(KernelBuilder &b, Value top, Value step, int width = kScanTile) {
-  step = bitonicSort(b, step, /*descending=*/false, width);
+Value mergeStep(KernelBuilder &b, Value top, Value step, int width = kScanTile, bool pairInThread = false) {
+  step = bitonicSort(b, step, /*descending=*/false, width, pairInThread);
   Value merged = b.select(gtU(top, step), top, step);
   for (int j = width / 2; j >= 1; j /= 2) // descending: the lower lane of a pair keeps the larger key
-    merged = compareExchange(b, merged, j, laneBitSet(b, j, top.type().lanes));
+    merged = compareExchange(b, merged, j, laneBitSet(b, j, top.type().lanes), pairInThread);
   return merged;
 }
 
@@ -301,12 +312,12 @@ void topkTrips(KernelBuilder &b, Buffer scores, Buffer out, int R, Value first, 
       Value blk = slot + from;
       return b.select(blk < nblk, b.packScoreKey(tile, blk), b.constInt(0));
     };
-    Value top = bitonicSort(b, keys(load(b.constInt(0)), b.constInt(0)), /*descending=*/true, K);
+    Value top = bitonicSort(b, keys(load(b.constInt(0)), b.constInt(0)), /*descending=*/true, K, /*pairInThread=*/true);
     Value longest = tr.longest.id().valid() ? tr.longest : b.reduceMax(it[0]).to(Elem::I64);
     Values merged = b.pipelinedFor(b.constInt(K), longest, b.constInt(K), {top},
                                    [&](Value from) { return Values{load(from)}; },
                                    [&](Value from, const Values &tile, const Values &s) {
-      return Values{mergeStep(b, s[0], keys(tile[0], from), K)};
+      return Values{mergeStep(b, s[0], keys(tile[0], from), K, /*pairInThread=*/true)};
     });
     b.storeScatter(out, perLane(headRow * K) + slot, blockIds(b, merged[0]), real);
     return Values{ahead};

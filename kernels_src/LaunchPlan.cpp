@@ -400,13 +400,19 @@ int64_t prefillTileCount(const BatchView &b, int rowTile) {
   return tiles;
 }
 
+// A request's tiles go last row first: a row sees at least what the row before it sees, so its
+// tiles (and the programs of their chunks, in grid order) run longest first, and the grid ends on
+// the last request's shortest tiles. Row order had ended it on the longest, which held a few SMs
+// for a whole chunk of blocks while the others idled.
 void fillPrefillTiles(const BatchView &b, int rowTile, int32_t *request, int32_t *rowBegin) {
   int64_t t = 0;
-  for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i)
-    for (int32_t row = b.queryStartLoc[i]; row < b.queryStartLoc[i + 1]; row += rowTile, ++t) {
+  for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i) {
+    const int32_t first = b.queryStartLoc[i], tiles = (b.queryStartLoc[i + 1] - first + rowTile - 1) / rowTile;
+    for (int32_t k = tiles - 1; k >= 0; --k, ++t) {
       request[t] = static_cast<int32_t>(i);
-      rowBegin[t] = row;
+      rowBegin[t] = first + k * rowTile;
     }
+  }
 }
 
 int64_t keyImageBlocks(const BatchView &b) {

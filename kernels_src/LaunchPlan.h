@@ -190,7 +190,8 @@ struct TopkSplit {
 TopkSplit topkSplit(int64_t rows, int64_t blocks, int64_t targetPrograms);
 
 // Number of prefill row tiles of `rowTile` rows, and the table itself: tile t covers rows
-// [rowBegin[t], + rowTile) of request request[t]. Arrays hold prefillTileCount(b, rowTile) entries.
+// [rowBegin[t], + rowTile) of request request[t], requests in order, each one's tiles from its last
+// rows to its first (the longest first). Arrays hold prefillTileCount(b, rowTile) entries.
 int64_t prefillTileCount(const BatchView &b, int rowTile);
 void fillPrefillTiles(const BatchView &b, int rowTile, int32_t *request, int32_t *rowBegin);
 

@@ -131,9 +131,9 @@ TEST(BlockSlots, ARanksShareOfTheBlocks) {
   EXPECT_EQ(blockSlots(0, 0, 1), 0);
 }
 
-// Prefill row tiles of any target's size (16 rows on the host and gfx950 at H=1, 64 on sm_90) cover
-// every prefill row once, never crossing a request; decode rows get none.
-TEST(PrefillTiles, EveryPrefillRowInOneTileOfItsRequest) {
+// Prefill row tiles of any target's size (16 rows on the host and gfx950 at H=1, 128 on sm_90) cover
+// every prefill row once, never crossing a request, a request's last rows first; decode rows get none.
+TEST(PrefillTiles, EveryPrefillRowInOneTileOfItsRequestLastRowsFirst) {
   m3idx::BatchView b;
   b.params.numHeads = 1;
   b.params.numDecodes = 2;
@@ -148,11 +148,17 @@ TEST(PrefillTiles, EveryPrefillRowInOneTileOfItsRequest) {
     EXPECT_EQ(n, columns == 128 ? 1 + 1 + 2 : 1 + 5 + 9) << columns;
     std::vector<int32_t> request(n), rowBegin(n), seen(208, 0);
     fillPrefillTiles(b, tile, request.data(), rowBegin.data());
-    for (int64_t t = 0; t < n; ++t)
+    for (int64_t t = 0; t < n; ++t) {
+      // requests in order, each one's tiles last rows first (they see the most: longest first)
+      if (t > 0 && request[t] == request[t - 1])
+        EXPECT_EQ(rowBegin[t], rowBegin[t - 1] - tile) << "tile " << t;
+      else if (t > 0)
+        EXPECT_GT(request[t], request[t - 1]) << "tile " << t;
       for (int32_t r = rowBegin[t]; r < std::min(rowBegin[t] + tile, qsl[request[t] + 1]); ++r) {
         EXPECT_GE(r, qsl[request[t]]);
         ++seen[r];
       }
+    }
     for (int r = 0; r < 208; ++r)
       EXPECT_EQ(seen[r], r < 8 ? 0 : 1) << "row " << r << ", tiles of " << tile;
   }

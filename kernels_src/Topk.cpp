@@ -423,8 +423,12 @@ StatusOr<Kernel> buildTopkPrefill(const KernelConfig &c) {
   Value rowsPerProgram = b.scalarArg("rows_per_program", Elem::I64);
   Value headRows = b.scalarArg("head_rows", Elem::I64); // heads x prefill_rows
   sg.segments = b.scalarArg("segments", Elem::I64);
+  // Programs take head rows last first: a request's later rows are longer, so the grid ends on
+  // the first rows (the shortest of a fresh prompt) rather than on the longest, which had held a
+  // few SMs while the others idled (the score grid's order, LaunchPlan's fillPrefillTiles).
   Value pid = b.programId();
-  Value segment = pid % sg.segments, first = pid / sg.segments * rowsPerProgram;
+  Value programs = (headRows + (rowsPerProgram - 1)) / rowsPerProgram;
+  Value segment = pid % sg.segments, first = (programs - 1 - pid / sg.segments) * rowsPerProgram;
   Value last = b.minS(first + rowsPerProgram, headRows);
   // Head row i of the launch (head-major): its row of the batch and its row of the score buffer.
   auto rowOf = [&](Value i) { return rowBegin + divideWithRemainder(i, prefillRows).remainder; };

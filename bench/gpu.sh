@@ -51,9 +51,12 @@
 #            checked against exact scores on small steps (1, 4 heads; 4, 6, 8 rows; or $VARIANT_CHECK_SHAPES)
 #   prefill-variants  prompt steps ($PREFILL_VARIANT_SHAPES) under each tuning variant of $VARIANTS, side
 #            by side as `variants` does for decode
+#   ab       prompt steps ($AB_SHAPES, bench's prefill shapes by default) by this archive and by another
+#            one (carry/old/m3idx-*-linux-x86_64.tar.xz: the code before a change), interleaved, each
+#            with a compile cache of its own: a change's speed-up from one call
 #   profile  Nsight Compute (clocks left alone) on the score kernels of the bench shapes and on the
-#            score and top-k of prefill 4 x 32K (or $PROFILE_DECODE / $PROFILE_PREFILL): speed of light, pipes,
-#            occupancy, warp stalls
+#            score and top-k of prefill 4 x 32K (or $PROFILE_DECODE / $PROFILE_PREFILL, either set empty
+#            for none of its kind): speed of light, pipes, occupancy, warp stalls
 #   sass     the machine code of the score kernels (the archive's PTX, the machine's ptxas)
 #   ceiling, wgmma   the probes bench/page_read_ceiling.cu and bench/wgmma_probe.cu (nvcc)
 #   fa3      bench/prefill_fa3_probe.cu (nvcc): the prefill score hand-written in FlashAttention-3's
@@ -239,13 +242,25 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
         # shellcheck disable=SC2086
         echo "== variant [$v] $shape"; "$m3idx" bench --backend cuda --prefill "$shape" --repeat 25 $v || true
       done; done 2>&1 | tee "$OUT/gpu-prefill-variants.log" ;;
-    profile) # PROFILE_DECODE / PROFILE_PREFILL: the shapes (bench's decode steps and 4 x 32K by default)
+    ab) # this archive against carry/old's, prompt steps side by side
+      oldroot=/tmp/m3idx-archive-old
+      if [[ ! -x $oldroot/bin/m3idx ]]; then
+        mkdir -p "$oldroot"
+        tar -C "$oldroot" --strip-components=1 -xJf "$(ls carry/old/m3idx-[0-9]*-linux-x86_64.tar.xz)"
+      fi
+      read -r -a abshapes <<<"${AB_SHAPES:-${prefill_shapes[*]}}"
+      for shape in "${abshapes[@]}"; do for side in new old; do
+        bin=$m3idx; [[ $side == old ]] && bin=$oldroot/bin/m3idx
+        echo "== $side $shape"
+        M3IDX_CACHE_DIR=/tmp/m3idx-cache-ab-$side "$bin" bench --backend cuda --prefill "$shape" --repeat 25 || true
+      done; done 2>&1 | tee "$OUT/gpu-ab.log" ;;
+    profile) # PROFILE_DECODE / PROFILE_PREFILL: the shapes (bench's decode steps and 4 x 32K when unset)
       ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
         --section Occupancy --section SchedulerStats --section WarpStateStats --section LaunchStats
         --metrics "regex:sm__inst_executed_pipe_(alu|fma|fmaheavy|lsu|uniform|xu)\.avg\.pct_of_peak_sustained_active,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio")
-      read -r -a pdecode <<<"${PROFILE_DECODE:-${decode_shapes[*]}}"
-      read -r -a pprefill <<<"${PROFILE_PREFILL:-4:32768:1}"
+      read -r -a pdecode <<<"${PROFILE_DECODE-${decode_shapes[*]}}"
+      read -r -a pprefill <<<"${PROFILE_PREFILL-4:32768:1}"
       {
         for shape in "${pdecode[@]}"; do
           echo "== profile decode $shape"

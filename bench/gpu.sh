@@ -80,11 +80,14 @@ stages=("$@")
 [[ ${#stages[@]} -eq 0 ]] && stages=(check aot bench)
 decode_shapes=(256:32768:1 256:131072:1 64:131072:4 8:1048576:1)
 prefill_shapes=(4:32768:1 4:32768:4 64:2048:1)
+unpack() { # DIR FOLDER: FOLDER's archive unpacked into DIR, once
+  if [[ ! -x $1/bin/m3idx ]]; then
+    mkdir -p "$1"
+    tar -C "$1" --strip-components=1 -xJf "$(ls "$2"/m3idx-[0-9]*-linux-x86_64.tar.xz)"
+  fi
+}
 root=/tmp/m3idx-archive
-if [[ ! -x $root/bin/m3idx ]]; then
-  mkdir -p "$root"
-  tar -C "$root" --strip-components=1 -xJf "$(ls carry/dist/m3idx-[0-9]*-linux-x86_64.tar.xz)"
-fi
+unpack "$root" carry/dist
 m3idx=$root/bin/m3idx
 export M3IDX_CACHE_DIR=/tmp/m3idx-cache
 cases=/tmp/m3idx-cases
@@ -244,10 +247,7 @@ print('wheel: m3idx from', os.path.dirname(m3idx.__file__), '; torch.ops.m3idx.d
       done; done 2>&1 | tee "$OUT/gpu-prefill-variants.log" ;;
     ab) # this archive against carry/old's, prompt steps side by side
       oldroot=/tmp/m3idx-archive-old
-      if [[ ! -x $oldroot/bin/m3idx ]]; then
-        mkdir -p "$oldroot"
-        tar -C "$oldroot" --strip-components=1 -xJf "$(ls carry/old/m3idx-[0-9]*-linux-x86_64.tar.xz)"
-      fi
+      unpack "$oldroot" carry/old
       read -r -a abshapes <<<"${AB_SHAPES:-${prefill_shapes[*]}}"
       for shape in "${abshapes[@]}"; do for side in new old; do
         bin=$m3idx; [[ $side == old ]] && bin=$oldroot/bin/m3idx

@@ -393,10 +393,17 @@ TopkSplit topkSplit(int64_t rows, int64_t blocks, int64_t targetPrograms) {
   return t;
 }
 
+namespace {
+// Row tiles of request i: its rows in tiles of rowTile, the last one partial.
+int32_t requestTiles(const BatchView &b, int64_t i, int rowTile) {
+  return (b.queryStartLoc[i + 1] - b.queryStartLoc[i] + rowTile - 1) / rowTile;
+}
+} // namespace
+
 int64_t prefillTileCount(const BatchView &b, int rowTile) {
   int64_t tiles = 0;
   for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i)
-    tiles += (b.queryStartLoc[i + 1] - b.queryStartLoc[i] + rowTile - 1) / rowTile;
+    tiles += requestTiles(b, i, rowTile);
   return tiles;
 }
 
@@ -407,10 +414,9 @@ int64_t prefillTileCount(const BatchView &b, int rowTile) {
 void fillPrefillTiles(const BatchView &b, int rowTile, int32_t *request, int32_t *rowBegin) {
   int64_t t = 0;
   for (int64_t i = b.params.numDecodes; i < b.numRequests; ++i) {
-    const int32_t first = b.queryStartLoc[i], tiles = (b.queryStartLoc[i + 1] - first + rowTile - 1) / rowTile;
-    for (int32_t k = tiles - 1; k >= 0; --k, ++t) {
+    for (int32_t k = requestTiles(b, i, rowTile) - 1; k >= 0; --k, ++t) {
       request[t] = static_cast<int32_t>(i);
-      rowBegin[t] = first + k * rowTile;
+      rowBegin[t] = b.queryStartLoc[i] + k * rowTile;
     }
   }
 }

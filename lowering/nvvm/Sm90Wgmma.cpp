@@ -277,10 +277,10 @@ mlir::Value Sm90Wgmma::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, 
   std::vector<mlir::Value> held;
   for (int64_t r = 0; r < regs; ++r)
     held.push_back(vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{r}));
+  mlir::Value laneInWarp = arith::RemUIOp::create(b_, lane, constant(b_, i64, 32));
   if (regs % 8 == 0) {
     // Stage xor x keeps half h of `held` where the lane's bit x is h; after the 3 stages thread g
     // holds registers (R / 8) g + k, k < R / 8 (g's bit 0 weighs R / 8, bit 1 R / 4, bit 2 R / 2).
-    mlir::Value laneInWarp = arith::RemUIOp::create(b_, lane, constant(b_, i64, 32));
     for (int32_t x = 16; x >= 4; x /= 2) {
       mlir::Value upper = arith::CmpIOp::create(
           b_, arith::CmpIPredicate::ne, arith::AndIOp::create(b_, laneInWarp, constant(b_, i64, x)), constant(b_, i64, 0));
@@ -299,8 +299,7 @@ mlir::Value Sm90Wgmma::wgmmaAccReduceMaxGroups(mlir::Value acc, int64_t groups, 
       storeRegister(arith::AddIOp::create(b_, arith::MulIOp::create(b_, g, constant(b_, i64, per)), constant(b_, i64, k)),
                     held[k]);
   } else {
-    mlir::Value leader = arith::CmpIOp::create(
-        b_, arith::CmpIPredicate::ult, arith::RemUIOp::create(b_, lane, constant(b_, i64, 32)), constant(b_, i64, 4));
+    mlir::Value leader = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult, laneInWarp, constant(b_, i64, 4));
     for (mlir::Value &m : held)
       for (int32_t x = 4; x < 32; x *= 2)
         m = e_.maxNum(m, e_.gpu().shuffleXor(m, x));

@@ -7,12 +7,14 @@
 // registers).
 #include "kernels_src/ScoreKernels.h"
 
+#include <algorithm>
 #include <climits>
 #include <functional>
 #include <limits>
 
 #include "core/Spec.h"
 #include "kernels_src/LaunchPlan.h"
+#include "kernels_src/SortNetwork16.h"
 
 namespace m3idx::kernels {
 
@@ -30,32 +32,68 @@ constexpr int kScanTile = 32;
 // Lanes i of a `lanes`-lane tile for which (i & bit) != 0.
 Value laneBitSet(KernelBuilder &b, int bit, int lanes = kScanTile) { return (b.iota(lanes) & bit) != 0; }
 
-// One compare-exchange stage of a bitonic network: lane i meets lane i ^ j and keeps the smaller
-// key where keepMin holds, the larger elsewhere. Keys are distinct (each carries its block id)
-// except the empty key 0, so "take the partner when it is above on a keep-max lane and below on a
-// keep-min lane" is exactly partnerAbove != keepMin. Where a pair's two lanes are in one thread
-// (`pairInThread`: topk_prefill's rows, 16 lanes a thread) the pair is compared once, at its lower
-// lane, and the upper lane takes the negation (for two equal keys either choice is the same key):
-// the comparison of two i64 keys is two instructions of the ALU pipe the network is bound by (ncu,
-// 4 x 32K: 77% busy). Across threads (decode's 32-lane tiles) that would be a predicate shuffle
-// more, so each lane compares.
-Value compareExchange(KernelBuilder &b, Value keys, int j, Value keepMin, bool pairInThread) {
-  const int lanes = keys.type().lanes;
-  std::vector<int32_t> partnerOf, lowerOf;
-  for (int i = 0; i < lanes; ++i) {
-    partnerOf.push_back(i ^ j);
-    lowerOf.push_back(i & ~j);
-  }
+// One layer of comparators: lane i meets lane partnerOf[i] (itself where it has none) and keeps
+// the smaller key where keepMin holds, the larger elsewhere. Keys are distinct (each carries its
+// block id) except the empty key 0, so "take the partner when it is above on a keep-max lane and
+// below on a keep-min lane" is exactly partnerAbove != keepMin. `upper` (null across threads)
+// marks the higher lane of each pair, both of whose lanes are in one thread (topk_prefill's rows,
+// 16 lanes a thread): the pair is compared once, at its lower lane, and the upper lane takes the
+// negation (for two equal keys either choice is the same key). The comparison of two i64 keys is
+// two instructions of the ALU pipe the network is bound by (ncu, 4 x 32K: 77% busy). Across threads
+// (decode's 32-lane tiles) that would be a predicate shuffle more, so each lane compares.
+Value compareLayer(KernelBuilder &b, Value keys, const std::vector<int32_t> &partnerOf, Value keepMin,
+                   Value upper = Value()) {
   Value partner = b.shuffle(keys, keys, partnerOf);
   Value above = gtU(partner, keys);
-  if (pairInThread)
-    above = b.shuffle(above, above, lowerOf) ^ laneBitSet(b, j, lanes);
+  if (upper.id().valid()) {
+    std::vector<int32_t> lowerOf;
+    for (size_t i = 0; i < partnerOf.size(); ++i)
+      lowerOf.push_back(std::min<int32_t>(static_cast<int32_t>(i), partnerOf[i]));
+    above = b.shuffle(above, above, lowerOf) ^ upper;
+  }
   return b.select(above ^ keepMin, partner, keys);
 }
 
+// A bitonic network's stage: lane i meets lane i ^ j.
+Value compareExchange(KernelBuilder &b, Value keys, int j, Value keepMin, bool pairInThread) {
+  const int lanes = keys.type().lanes;
+  std::vector<int32_t> partnerOf;
+  for (int i = 0; i < lanes; ++i)
+    partnerOf.push_back(i ^ j);
+  return compareLayer(b, keys, partnerOf, keepMin, pairInThread ? laneBitSet(b, j, lanes) : Value());
+}
+
+// Each group of 16 lanes, each group one thread's, sorted by sortNetwork16 (a quarter fewer
+// comparators than bitonicSort's). A layer's lane masks are constants of the lane's slot in its
+// group (iota & 15, whose high bits the lowering knows are the thread's), so they fold away.
+Value networkSort16(KernelBuilder &b, Value keys, bool descending) {
+  const int lanes = keys.type().lanes, W = 16;
+  Value slot = b.iota(lanes) & (W - 1);
+  for (const auto &layer : sortNetwork16()) {
+    std::vector<int32_t> inGroup(W);
+    for (int i = 0; i < W; ++i)
+      inGroup[i] = i;
+    for (auto [lo, hi] : layer) {
+      inGroup[lo] = hi;
+      inGroup[hi] = lo;
+    }
+    std::vector<int32_t> partnerOf;
+    for (int i = 0; i < lanes; ++i)
+      partnerOf.push_back(i - i % W + inGroup[i % W]);
+    Value partnerSlot = b.shuffle(slot, slot, partnerOf);
+    Value lower = partnerSlot > slot, upper = partnerSlot < slot;
+    // The network leaves the smaller key at a pair's lower lane; descending, the larger.
+    keys = compareLayer(b, keys, partnerOf, descending ? upper : lower, upper);
+  }
+  return keys;
+}
+
 // `keys` sorted by a bitonic network, descending or ascending: each group of `width` lanes (a
-// power of two dividing the tile's lanes) sorted on its own.
+// power of two dividing the tile's lanes) sorted on its own. Groups of 16 in one thread take
+// networkSort16 instead.
 Value bitonicSort(KernelBuilder &b, Value keys, bool descending, int width = kScanTile, bool pairInThread = false) {
+  if (pairInThread && width == 16)
+    return networkSort16(b, keys, descending);
   const int lanes = keys.type().lanes;
   for (int k = 2; k <= width; k *= 2)
     for (int j = k / 2; j >= 1; j /= 2) {

@@ -69,6 +69,12 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
   make(300, [&](int i) { return i % 3 ? nan : -inf; });             // NaN counts as -inf
   make(300, [&](int) { return nan; });
   make(200, [](int i) { return i % 2 ? -0.0f : 0.0f; });            // -0 as +0: ties again
+  // Denormals keep their order (none is 0), next to signed zeros and the smallest normals.
+  make(40, [](int i) {
+    const float tiny = std::numeric_limits<float>::denorm_min();
+    return i % 4 == 0 ? tiny * (i + 1) : i % 4 == 1 ? -tiny * i : i % 4 == 2 ? (i % 8 ? -0.0f : 0.0f)
+                                                                             : std::numeric_limits<float>::min();
+  });
   make(5, [](int i) { return static_cast<float>(i * 7 % 5); });     // fewer than 16
   make(33, [&](int) { return uni(rng); });                          // one score past a step
   // At most one step (a lane's one key, sorted alone): its boundary, ties, NaN and sentinels.

@@ -118,22 +118,26 @@ def kernel_shares(fn, runs=5):
 
 
 def idle_share(fn):
-    """The GPU's idle share of fn()'s kernels' span: 1 - (union of their intervals) / span."""
+    """The GPU's idle share of fn()'s kernels' span: 1 - (union of their intervals) / span; and the
+    largest gaps (us, the kernels either side), to tell a launch the GPU waited for from noise."""
     from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+    spans = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
                    if e.device_type == torch.autograd.DeviceType.CUDA and e.name in KERNELS)
     if not spans:
-        return float("nan")
-    busy, reach = 0.0, spans[0][0]
-    for start, end in spans:
+        return float("nan"), []
+    busy, reach, last, gaps = 0.0, spans[0][0], spans[0][2], []
+    for start, end, name in spans:
+        if start > reach:
+            gaps.append((start - reach, last, name))
         if end > reach:
             busy += end - max(start, reach)
-            reach = end
-    return 1.0 - busy / (spans[-1][1] - spans[0][0]) if len(spans) > 1 else 0.0
+            reach, last = end, name
+    gaps.sort(reverse=True)
+    return (1.0 - busy / (spans[-1][1] - spans[0][0]) if len(spans) > 1 else 0.0), gaps[:3]
 
 
 def host_us(fn, calls):
@@ -199,7 +203,8 @@ def main():
             shares = kernel_shares(run)
             runs_only()  # warm, then the idle between the layers' kernels
             try:
-                idle = idle_share(runs_only)
+                idle, gaps = idle_share(runs_only)
+                print("largest idle gaps: " + ", ".join(f"{g:.1f} us {a} -> {b}" for g, a, b in gaps), flush=True)
             except (AttributeError, RuntimeError) as e:  # a profiler without kernel intervals
                 print(f"idle: not measured ({e})", flush=True)
                 idle = float("nan")

@@ -377,6 +377,21 @@ Value KernelBuilder::loadGather(Buffer buf, Value offsets, Value mask, SourceAt 
   return emit1(OpKind::LoadGather, {offsets, mask}, tile(buf.elem, lanes), buf.index);
 }
 
+Value KernelBuilder::loadRows(Buffer buf, Value starts, Value counts, int width, int alignBytes, SourceAt at) {
+  LocScope scope(*this, at);
+  const int rows = starts.type().isTile() ? starts.type().lanes : 1;
+  if (!live({starts, counts}))
+    return poison(tile(buf.elem, rows * width));
+  check(buf.index >= 0 && buf.index < static_cast<int>(k_.buffers.size()), "load.rows: unknown buffer");
+  check(starts.type().isTile() && starts.type() == tile(Elem::I64, rows) && counts.type() == starts.type(),
+        fmt::format("load.rows: starts {} and counts {} must be i64 tiles of one lane count", starts.type().str(),
+                    counts.type().str()));
+  check(width > 0, "load.rows: width must be > 0");
+  check(buf.access != Access::Write, "load.rows: buffer is write-only");
+  return aligned(emit1(OpKind::LoadRows, {starts, counts}, tile(buf.elem, rows * width), buf.index),
+                 OpKind::LoadRows, alignBytes);
+}
+
 void KernelBuilder::store(Buffer buf, Value offset, Value v, SourceAt at) {
   LocScope scope(*this, at);
   if (!live({offset, v}))

@@ -112,6 +112,13 @@ public:
   // mask tile<N x i1>; masked-off offsets may be anything): rows of a strided buffer gathered into
   // one tile, e.g. a thread's own row in its lanes.
   Value loadGather(Buffer buf, Value offsets, Value mask, SourceAt at = SourceAt::current());
+  // Rows of `width` consecutive elements, R of them (starts and counts: tile<R x i64>): lane
+  // r * width + k is buf[starts[r] + k] where k < counts[r], else 0 without touching memory, as
+  // loadGather with those offsets and masks; each start's address aligned to alignBytes. A GPU
+  // program whose threads each hold one row loads it as a plain (wide) load where the row is
+  // whole, where loadGather's lanes are one load each, across threads' rows.
+  Value loadRows(Buffer buf, Value starts, Value counts, int width, int alignBytes,
+                 SourceAt at = SourceAt::current());
   void store(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
   void storeTile(Buffer buf, Value offset, Value v, SourceAt at = SourceAt::current());
   // The same with offset's address aligned to alignBytes, as loadTile's.

@@ -54,6 +54,7 @@ const char *opName(OpKind k) {
   case OpKind::LoadTile: return "load.tile";
   case OpKind::LoadTileMasked: return "load.tile.masked";
   case OpKind::LoadGather: return "load.gather";
+  case OpKind::LoadRows: return "load.rows";
   case OpKind::Store: return "store";
   case OpKind::StoreTile: return "store.tile";
   case OpKind::StoreScatter: return "store.scatter";
@@ -108,6 +109,7 @@ void printOp(const Kernel &k, const Op &op, int indent, std::string &out, const 
       attrs = fmt::format(" unroll={}", op.intAttr);
     break;
   case OpKind::Load: case OpKind::LoadTile: case OpKind::LoadTileMasked: case OpKind::LoadGather:
+  case OpKind::LoadRows:
   case OpKind::Store: case OpKind::StoreTile: case OpKind::StoreScatter: case OpKind::AtomicAdd:
     attrs = fmt::format(" @{}", k.buffers[op.intAttr].name);
     if (op.alignAttr)

@@ -24,7 +24,7 @@ enum class OpKind : uint8_t {
   // tiles
   Splat, Extract, ExtractAt, Shuffle, ReduceAdd, ReduceMax, ReduceMaxGroups, FoldMax,
   // memory (buffers are 1-D; offsets are i64 element indices)
-  Load, LoadTile, LoadTileMasked, LoadGather, Store, StoreTile, StoreScatter,
+  Load, LoadTile, LoadTileMasked, LoadGather, LoadRows, Store, StoreTile, StoreScatter,
   AtomicAdd, // scalar: the old value; ordered after the program's stores, before its loads
   // the order of a step's kernels (KernelBuilder::awaitEarlierGrids, releaseNextGrid)
   GridAwait, GridRelease,

@@ -87,6 +87,10 @@ StatusOr<StepPlan> planLaunches(const BatchView &b, int64_t W, const StepTuning 
   const int H = b.params.numHeads;
   const int64_t T = b.numRows, R = b.numRequests, D = b.params.numDecodes;
   const int64_t decodeRows = D * b.params.decodeQueryLen, prefillRows = T - decodeRows;
+  // topk_prefill loads a row's scores 16 at a time as wide loads aligned to 16 bytes (load.rows):
+  // rows must start at multiples of 4 floats, as SPEC's widths (multiples of 64) do.
+  if (W <= 0 || W % 4 != 0)
+    return invalidArgument("score width", "a positive multiple of 4 (spec::scoreWidth's are of 64)", std::to_string(W));
   StepPlan plan;
   const int64_t scores = H * T * W, topk = H * T * spec::kTopkBlocks;
   const int64_t kvBytes = b.numPages * spec::kPageBytes;

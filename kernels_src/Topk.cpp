@@ -339,13 +339,13 @@ void topkTrips(KernelBuilder &b, Buffer scores, Buffer out, int R, Value first, 
   auto perLane = [&](Value perRow) { return b.shuffle(perRow, perRow, spread); };
   b.forLoop(first, last, b.constInt(R), Values{firstLengths}, [&](Value trip, const Values &it) {
     Value i = trip + rows, at = b.minS(i, last - 1), headRow = tr.headRow(at);
-    Value real = perLane(i < last), nblk = perLane(it[0]).to(Elem::I64), base = perLane(headRow * tr.width);
+    Value rowBlocks = it[0].to(Elem::I64), nblk = perLane(rowBlocks), rowStart = headRow * tr.width;
     Value ahead = tr.lengths(trip + R);
-    // Keys of blocks [from, from + 16) of each row (0 past its nblk: nothing read there).
-    auto load = [&](Value from) {
-      Value blk = slot + from;
-      return b.loadGather(scores, base + blk, blk < nblk);
-    };
+    // Scores of blocks [from, from + 16) of each row (0 past its nblk: nothing read there), a
+    // thread's row as 4 wide loads where it is whole (load.rows): as 16 gathered lanes, each
+    // warp load had touched 32 rows' lines. Rows start at multiples of 64 floats (SPEC's score
+    // width) and `from` at multiples of 16, so each is 64-byte aligned.
+    auto load = [&](Value from) { return b.loadRows(scores, rowStart + from, rowBlocks - from, K, 16); };
     auto keys = [&](Value tile, Value from) {
       Value blk = slot + from;
       return b.select(blk < nblk, b.packScoreKey(tile, blk), b.constInt(0));
@@ -357,7 +357,19 @@ void topkTrips(KernelBuilder &b, Buffer scores, Buffer out, int R, Value first, 
                                    [&](Value from, const Values &tile, const Values &s) {
       return Values{mergeStep(b, s[0], keys(tile[0], from), K, /*pairInThread=*/true)};
     });
-    b.storeScatter(out, perLane(headRow * K) + slot, blockIds(b, merged[0]), real);
+    // The trip's ids: where its R rows are consecutive rows of one head (all but a launch's last
+    // trip and those across a head's end), one tile of R x 16 consecutive ids, each thread's 64
+    // bytes as 4 wide stores; elsewhere each row's 16 lanes scattered where the row is real.
+    Value ids = blockIds(b, merged[0]);
+    Value firstRow = tr.headRow(trip);
+    Value together = (trip + R <= last) & (tr.headRow(trip + (R - 1)) == firstRow + (R - 1));
+    b.ifElse(together, [&] {
+      b.storeTile(out, firstRow * K, ids, 16);
+      return Values{};
+    }, [&] {
+      b.storeScatter(out, perLane(headRow * K) + slot, ids, perLane(i < last));
+      return Values{};
+    });
     return Values{ahead};
   });
 }

@@ -194,6 +194,24 @@ class LoadGatherLowering final : public GpuPattern<tile::LoadGatherOp> {
   }
 };
 
+// Each thread's row whole (GpuThreads::loadRows): a program of one row a thread is the only form
+// the kernels use; another spread of rows over threads is a named error, not a slow gather.
+class LoadRowsLowering final : public GpuPattern<tile::LoadRowsOp> {
+  using GpuPattern::GpuPattern;
+  Values lower(tile::LoadRowsOp op, Adaptor a) const override {
+    auto t = cast<ShapedType>(op.getType());
+    const int64_t rows = lanesOf(op.getStarts()), width = t.getNumElements() / rows;
+    GpuThreads &gpu = kernel_.gpu();
+    if (rows != gpu.threads() || gpu.chunk(t.getNumElements()) != width) {
+      kernel_.fail(fmt::format("load.rows of {} rows x {}: a program of {} threads holds one row a thread only",
+                               rows, width, gpu.threads()));
+      return {constant(b(), VectorType::get({gpu.chunk(t.getNumElements())}, t.getElementType()), 0)};
+    }
+    return {gpu.loadRows(a.getBuffer(), a.getStarts(), a.getCounts(), width, t.getElementType(),
+                         static_cast<int64_t>(op.getAlign()))};
+  }
+};
+
 // Scalars are uniform: one thread writes.
 class StoreLowering final : public GpuPattern<tile::StoreOp> {
   using GpuPattern::GpuPattern;
@@ -305,7 +323,7 @@ void populateGpuOpPatterns(const TypeConverter &converter, RewritePatternSet &pa
   patterns.add<ElementwiseOnTiles, ExtractLowering, ExtractAtLowering, ShuffleLowering,
                ReduceLowering<tile::ReduceAddOp, true>, ReduceLowering<tile::ReduceMaxOp, false>, DotLowering,
                FoldMaxLowering, ReduceMaxGroupsLowering, LoadLowering, LoadTileLowering, LoadTileMaskedLowering,
-               LoadGatherLowering,
+               LoadGatherLowering, LoadRowsLowering,
                StoreLowering, StoreTileLowering, StoreScatterLowering, AtomicAddLowering,
                GridOrderLowering<tile::GridAwaitOp>, GridOrderLowering<tile::GridReleaseOp>, ProgramSyncLowering,
                DecodeNvfp4Lowering, DotTilesLowering, ConvertLayoutLowering, StageLowering>(converter, patterns.getContext(), kernel);

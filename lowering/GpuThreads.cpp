@@ -455,20 +455,37 @@ mlir::Value GpuThreads::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::V
   mlir::Value first = arith::MulIOp::create(b_, laneI64(), constant(b_, i64, c));
   mlir::Value lim = arith::MinSIOp::create(b_, limit, constant(b_, i64, lanes));
   mlir::Value count = arith::MaxSIOp::create(b_, arith::SubIOp::create(b_, lim, first), constant(b_, i64, 0));
+  return loadPart(buf, arith::AddIOp::create(b_, off, first), count, c, elem, alignBytes);
+}
+
+mlir::Value GpuThreads::loadRows(mlir::Value buf, mlir::Value starts, mlir::Value counts, int64_t width,
+                                 mlir::Type elem, int64_t alignBytes) {
+  mlir::Value zero = constant(b_, b_.getI64Type(), 0);
+  mlir::Value count = arith::MaxSIOp::create(
+      b_, arith::MinSIOp::create(b_, vector::ExtractOp::create(b_, counts, ArrayRef<int64_t>{0}),
+                                 constant(b_, b_.getI64Type(), width)),
+      zero);
+  return loadPart(buf, vector::ExtractOp::create(b_, starts, ArrayRef<int64_t>{0}), count, width, elem, alignBytes);
+}
+
+// The c elements from `at`, those at or past `count` 0. On GPUs a masked load becomes one guarded
+// load per lane: take the plain vector load (wide where aligned) when all c are in, none when all
+// are out (a padded tile's rows: a limit at a whole thread's part, as a row's 128 bytes are), the
+// guarded loads between.
+mlir::Value GpuThreads::loadPart(mlir::Value buf, mlir::Value at, mlir::Value count, int64_t c, mlir::Type elem,
+                                 int64_t alignBytes) {
+  mlir::Type i64 = b_.getI64Type();
   mlir::Value mask = vector::CreateMaskOp::create(b_, VectorType::get({c}, b_.getI1Type()),
                                                   ValueRange{toIndex(b_, count)});
   auto vt = VectorType::get({c}, elem);
-  mlir::Value at = toIndex(b_, arith::AddIOp::create(b_, off, first));
-  // On GPUs a masked load becomes one guarded load per lane: take the plain vector load (wide where
-  // aligned) when all of this thread's lanes are in, none when all are out (a padded tile's rows:
-  // a limit at a whole thread's part, as a row's 128 bytes are), the guarded loads between.
+  mlir::Value index = toIndex(b_, at);
   const int64_t partBytes = c * elem.getIntOrFloatBitWidth() / 8;
   const int64_t align = alignBytes ? std::min(alignBytes, partBytes & -partBytes) : 0;
   auto full = scf::IfOp::create(
       b_, TypeRange{vt}, arith::CmpIOp::create(b_, arith::CmpIPredicate::sge, count, constant(b_, i64, c)), true);
   OpBuilder::InsertionGuard guard(b_);
   b_.setInsertionPointToEnd(full.thenBlock());
-  scf::YieldOp::create(b_, ValueRange{vector::LoadOp::create(b_, vt, buf, ValueRange{at}, /*nontemporal=*/false,
+  scf::YieldOp::create(b_, ValueRange{vector::LoadOp::create(b_, vt, buf, ValueRange{index}, /*nontemporal=*/false,
                                                              align ? llvm::MaybeAlign(align) : llvm::MaybeAlign())});
   b_.setInsertionPointToEnd(full.elseBlock());
   auto none = scf::IfOp::create(
@@ -478,7 +495,7 @@ mlir::Value GpuThreads::loadTileMasked(mlir::Value buf, mlir::Value off, mlir::V
   scf::YieldOp::create(b_, ValueRange{constant(b_, vt, 0)});
   b_.setInsertionPointToEnd(none.elseBlock());
   scf::YieldOp::create(
-      b_, ValueRange{vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{at}, mask, constant(b_, vt, 0))});
+      b_, ValueRange{vector::MaskedLoadOp::create(b_, vt, buf, ValueRange{index}, mask, constant(b_, vt, 0))});
   return full.getResult(0);
 }
 

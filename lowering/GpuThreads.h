@@ -63,6 +63,10 @@ public:
   // Lane i: buf[offsets[i]] where mask[i], else 0; each thread its own lanes (none past a narrow
   // tile's).
   mlir::Value loadGather(mlir::Value buf, mlir::Value offsets, mlir::Value mask, int64_t lanes, mlir::Type elem);
+  // load.rows where each thread holds one row (its lane of starts and counts) and its `width`
+  // lanes: the row as one part of loadTileMasked's form.
+  mlir::Value loadRows(mlir::Value buf, mlir::Value starts, mlir::Value counts, int64_t width, mlir::Type elem,
+                       int64_t alignBytes);
   void storeTile(mlir::Value buf, mlir::Value off, mlir::Value v, int64_t lanes, int64_t alignBytes = 0);
   void storeScatter(mlir::Value buf, mlir::Value offsets, mlir::Value v, mlir::Value mask, int64_t lanes);
   // buf[at] += v for the whole program, between a release and an acquire fence of the device's
@@ -73,6 +77,8 @@ public:
   mlir::Value threadScales(mlir::Value scales, int64_t scaleLanes, int64_t perThread);
 
 private:
+  mlir::Value loadPart(mlir::Value buf, mlir::Value at, mlir::Value count, int64_t c, mlir::Type elem,
+                       int64_t alignBytes);
   // A vector shuffle of the thread's own lanes, where every output lane's source is in its own
   // thread's chunk, at the same place in every thread (an xor below the chunk, the first half of
   // each chunk, a thread's one lane to all of its lanes of a wider tile); else null.

@@ -147,6 +147,7 @@ private:
     case OpKind::Load: set(LoadOp::create(b_, at, rt(), buf(), in(0))); return Status();
     case OpKind::LoadTile: set(LoadTileOp::create(b_, at, rt(), buf(), in(0), b_.getI32IntegerAttr(op.alignAttr))); return Status();
     case OpKind::LoadGather: set(LoadGatherOp::create(b_, at, rt(), buf(), in(0), in(1))); return Status();
+    case OpKind::LoadRows: set(LoadRowsOp::create(b_, at, rt(), buf(), in(0), in(1), b_.getI32IntegerAttr(op.alignAttr))); return Status();
     case OpKind::LoadTileMasked: set(LoadTileMaskedOp::create(b_, at, rt(), buf(), in(0), in(1), b_.getI32IntegerAttr(op.alignAttr))); return Status();
     case OpKind::Store: StoreOp::create(b_, at, in(1), buf(), in(0)); return Status();
     case OpKind::StoreTile: StoreTileOp::create(b_, at, in(1), buf(), in(0), b_.getI32IntegerAttr(op.alignAttr)); return Status();

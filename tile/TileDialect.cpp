@@ -187,6 +187,14 @@ LogicalResult LoadGatherOp::verify() {
     return emitOpError("offsets and mask must have the result's ") << lanes << " lanes";
   return success();
 }
+LogicalResult LoadRowsOp::verify() {
+  if (failed(bufferValue(*this, getBuffer().getType(), getType())))
+    return failure();
+  const int64_t rows = lanesOf(getStarts().getType());
+  if (lanesOf(getCounts().getType()) != rows || lanesOf(getType()) % rows != 0)
+    return emitOpError("counts must have the starts' ") << rows << " lanes and the result a multiple of them";
+  return alignment(*this, getAlign());
+}
 LogicalResult StoreOp::verify() { return bufferValue(*this, getBuffer().getType(), getValue().getType()); }
 LogicalResult StoreTileOp::verify() { return bufferValue(*this, getBuffer().getType(), getValue().getType()); }
 LogicalResult StoreScatterOp::verify() {

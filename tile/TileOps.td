@@ -159,6 +159,16 @@ def Tile_LoadGatherOp : Tile_Op<"load_gather"> {
   let hasVerifier = 1;
 }
 
+def Tile_LoadRowsOp : Tile_Op<"load_rows"> {
+  let summary = "rows of W = lanes / R consecutive elements: lane r W + k is element starts[r] + k where k < counts[r], else 0 (no memory touched)";
+  let arguments = (ins Arg<Tile_Buffer, "", [MemRead]>:$buffer, 1DTensorOf<[I64]>:$starts,
+                       1DTensorOf<[I64]>:$counts, DefaultValuedAttr<I32Attr, "0">:$align);
+  let results = (outs Tile_Tile:$result);
+  let assemblyFormat = "$buffer `[` $starts `]` `,` $counts attr-dict `:` type($buffer) `,` type($starts) `,`"
+                       " type($counts) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 // The order of a step's kernels (dsl/Builder.h): the GPU lowering's wait for the kernels launched
 // before this one, and its release of the next; both touch all memory as far as passes can tell.
 def Tile_GridAwaitOp : Tile_Op<"grid_await", [MemoryEffects<[MemRead, MemWrite]>]> {

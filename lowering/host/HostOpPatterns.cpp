@@ -464,6 +464,47 @@ class LoadGatherLowering final : public HostPattern<tile::LoadGatherOp> {
   }
 };
 
+// A gather of each row's lanes (the host has no per-thread rows to load whole): offsets
+// starts[l / W] + l % W, mask l % W < counts[l / W]; a wide tile a piece of whole rows at a time.
+class LoadRowsLowering final : public HostPattern<tile::LoadRowsOp> {
+  using HostPattern::HostPattern;
+  FailureOr<Values> lower(tile::LoadRowsOp op, Adaptor a, ImplicitLocOpBuilder &b) const override {
+    const int64_t lanes = HostTiles::lanes(op.getResult()), rows = HostTiles::lanes(op.getStarts());
+    const int64_t width = lanes / rows;
+    mlir::Type elem = cast<ShapedType>(op.getType()).getElementType();
+    if (width > HostTiles::kPiece || HostTiles::kPiece % width != 0)
+      return kernel_.fail(op, fmt::format("host: load.rows of rows of {} lanes (a divisor of {})", width,
+                                          HostTiles::kPiece));
+    // Rows [0, n / width) of the given starts and counts (n lanes).
+    auto gather = [&](mlir::Value starts, mlir::Value counts, int64_t n) -> mlir::Value {
+      SmallVector<int64_t> rowOf, inRow;
+      for (int64_t l = 0; l < n; ++l) {
+        rowOf.push_back(l / width);
+        inRow.push_back(l % width);
+      }
+      auto spread = [&](mlir::Value perRow) { return vector::ShuffleOp::create(b, perRow, perRow, rowOf); };
+      auto i64s = VectorType::get({n}, b.getI64Type());
+      mlir::Value k = arith::ConstantOp::create(b, DenseElementsAttr::get(i64s, ArrayRef<int64_t>(inRow)));
+      mlir::Value offsets = arith::AddIOp::create(b, spread(starts), k);
+      mlir::Value mask = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, k, spread(counts));
+      auto vt = VectorType::get({n}, elem);
+      return vector::GatherOp::create(b, vt, a.getBuffer(), ValueRange{arith::ConstantIndexOp::create(b, 0)},
+                                      offsets, mask, constant(b, vt, 0));
+    };
+    if (!anyWide(op))
+      return Values{gather(a.getStarts(), a.getCounts(), lanes)};
+    HostTiles &tiles = kernel_.tiles;
+    mlir::Value out = tiles.newBuffer(b, op.getResult());
+    tiles.forPieces(b, lanes, HostTiles::kPiece, [&](mlir::Value at, int64_t n) {
+      mlir::Value row = arith::DivUIOp::create(b, at, arith::ConstantIndexOp::create(b, width));
+      tiles.storePiece(b, out, elem, at,
+                       gather(tiles.pieceOf(b, op.getStarts(), a.getStarts(), row, n / width),
+                              tiles.pieceOf(b, op.getCounts(), a.getCounts(), row, n / width), n));
+    });
+    return Values{out};
+  }
+};
+
 class StoreScatterLowering final : public HostPattern<tile::StoreScatterOp> {
   using HostPattern::HostPattern;
   FailureOr<Values> lower(tile::StoreScatterOp op, Adaptor a, ImplicitLocOpBuilder &b) const override {
@@ -578,7 +619,7 @@ class StageLowering final : public HostPattern<tile::StageOp> {
 void populateHostOpPatterns(const HostTypeConverter &converter, RewritePatternSet &patterns, HostKernelState &kernel) {
   patterns.add<ElementwiseOnTiles, ExtractLowering, ExtractAtLowering, ShuffleLowering, ReduceAddLowering,
                ReduceMaxLowering, DotLowering, ReduceMaxGroupsLowering, FoldMaxLowering, LoadLowering,
-               LoadTileLowering, LoadTileMaskedLowering, LoadGatherLowering, StoreLowering, StoreTileLowering,
+               LoadTileLowering, LoadTileMaskedLowering, LoadGatherLowering, LoadRowsLowering, StoreLowering, StoreTileLowering,
                StoreScatterLowering, AtomicAddLowering, AlreadyOrderedLowering<tile::GridAwaitOp>,
                AlreadyOrderedLowering<tile::GridReleaseOp>, AlreadyOrderedLowering<tile::ProgramSyncOp>,
                DecodeNvfp4Lowering, DotTilesLowering, StageLowering>(converter, patterns.getContext(), kernel);

@@ -89,6 +89,14 @@ func.func @gather_lanes(%b: memref<?xf32>, %o: tensor<2xi64>, %m: tensor<4xi1>) 
 
 // -----
 
+func.func @rows_lanes(%b: memref<?xf32>, %s: tensor<2xi64>, %c: tensor<4xi64>) {
+  // expected-error @+1 {{counts must have the starts' 2 lanes and the result a multiple of them}}
+  %g = m3idx.load_rows %b[%s], %c : memref<?xf32>, tensor<2xi64>, tensor<4xi64> -> tensor<8xf32>
+  return
+}
+
+// -----
+
 func.func @scatter_lanes(%v: tensor<4xf32>, %b: memref<?xf32>, %o: tensor<2xi64>, %m: tensor<4xi1>) {
   // expected-error @+1 {{offsets and mask must have the value's 4 lanes}}
   m3idx.store_scatter %v, %b[%o], %m : tensor<4xf32>, memref<?xf32>, tensor<2xi64>, tensor<4xi1>

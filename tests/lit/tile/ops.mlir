@@ -56,6 +56,8 @@ func.func @all_ops(%buf: memref<?xi8> {m3idx.access = "read"}, %out: memref<?xf3
   m3idx.store_scatter %cl, %out[%offs], %mask : tensor<2xf32>, memref<?xf32>, tensor<2xi64>, tensor<2xi1>
   // CHECK: m3idx.load_gather %{{.*}}[%{{.*}}], %{{.*}} : memref<?xf32>, tensor<2xi64>, tensor<2xi1> -> tensor<2xf32>
   %g = m3idx.load_gather %out[%offs], %mask : memref<?xf32>, tensor<2xi64>, tensor<2xi1> -> tensor<2xf32>
+  // CHECK: m3idx.load_rows %{{.*}}[%{{.*}}], %{{.*}} {align = 16 : i32} : memref<?xf32>, tensor<2xi64>, tensor<2xi64> -> tensor<8xf32>
+  %r = m3idx.load_rows %out[%offs], %offs {align = 16 : i32} : memref<?xf32>, tensor<2xi64>, tensor<2xi64> -> tensor<8xf32>
   return
 }
 

@@ -343,8 +343,8 @@ void topkTrips(KernelBuilder &b, Buffer scores, Buffer out, int R, Value first, 
     Value ahead = tr.lengths(trip + R);
     // Scores of blocks [from, from + 16) of each row (0 past its nblk: nothing read there), a
     // thread's row as 4 wide loads where it is whole (load.rows): as 16 gathered lanes, each
-    // warp load had touched 32 rows' lines. Rows start at multiples of 64 floats (SPEC's score
-    // width) and `from` at multiples of 16, so each is 64-byte aligned.
+    // warp load had touched 32 rows' lines. Rows start at multiples of 4 floats (LaunchPlan
+    // checks the width; SPEC's are multiples of 64) and `from` at multiples of 16: 16-byte aligned.
     auto load = [&](Value from) { return b.loadRows(scores, rowStart + from, rowBlocks - from, K, 16); };
     auto keys = [&](Value tile, Value from) {
       Value blk = slot + from;

@@ -113,11 +113,12 @@ TEST(TopkKernel, CraftedRowsMatchSpecOrder) {
   // 256 segments, empty trailing segments where a row is short), the programs run first to last
   // and last to first: the merge is the last arriving segment's, whichever it is.
   // Unsplit rows also run several a program (3: programs whose rows are long and short, and a
-  // last program of fewer rows).
+  // last program of fewer rows; 8: two whole trips of 4 consecutive rows, whose ids are stored
+  // as one tile, and a last program's partial trip, scattered).
   struct Grid {
     int64_t segments, rowsPerProgram;
   };
-  for (Grid g : {Grid{1, 1}, Grid{1, 3}, Grid{3, 1}, Grid{37, 1}, Grid{256, 1}})
+  for (Grid g : {Grid{1, 1}, Grid{1, 3}, Grid{1, 8}, Grid{3, 1}, Grid{37, 1}, Grid{256, 1}})
     for (bool reversed : {false, true}) {
       const int64_t segments = g.segments;
       std::vector<int32_t> out(T * spec::kTopkBlocks, 12345), arrivals(T, 0);

@@ -443,13 +443,20 @@ class StoreTileLowering final : public HostPattern<tile::StoreTileOp> {
 };
 
 // A masked gather (masked-off lanes 0, no memory touched), piece by piece where wide.
+// n lanes: buf[offsets[i]] where mask[i], else 0 (load_gather's and load_rows' one gather; c0 the
+// index 0).
+mlir::Value gatherLanes(ImplicitLocOpBuilder &b, mlir::Value buf, mlir::Value c0, mlir::Value offsets,
+                        mlir::Value mask, mlir::Type elem, int64_t n) {
+  auto vt = VectorType::get({n}, elem);
+  return vector::GatherOp::create(b, vt, buf, ValueRange{c0}, offsets, mask, constant(b, vt, 0));
+}
+
 class LoadGatherLowering final : public HostPattern<tile::LoadGatherOp> {
   using HostPattern::HostPattern;
   FailureOr<Values> lower(tile::LoadGatherOp op, Adaptor a, ImplicitLocOpBuilder &b) const override {
     mlir::Value c0 = arith::ConstantIndexOp::create(b, 0);
-    auto gather = [&](mlir::Value offsets, mlir::Value mask, int64_t n) -> mlir::Value {
-      auto vt = VectorType::get({n}, cast<ShapedType>(op.getType()).getElementType());
-      return vector::GatherOp::create(b, vt, a.getBuffer(), ValueRange{c0}, offsets, mask, constant(b, vt, 0));
+    auto gather = [&](mlir::Value offsets, mlir::Value mask, int64_t n) {
+      return gatherLanes(b, a.getBuffer(), c0, offsets, mask, cast<ShapedType>(op.getType()).getElementType(), n);
     };
     if (!anyWide(op))
       return Values{gather(a.getOffsets(), a.getMask(), HostTiles::lanes(op.getResult()))};
@@ -487,9 +494,7 @@ class LoadRowsLowering final : public HostPattern<tile::LoadRowsOp> {
       mlir::Value k = arith::ConstantOp::create(b, DenseElementsAttr::get(i64s, ArrayRef<int64_t>(inRow)));
       mlir::Value offsets = arith::AddIOp::create(b, spread(starts), k);
       mlir::Value mask = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, k, spread(counts));
-      auto vt = VectorType::get({n}, elem);
-      return vector::GatherOp::create(b, vt, a.getBuffer(), ValueRange{arith::ConstantIndexOp::create(b, 0)},
-                                      offsets, mask, constant(b, vt, 0));
+      return gatherLanes(b, a.getBuffer(), arith::ConstantIndexOp::create(b, 0), offsets, mask, elem, n);
     };
     if (!anyWide(op))
       return Values{gather(a.getStarts(), a.getCounts(), lanes)};
